@@ -1,0 +1,167 @@
+"""The contract every workload variant follows.
+
+A *recipe* is one folder under ``workloads/``: an ordered list of variants,
+baseline first, then each optimization step. A *variant* is one module in that
+folder holding one subclass of :class:`Variant`. The runner
+(:mod:`workloads.runner`) drives every variant the same way, so that the
+pipeline can time, trace and profile any of them without knowing what they do:
+
+    v = VariantClass(size=..., seed=...)
+    v.setup()            # allocate and fill inputs            (NVTX phase "setup")
+    v.step()             # one call of the computation, async  (NVTX phase "compute")
+    out = v.result()     # bring the result to the host        (NVTX phase "transfer")
+    ref = v.reference()  # float64 NumPy reference             (NVTX phase "check")
+
+Each variant declares the work it must do (:class:`Work`): the fewest bytes it
+has to move through device memory and the floating-point operations it has to
+perform. Reports divide these by measured time to show how close a variant is
+to its floor.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+import importlib
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+
+class WorkloadError(RuntimeError):
+    """A workload was asked for something it does not have, or computed a wrong result."""
+
+
+class ResultMismatch(WorkloadError):
+    """The variant's result disagrees with the float64 reference."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """What one call of a variant must do at minimum (nvbench's 'declared bytes')."""
+
+    bytes_read: int
+    bytes_written: int
+    flops: int
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+class Variant(abc.ABC):
+    """One step of a recipe. Subclasses set the class attributes and the five methods."""
+
+    #: short identifier used on the command line and in file names
+    name: ClassVar[str]
+    #: one line saying what this step changes compared with the previous one
+    summary: ClassVar[str]
+    #: largest accepted ||out - ref|| / ||ref|| (float64 work: rounding only)
+    tolerance: ClassVar[float] = 1e-12
+
+    def __init__(self, size: int, seed: int = 0) -> None:
+        if size <= 0:
+            raise WorkloadError(f"size must be positive, got {size}")
+        self.size = size
+        self.seed = seed
+
+    @abc.abstractmethod
+    def setup(self) -> None:
+        """Allocate and fill the inputs on the device."""
+
+    @abc.abstractmethod
+    def step(self) -> None:
+        """Launch one call of the computation. May return before the device finishes."""
+
+    @abc.abstractmethod
+    def result(self) -> np.ndarray:
+        """Copy the last call's result to the host (synchronizes)."""
+
+    @abc.abstractmethod
+    def reference(self) -> np.ndarray:
+        """The float64 NumPy reference for the current inputs."""
+
+    @abc.abstractmethod
+    def work(self) -> Work:
+        """Bytes and FLOPs one call of :meth:`step` must move and do."""
+
+    # Device plumbing: every framework has its own; workloads share a mixin per framework.
+    @abc.abstractmethod
+    def synchronize(self) -> None:
+        """Wait until all work this variant queued has finished."""
+
+    @abc.abstractmethod
+    def event_pair(self) -> "EventPair":
+        """A (start, stop) pair of device events on the stream :meth:`step` uses."""
+
+    def teardown(self) -> None:
+        """Release what setup() took; the default leaves it to garbage collection."""
+
+
+class EventPair(abc.ABC):
+    """Device events around a region; elapsed time is read after both completed."""
+
+    @abc.abstractmethod
+    def start(self) -> None: ...
+
+    @abc.abstractmethod
+    def stop(self) -> None: ...
+
+    @abc.abstractmethod
+    def elapsed_ms(self) -> float:
+        """Milliseconds between start and stop, waiting for stop if needed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """A workload: its variants in order (baseline first) and what it needs."""
+
+    name: str
+    title: str
+    seed_document: str
+    framework: str
+    #: import names the recipe needs; the pipeline skips it with a reason when one is missing
+    requires: tuple[str, ...]
+    variants: tuple[str, ...]
+    default_size: int
+    #: what "size" means for this workload, for reports and --help
+    size_meaning: str
+
+    def variant_class(self, variant: str) -> type[Variant]:
+        if variant not in self.variants:
+            raise WorkloadError(
+                f"workload {self.name!r} has no variant {variant!r}; it has: {', '.join(self.variants)}"
+            )
+        module = importlib.import_module(f"workloads.{self.name}.{variant}")
+        cls = getattr(module, "VARIANT", None)
+        if cls is None or not issubclass(cls, Variant):
+            raise WorkloadError(f"workloads/{self.name}/{variant}.py must define VARIANT, a Variant subclass")
+        if cls.name != variant:
+            raise WorkloadError(f"workloads/{self.name}/{variant}.py: VARIANT.name is {cls.name!r}, not {variant!r}")
+        return cls
+
+
+def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """||out - ref|| / ||ref|| in float64; NaN anywhere gives NaN."""
+    if out.shape != ref.shape:
+        raise ResultMismatch(f"result shape {out.shape} differs from reference shape {ref.shape}")
+    diff = np.linalg.norm((out.astype(np.float64) - ref).ravel())
+    scale = np.linalg.norm(ref.ravel())
+    return float(diff / scale) if scale > 0 else float(diff)
+
+
+def check_result(out: np.ndarray, ref: np.ndarray, tolerance: float, what: str) -> float:
+    """Raise :class:`ResultMismatch` unless ``out`` matches ``ref`` within ``tolerance``."""
+    if not np.all(np.isfinite(out)):
+        bad = int(np.size(out) - np.count_nonzero(np.isfinite(out)))
+        raise ResultMismatch(f"{what}: {bad} non-finite values in the result")
+    err = relative_error(out, ref)
+    if not err <= tolerance:
+        raise ResultMismatch(f"{what}: relative error {err:.3e} exceeds tolerance {tolerance:.1e}")
+    return err
+
+
+def all_recipes() -> Sequence[Recipe]:
+    """Every recipe in the suite, in the order reports list them."""
+    from workloads import registry
+
+    return registry.RECIPES

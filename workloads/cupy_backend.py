@@ -1,0 +1,35 @@
+"""CuPy plumbing shared by CuPy variants: synchronization and CUDA events on the current stream."""
+from __future__ import annotations
+
+from workloads.contract import EventPair
+
+
+class CupyEventPair(EventPair):
+    def __init__(self) -> None:
+        import cupy
+
+        self._cupy = cupy
+        self._start = cupy.cuda.Event()
+        self._stop = cupy.cuda.Event()
+
+    def start(self) -> None:
+        self._start.record()
+
+    def stop(self) -> None:
+        self._stop.record()
+
+    def elapsed_ms(self) -> float:
+        self._stop.synchronize()
+        return float(self._cupy.cuda.get_elapsed_time(self._start, self._stop))
+
+
+class CupyDevice:
+    """Mixin giving a Variant CuPy's synchronize() and event_pair()."""
+
+    def synchronize(self) -> None:
+        import cupy
+
+        cupy.cuda.get_current_stream().synchronize()
+
+    def event_pair(self) -> EventPair:
+        return CupyEventPair()

@@ -1,0 +1,24 @@
+"""CuPy squared difference, from the NVTX/Nsight Systems blog post (seed 000).
+
+``(a - b) ** 2`` over two float64 matrices. Each element needs two 8-byte reads
+and one 8-byte write and two FLOPs (subtract, multiply): 1/12 FLOP per byte, so
+the floor is set by memory bandwidth alone.
+
+Recipe steps:
+  baseline    CuPy as a user writes it: two kernels and a temporary per call
+  rmm_pool    the same on an RMM pool (what the blog does against cudaMalloc)
+  fused       one @cupy.fuse kernel: no temporary, a third fewer bytes... and half the launches
+  fused_pool  both
+"""
+from workloads.contract import Recipe
+
+RECIPE = Recipe(
+    name="cupy_sqdiff",
+    title="CuPy squared difference",
+    seed_document="000",
+    framework="cupy",
+    requires=("cupy", "rmm"),
+    variants=("baseline", "rmm_pool", "fused", "fused_pool"),
+    default_size=4096,
+    size_meaning="matrix side n: two n x n float64 inputs",
+)

@@ -1,0 +1,64 @@
+"""Inputs, reference and declared work shared by every squared-difference variant."""
+from __future__ import annotations
+
+import abc
+
+import numpy as np
+
+from workloads.contract import Variant, Work
+from workloads.cupy_backend import CupyDevice
+
+
+class SquaredDifference(CupyDevice, Variant):
+    """Subclasses choose the allocator (:meth:`configure_allocator`) and the kernel (:meth:`compute`)."""
+
+    def configure_allocator(self) -> None:
+        """Called before any device allocation; the default keeps CuPy's own memory pool."""
+
+    @abc.abstractmethod
+    def compute(self, a, b):
+        """The variant's expression: returns the n x n result array."""
+
+    def setup(self) -> None:
+        import cupy
+
+        self.configure_allocator()
+        rng = cupy.random.default_rng(self.seed)
+        shape = (self.size, self.size)
+        # normal values, not zeros: zeros would hide unwritten outputs
+        self.a = rng.standard_normal(shape, dtype=cupy.float64)
+        self.b = rng.standard_normal(shape, dtype=cupy.float64)
+        self.out = None
+
+    def step(self) -> None:
+        self.out = self.compute(self.a, self.b)
+
+    def result(self) -> np.ndarray:
+        import cupy
+
+        return cupy.asnumpy(self.out)
+
+    def reference(self) -> np.ndarray:
+        import cupy
+
+        a = cupy.asnumpy(self.a).astype(np.float64)
+        b = cupy.asnumpy(self.b).astype(np.float64)
+        d = a - b
+        return d * d
+
+    def work(self) -> Work:
+        n2 = self.size * self.size
+        return Work(bytes_read=2 * 8 * n2, bytes_written=8 * n2, flops=2 * n2)
+
+    def teardown(self) -> None:
+        self.a = self.b = self.out = None
+
+
+def use_rmm_pool() -> None:
+    """Route CuPy's allocations through an RMM pool (one big cudaMalloc up front)."""
+    import cupy
+    import rmm
+    from rmm.allocators.cupy import rmm_cupy_allocator
+
+    rmm.reinitialize(pool_allocator=True)
+    cupy.cuda.set_allocator(rmm_cupy_allocator)

@@ -1,0 +1,107 @@
+"""Where a number came from: GPU, driver, CUDA, packages, commit, date.
+
+Every record the suite writes carries this, so that a report can say which
+machine and which software produced it. Nothing here needs a GPU: fields that
+cannot be read are recorded as None with no exception.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata as _md
+import os
+import platform
+import shutil
+import subprocess
+from typing import Iterable
+
+#: packages whose versions every record states, beyond the workload's own
+BASE_PACKAGES = ("numpy", "nvtx")
+
+#: import name -> distribution names to try (first found wins)
+DISTRIBUTIONS = {
+    "cupy": ("cupy-cuda13x", "cupy-cuda12x", "cupy"),
+    "rmm": ("rmm-cu13", "rmm-cu12", "rmm"),
+    "numba": ("numba",),
+    "numba_cuda": ("numba-cuda",),
+    "pycuda": ("pycuda",),
+    "warp": ("warp-lang",),
+    "jax": ("jax",),
+    "jaxlib": ("jaxlib",),
+    "cudf": ("cudf-cu13", "cudf-cu12", "cudf"),
+    "numpy": ("numpy",),
+    "nvtx": ("nvtx",),
+}
+
+
+def package_version(import_name: str) -> str | None:
+    for dist in DISTRIBUTIONS.get(import_name, (import_name,)):
+        try:
+            return _md.version(dist)
+        except _md.PackageNotFoundError:
+            continue
+    return None
+
+
+def _run(cmd: list[str]) -> str | None:
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True)
+    except (subprocess.SubprocessError, OSError):
+        return None
+    return out.stdout.strip()
+
+
+def gpu_info() -> dict:
+    """GPU names and driver version from nvidia-smi (None when there is no GPU)."""
+    q = _run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,pci.bus_id",
+              "--format=csv,noheader"])
+    if not q:
+        return {"gpus": [], "driver_version": None}
+    gpus = []
+    for line in q.splitlines():
+        name, driver, mem, bus = (x.strip() for x in line.split(","))
+        gpus.append({"name": name, "memory_total": mem, "pci_bus_id": bus})
+    return {"gpus": gpus, "driver_version": q.splitlines()[0].split(",")[1].strip()}
+
+
+def git_commit() -> str | None:
+    """The suite's commit. The GPU host gets a copy without .git, so the caller may pass it in."""
+    env = os.environ.get("COOKBOOK_GIT_COMMIT")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    sha = _run(["git", "-C", here, "rev-parse", "HEAD"])
+    if sha is None:
+        return None
+    dirty = _run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"])
+    return sha + ("-dirty" if dirty else "")
+
+
+def cuda_versions() -> dict:
+    """CUDA runtime and driver API versions as CuPy sees them (None without CuPy or GPU)."""
+    try:
+        import cupy
+
+        rt = cupy.cuda.runtime.runtimeGetVersion()
+        drv = cupy.cuda.runtime.driverGetVersion()
+    except Exception:  # no CuPy, no driver: provenance records the absence
+        return {"cuda_runtime": None, "cuda_driver_api": None}
+
+    def fmt(v: int) -> str:
+        return f"{v // 1000}.{(v % 1000) // 10}"
+
+    return {"cuda_runtime": fmt(rt), "cuda_driver_api": fmt(drv)}
+
+
+def collect(extra_packages: Iterable[str] = ()) -> dict:
+    names = list(dict.fromkeys([*BASE_PACKAGES, *extra_packages]))
+    return {
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "git_commit": git_commit(),
+        "packages": {n: package_version(n) for n in names},
+        **gpu_info(),
+        **cuda_versions(),
+    }

@@ -1,0 +1,153 @@
+"""Command line shared by every workload: ``python -m workloads.<name> --variant V ...``.
+
+Two modes:
+
+``run`` (default)
+    setup, ``--calls`` calls of the computation (each in its own ``compute``
+    range, payload = call index), transfer, check. This is what runs under
+    nsys and ncu: short, annotated, verified.
+``timed``
+    setup, ``--warmup`` calls, then ``--repeats`` calls each timed with device
+    events; median and spread go to ``--output`` as JSON with provenance.
+    The result of the last timed call is checked too.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Sequence
+
+import numpy as np
+
+from workloads import annotate, provenance
+from workloads.contract import Recipe, Variant, WorkloadError, check_result
+
+
+def _parser(recipe: Recipe) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"python -m workloads.{recipe.name}",
+        description=f"{recipe.title} (seed {recipe.seed_document}). Variants, in recipe order: "
+        + ", ".join(recipe.variants),
+    )
+    p.add_argument("--variant", required=True, choices=recipe.variants)
+    p.add_argument("--size", type=int, default=recipe.default_size, help=recipe.size_meaning)
+    p.add_argument("--mode", choices=("run", "timed"), default="run")
+    p.add_argument("--calls", type=int, default=3, help="run mode: calls of the computation")
+    p.add_argument("--warmup", type=int, default=5, help="timed mode: untimed calls first")
+    p.add_argument("--repeats", type=int, default=30, help="timed mode: timed calls")
+    p.add_argument("--seed", type=int, default=0, help="random inputs' seed")
+    p.add_argument("--output", help="write the run's JSON record here (atomically)")
+    return p
+
+
+def write_json_atomic(path: str, record: dict) -> None:
+    """Write JSON so that a reader never sees a half-written file."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _summary_ms(times_ms: Sequence[float]) -> dict:
+    a = np.asarray(times_ms, dtype=np.float64)
+    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    return {
+        "median_ms": float(med),
+        "q1_ms": float(q1),
+        "q3_ms": float(q3),
+        "iqr_ms": float(q3 - q1),
+        "min_ms": float(a.min()),
+        "max_ms": float(a.max()),
+        "mean_ms": float(a.mean()),
+    }
+
+
+def _check(v: Variant, recipe: Recipe, ph) -> float:
+    with ph("transfer"):
+        out = v.result()
+    with ph("check"):
+        ref = v.reference()
+        return check_result(out, ref, v.tolerance, f"{recipe.name}/{v.name} size {v.size}")
+
+
+def run(recipe: Recipe, args: argparse.Namespace) -> dict:
+    cls = recipe.variant_class(args.variant)
+    v = cls(size=args.size, seed=args.seed)
+
+    def ph(name: str, payload: int | None = None):
+        return annotate.phase(recipe.name, v.name, name, payload)
+
+    wall_s: dict[str, float] = {}
+    t0 = time.perf_counter()
+    with ph("setup"):
+        v.setup()
+        v.synchronize()
+    wall_s["setup"] = time.perf_counter() - t0
+    record: dict = {
+        "workload": recipe.name,
+        "variant": v.name,
+        "summary": v.summary,
+        "size": v.size,
+        "mode": args.mode,
+        "work": {"bytes_read": v.work().bytes_read, "bytes_written": v.work().bytes_written,
+                 "flops": v.work().flops},
+    }
+    if args.mode == "run":
+        t0 = time.perf_counter()
+        for i in range(args.calls):
+            with ph("compute", payload=i):
+                v.step()
+                # one synchronize per call, so each compute range holds its own GPU work
+                v.synchronize()
+        wall_s["compute"] = time.perf_counter() - t0
+        record["calls"] = args.calls
+    else:
+        t0 = time.perf_counter()
+        with ph("warmup"):
+            for _ in range(args.warmup):
+                v.step()
+            v.synchronize()
+        wall_s["warmup"] = time.perf_counter() - t0
+        times_ms = []
+        for i in range(args.repeats):
+            ev = v.event_pair()
+            with ph("compute", payload=i):
+                ev.start()
+                v.step()
+                ev.stop()
+                times_ms.append(ev.elapsed_ms())
+        record["warmup_calls"] = args.warmup
+        record["times_ms"] = times_ms
+        record["timing"] = _summary_ms(times_ms)
+    t0 = time.perf_counter()
+    record["relative_error"] = _check(v, recipe, ph)
+    wall_s["transfer_and_check"] = time.perf_counter() - t0
+    record["tolerance"] = v.tolerance
+    record["host_wall_s"] = wall_s
+    v.teardown()
+    record["provenance"] = provenance.collect(recipe.requires)
+    return record
+
+
+def main(recipe: Recipe, argv: Sequence[str] | None = None) -> int:
+    args = _parser(recipe).parse_args(argv)
+    try:
+        record = run(recipe, args)
+    except WorkloadError as e:
+        print(f"{recipe.name}: {e}", file=sys.stderr)
+        return 1
+    line = f"{recipe.name}/{record['variant']} size={record['size']} mode={record['mode']}"
+    if "timing" in record:
+        t = record["timing"]
+        gbs = record["work"]["bytes_read"] + record["work"]["bytes_written"]
+        line += f" median={t['median_ms']:.4f} ms iqr={t['iqr_ms']:.4f} ms ({gbs / t['median_ms'] / 1e6:.1f} GB/s)"
+    line += f" rel_err={record['relative_error']:.2e}"
+    print(line)
+    if args.output:
+        write_json_atomic(args.output, record)
+    return 0

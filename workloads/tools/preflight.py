@@ -1,0 +1,91 @@
+"""Check, before any profiling, that a GPU, nsys and ncu are there; record their versions.
+
+    python -m workloads.tools.preflight --nsys nsys --ncu ncu --output results/preflight.json
+
+Exits 2 with one message naming everything that is missing and how to point
+the suite at it. Writes its JSON only when everything is present, so a failed
+preflight leaves nothing behind that looks valid.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shutil
+import subprocess
+import sys
+from typing import Sequence
+
+from workloads import provenance
+from workloads.registry import RECIPES
+from workloads.runner import write_json_atomic
+
+
+def tool_version(exe: str) -> str | None:
+    """First line of ``exe --version`` that names a version, or None if it does not run."""
+    if shutil.which(exe) is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    lines = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "version" in ln.lower():
+            return ln
+    return lines[-1] if lines else None
+
+
+def recipe_availability() -> dict:
+    """Per recipe: None when it can run here, else the reason it will be skipped."""
+    reasons = {}
+    for r in RECIPES:
+        missing = [m for m in r.requires if importlib.util.find_spec(m) is None]
+        reasons[r.name] = f"not importable here: {', '.join(missing)}" if missing else None
+    return reasons
+
+
+def check(nsys: str, ncu: str) -> tuple[dict, list[str]]:
+    problems = []
+    gpu = provenance.gpu_info()
+    if not gpu["gpus"]:
+        problems.append(
+            "no NVIDIA GPU: `nvidia-smi` is missing or lists no GPU. Run profile_all on a machine with an "
+            "NVIDIA GPU and driver (on a cluster: inside a GPU job; see profiles/slurm). Without a GPU, "
+            "`snakemake rebuild_reports` rebuilds the reports from the committed captures."
+        )
+    versions = {}
+    for key, exe, var in (("nsys", nsys, "NSYS"), ("ncu", ncu, "NCU")):
+        v = tool_version(exe)
+        versions[key] = {"executable": shutil.which(exe) or exe, "version": v}
+        if v is None:
+            problems.append(
+                f"{key}: `{exe} --version` did not run. Install Nsight "
+                f"{'Systems' if key == 'nsys' else 'Compute'}, or point the suite at it with "
+                f"`snakemake --config {key}=/path/to/{key}` or the environment variable {var}."
+            )
+    record = {"tools": versions, "recipes_skipped": recipe_availability(), "provenance": provenance.collect()}
+    return record, problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m workloads.tools.preflight", description=__doc__.split("\n")[0])
+    p.add_argument("--nsys", required=True)
+    p.add_argument("--ncu", required=True)
+    p.add_argument("--output", required=True)
+    args = p.parse_args(argv)
+    record, problems = check(args.nsys, args.ncu)
+    if problems:
+        print("preflight: profile_all cannot run here:", file=sys.stderr)
+        for prob in problems:
+            print(f"  - {prob}", file=sys.stderr)
+        return 2
+    write_json_atomic(args.output, record)
+    gpu = record["provenance"]["gpus"][0]["name"]
+    print(f"preflight: {gpu}; nsys {record['tools']['nsys']['version']}; ncu {record['tools']['ncu']['version']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
