@@ -96,9 +96,7 @@ rule nsys_stats:
 def _ncu_flags(wc):
     o, w = config["ncu_profile"], config["workloads"][wc.workload]["ncu"]
     flags = [f"--set {o['set']}", f"--import-source {'yes' if o['import_source'] else 'no'}",
-             f"--clock-control {o['clock_control']}", "--nvtx",
-             # only kernels launched inside this variant's compute ranges
-             f"--nvtx-include 'cookbook@{wc.workload}/{wc.variant}/compute/'",
+             f"--clock-control {o['clock_control']}",
              f"--launch-skip {w['launch_skip']}", f"--launch-count {w['launch_count']}", o["extra_args"]]
     if w.get("kernel_regex"):
         flags.append(f"-k 'regex:{w['kernel_regex']}'")

@@ -7,8 +7,9 @@ the floor is set by memory bandwidth alone.
 Recipe steps:
   baseline    CuPy as a user writes it: two kernels and a temporary per call
   rmm_pool    the same on an RMM pool (what the blog does against cudaMalloc)
-  fused       one @cupy.fuse kernel: no temporary, a third fewer bytes... and half the launches
-  fused_pool  both
+  fused_pow   @cupy.fuse of the expression as written: one kernel, but a float64 pow() each
+  fused       @cupy.fuse of d = x - y; d * d: one kernel at the floor of 24 bytes per element
+  fused_pool  fused on the RMM pool
 """
 from workloads.contract import Recipe
 
@@ -18,7 +19,7 @@ RECIPE = Recipe(
     seed_document="000",
     framework="cupy",
     requires=("cupy", "rmm"),
-    variants=("baseline", "rmm_pool", "fused", "fused_pool"),
+    variants=("baseline", "rmm_pool", "fused_pow", "fused", "fused_pool"),
     default_size=4096,
     size_meaning="matrix side n: two n x n float64 inputs",
 )

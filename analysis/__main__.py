@@ -1,0 +1,135 @@
+"""Command line of the analysis: ``python -m analysis <command> ...``.
+
+  summarize-run   one run's captures -> JSON of numbers
+  report          one workload's run summaries -> reports/<workload>.md and figures
+  index           all run summaries -> reports/index.md
+  copy-captures   keep the small raw captures as a reference
+  check-rebuild   compare rebuilt reports with the committed ones
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from analysis import captures, figures, markdown
+from analysis.errors import AnalysisInputError
+from analysis.run_summary import load_json, summarize_run
+
+
+def _write_text(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _by_size(summaries: list[dict], workload: str) -> dict[int, list[dict]]:
+    from workloads.registry import BY_NAME
+
+    order = BY_NAME[workload].variants
+    out: dict[int, list[dict]] = {}
+    for s in summaries:
+        if s["workload"] == workload:
+            out.setdefault(s["size"], []).append(s)
+    for runs in out.values():
+        runs.sort(key=lambda r: order.index(r["variant"]))
+    return out
+
+
+def cmd_summarize_run(a) -> None:
+    record = summarize_run(a.run_dir)
+    _write_text(a.output, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    n = record["nsys"]["calls"]
+    print(f"{a.run_dir}: median {record['timing']['median_ms']:.4f} ms, "
+          f"{record['achieved_gb_per_s']:.0f} GB/s, kernels per call {[c['kernels'] for c in n]}")
+
+
+def cmd_report(a) -> None:
+    from workloads.registry import BY_NAME
+
+    recipe = BY_NAME[a.workload]
+    by_size = _by_size([load_json(p) for p in a.summaries], a.workload)
+    if not by_size:
+        raise AnalysisInputError(a.summaries[0] if a.summaries else a.workload, "no run summaries for this workload")
+    ceilings = load_json(a.ceilings)
+    d2d = ceilings["ceilings"]["d2d_copy"]["gb_per_s"]
+    names = {
+        "Median time per call with IQR, against the bandwidth floor": f"{a.workload}_timing.png",
+        "Where the GPU time of each steady call went (nsys)": f"{a.workload}_gpu_time.png",
+    }
+    fig_dir = os.path.join(a.out_dir, "figures")
+    figures.timing_figure(by_size, d2d, os.path.join(fig_dir, f"{a.workload}_timing.png"), recipe.title)
+    figures.gpu_time_figure(by_size, os.path.join(fig_dir, f"{a.workload}_gpu_time.png"), recipe.title)
+    md = markdown.workload_report(recipe.title, a.workload, recipe.seed_document, by_size, ceilings, names)
+    _write_text(os.path.join(a.out_dir, f"{a.workload}.md"), md)
+    print(f"wrote {os.path.join(a.out_dir, a.workload + '.md')}")
+
+
+def cmd_index(a) -> None:
+    from workloads.registry import BY_NAME
+
+    summaries = [load_json(p) for p in a.summaries]
+    workloads = [w for w in BY_NAME if any(s["workload"] == w for s in summaries)]
+    runs = {w: _by_size(summaries, w) for w in workloads}
+    md = markdown.index_report(runs, {w: BY_NAME[w].title for w in workloads}, load_json(a.ceilings),
+                               load_json(a.preflight))
+    _write_text(a.output, md)
+    print(f"wrote {a.output}")
+
+
+def cmd_copy_captures(a) -> None:
+    copied = captures.copy_captures(a.src, a.dst)
+    print(f"copied {len(copied)} files from {a.src} to {a.dst}")
+
+
+def cmd_check_rebuild(a) -> int:
+    diffs = captures.compare_reports(a.rebuilt, a.committed)
+    if diffs:
+        print("rebuilt reports differ from the committed ones:", file=sys.stderr)
+        print("\n".join(diffs), file=sys.stderr)
+        return 1
+    print(f"rebuilt reports in {a.rebuilt} equal the committed ones in {a.committed}")
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("summarize-run")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("--output", required=True)
+    s.set_defaults(func=cmd_summarize_run)
+    s = sub.add_parser("report")
+    s.add_argument("--workload", required=True)
+    s.add_argument("--ceilings", required=True)
+    s.add_argument("--out-dir", required=True)
+    s.add_argument("summaries", nargs="+")
+    s.set_defaults(func=cmd_report)
+    s = sub.add_parser("index")
+    s.add_argument("--ceilings", required=True)
+    s.add_argument("--preflight", required=True)
+    s.add_argument("--output", required=True)
+    s.add_argument("summaries", nargs="+")
+    s.set_defaults(func=cmd_index)
+    s = sub.add_parser("copy-captures")
+    s.add_argument("--from", dest="src", required=True)
+    s.add_argument("--to", dest="dst", required=True)
+    s.set_defaults(func=cmd_copy_captures)
+    s = sub.add_parser("check-rebuild")
+    s.add_argument("--rebuilt", required=True)
+    s.add_argument("--committed", required=True)
+    s.set_defaults(func=cmd_check_rebuild)
+    a = p.parse_args(argv)
+    try:
+        rc = a.func(a)
+    except AnalysisInputError as e:
+        print(f"analysis {a.command}: {e}", file=sys.stderr)
+        return 2
+    return rc or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

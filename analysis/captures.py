@@ -1,0 +1,50 @@
+"""Moving captures around: the reference copy, and the rebuild check."""
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+
+from analysis.errors import AnalysisInputError
+
+#: what a reference keeps: small raw captures. The .nsys-rep files are large and the
+#: SQLite export holds what the analysis reads.
+KEEP_SUFFIXES = (".json", ".sqlite", ".ncu-rep", ".csv")
+
+
+def copy_captures(src: str, dst: str) -> list[str]:
+    """Copy the small capture files from ``src`` into ``dst`` (same layout); returns what was copied."""
+    if not os.path.isdir(src):
+        raise AnalysisInputError(src, "no such capture folder")
+    copied = []
+    for root, _dirs, files in os.walk(src):
+        for name in sorted(files):
+            if not name.endswith(KEEP_SUFFIXES):
+                continue
+            rel = os.path.relpath(os.path.join(root, name), src)
+            target = os.path.join(dst, rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(os.path.join(root, name), target)
+            copied.append(rel)
+    if not copied:
+        raise AnalysisInputError(src, "holds no capture files")
+    return sorted(copied)
+
+
+def compare_reports(rebuilt: str, committed: str) -> list[str]:
+    """Unified diffs of every markdown file in ``rebuilt`` that differs from ``committed``."""
+    diffs = []
+    names = sorted(n for n in os.listdir(rebuilt) if n.endswith(".md"))
+    if not names:
+        raise AnalysisInputError(rebuilt, "no rebuilt markdown reports")
+    for name in names:
+        theirs = os.path.join(committed, name)
+        if not os.path.isfile(theirs):
+            diffs.append(f"{theirs}: missing (rebuilt {name} has no committed counterpart)")
+            continue
+        with open(os.path.join(rebuilt, name)) as a, open(theirs) as b:
+            new, old = a.read().splitlines(), b.read().splitlines()
+        if new != old:
+            diffs.append("\n".join(difflib.unified_diff(old, new, theirs, os.path.join(rebuilt, name),
+                                                        lineterm="", n=1)))
+    return diffs

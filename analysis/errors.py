@@ -1,0 +1,13 @@
+"""Typed errors: each names the file and what is wrong with it."""
+from __future__ import annotations
+
+import os
+
+
+class AnalysisInputError(Exception):
+    """An input file is missing, unreadable, or not what the analysis needs."""
+
+    def __init__(self, path: str | os.PathLike, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")

@@ -1,0 +1,239 @@
+"""Markdown for the reports, from run summaries. Deterministic: the same inputs give the same bytes."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from analysis import verdicts
+from analysis.figures import steady_breakdown_ms
+
+NCU_COLUMNS = (
+    ("gpu__time_duration.sum", "duration µs", lambda v: f"{v / 1e3:.1f}"),
+    ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "SM %", lambda v: f"{v:.1f}"),
+    ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "memory %", lambda v: f"{v:.1f}"),
+    ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "DRAM %", lambda v: f"{v:.1f}"),
+    ("sm__warps_active.avg.pct_of_peak_sustained_active", "occupancy %", lambda v: f"{v:.1f}"),
+    ("sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active", "FP64 pipe %", lambda v: f"{v:.1f}"),
+    ("launch__registers_per_thread", "regs", lambda v: f"{int(v)}"),
+    ("launch__grid_size", "grid", lambda v: f"{int(v)}"),
+    ("launch__block_size", "block", lambda v: f"{int(v)}"),
+)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    def cell(x: object) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _gpu_name(prov: dict) -> str:
+    gpus = prov.get("gpus") or []
+    return gpus[0]["name"] if gpus else "no GPU recorded"
+
+
+def provenance_table(prov: dict, tools: dict | None = None, extra: dict | None = None) -> str:
+    rows = [
+        ("GPU", _gpu_name(prov)),
+        ("driver", prov.get("driver_version")),
+        ("CUDA runtime / driver API", f"{prov.get('cuda_runtime')} / {prov.get('cuda_driver_api')}"),
+    ]
+    if tools:
+        rows += [("nsys", tools["nsys"]["version"]), ("ncu", tools["ncu"]["version"])]
+    rows += [("Python", prov.get("python"))]
+    rows += [(f"package {k}", v) for k, v in sorted((prov.get("packages") or {}).items())]
+    rows += [("git commit", prov.get("git_commit")), ("captured (UTC)", prov.get("date_utc"))]
+    rows += list((extra or {}).items())
+    return table(("", "value"), rows)
+
+
+def floor_ms(summary: dict, ceiling_gb_per_s: float) -> float:
+    w = summary["work"]
+    return (w["bytes_read"] + w["bytes_written"]) / ceiling_gb_per_s / 1e6
+
+
+def _verdict_cell(v: verdicts.Verdict) -> str:
+    return f"**{v.label}** {v.speedup:.2f}×"
+
+
+def variant_table(runs: Sequence[dict], ceiling_gb_per_s: float) -> tuple[str, list[str]]:
+    """The per-size table and the verdicts' reasons, as footnotes."""
+    base = runs[0]
+    rows, notes = [], []
+    for i, r in enumerate(runs):
+        t = r["timing"]
+        calls = r["nsys"]["calls"]
+        steady = calls[1:] if len(calls) > 1 else calls
+        k_per_call = sorted({c["kernels"] for c in steady})
+        if i == 0:
+            vs_base = vs_prev = "—"
+        else:
+            vb = verdicts.compare(base["times_ms"], r["times_ms"])
+            vp = verdicts.compare(runs[i - 1]["times_ms"], r["times_ms"])
+            vs_base, vs_prev = _verdict_cell(vb), _verdict_cell(vp)
+            notes.append(f"- `{r['variant']}` vs `{base['variant']}`: {vb.label} — {vb.reason}")
+            if i > 1:
+                notes.append(f"- `{r['variant']}` vs `{runs[i - 1]['variant']}`: {vp.label} — {vp.reason}")
+        fl = floor_ms(r, ceiling_gb_per_s)
+        rows.append((
+            f"`{r['variant']}`",
+            f"{t['median_ms']:.4f} ({t['iqr_ms']:.4f})",
+            vs_base, vs_prev,
+            f"{r['achieved_gb_per_s']:.0f}",
+            f"{r['achieved_gb_per_s'] / ceiling_gb_per_s:.0%}",
+            f"{fl:.4f}",
+            f"{t['median_ms'] / fl:.2f}×",
+            "/".join(str(k) for k in k_per_call),
+            f"{calls[0]['allocation_calls']} / {sum(c['allocation_calls'] for c in steady)}",
+            f"{sum(c['allocation_ns'] for c in calls) / 1e6:.3f}",
+            f"{r['relative_error']:.1e}",
+        ))
+    header = ("variant", "median ms (IQR)", "vs baseline", "vs previous step", "achieved GB/s",
+              "of copy BW", "floor ms", "time / floor", "kernels per call", "alloc calls: first / later",
+              "alloc ms (all calls)", "rel. error")
+    return table(header, rows), notes
+
+
+def breakdown_table(runs: Sequence[dict]) -> str:
+    rows = []
+    for r in runs:
+        b = steady_breakdown_ms(r)
+        first = r["nsys"]["calls"][0]
+        rows.append((f"`{r['variant']}`", f"{b['kernel']:.4f}", f"{b['memcpy']:.4f}", f"{b['memset']:.4f}",
+                     f"{b['idle']:.4f}", f"{first['wall_ns'] / 1e6:.1f}",
+                     f"{(first['wall_ns'] - first['gpu_busy_ns']) / 1e6:.1f}"))
+    return table(("variant", "kernels ms", "memcpy ms", "memset ms", "GPU idle ms", "first call ms (cold)",
+                  "first call: GPU idle ms"), rows)
+
+
+def kernel_list(runs: Sequence[dict]) -> str:
+    rows = []
+    for r in runs:
+        n_calls = len(r["nsys"]["calls"])
+        for k in r["nsys"]["compute_kernels"]:
+            rows.append((f"`{r['variant']}`", f"`{k['name']}`", k["count"], f"{k['count'] / n_calls:g}",
+                         f"{k['avg_ns'] / 1e3:.1f}"))
+    return table(("variant", "kernel", "launches", "per call", "avg µs"), rows)
+
+
+def ncu_section(runs: Sequence[dict], peak_bytes_per_s: float | None) -> list[str]:
+    out = []
+    rows = []
+    for r in runs:
+        for launch in r["ncu"] or []:
+            m = launch["metrics"]
+            cells = [f"`{r['variant']}`", launch["id"], f"`{launch['kernel_name']}`"]
+            for key, _, fmt in NCU_COLUMNS:
+                cells.append(fmt(m[key]) if m.get(key) is not None else "n/a")
+            cells.append(f"{launch['dram_gb_per_s']:.0f}" if launch.get("dram_gb_per_s") else "n/a")
+            rows.append(cells)
+    if not rows:
+        return []
+    out.append(table(["variant", "ID", "kernel"] + [c[1] for c in NCU_COLUMNS] + ["DRAM GB/s"], rows))
+    out.append("")
+    out.append("ncu's rule findings (first launch of each variant; estimated speedups as ncu states them):")
+    out.append("")
+    for r in runs:
+        if not r["ncu"]:
+            continue
+        launch = r["ncu"][0]
+        for f in launch["findings"]:
+            est = f" (est. speedup {f['estimated_speedup_pct']:.0f}%)" if f.get("estimated_speedup_pct") else ""
+            first_sentence = f["message"].split(". ")[0].strip().rstrip(".")
+            out.append(f"- `{r['variant']}` · {f['rule']}{est}: {first_sentence}.")
+    return out
+
+
+def workload_report(recipe_title: str, workload: str, seed: str, by_size: dict[int, list[dict]],
+                    ceilings: dict, figure_names: dict[str, str]) -> str:
+    ceil = ceilings["ceilings"]
+    d2d = ceil["d2d_copy"]["gb_per_s"]
+    any_run = next(iter(by_size.values()))[0]
+    lines = [
+        f"# {recipe_title} (`{workload}`)",
+        "",
+        f"Recipe from seed document {seed}. Every variant was run cold (fresh CuPy and CUDA caches) three "
+        "ways: timed with CUDA events after warm-up, under Nsight Systems, and under Nsight Compute. "
+        "Every result was checked against a float64 NumPy reference.",
+        "",
+        "## Provenance",
+        "",
+        provenance_table(any_run["provenance"]),
+        "",
+        "## Ceilings measured in the same run",
+        "",
+        table(("measurement", "GB/s", "median ms"), [
+            (k, f"{v['gb_per_s']:.1f}", f"{v['median_ms']:.3f}") for k, v in sorted(ceil.items())]),
+        "",
+        "The floor of each variant is the bytes it must move (declared by the workload: two 8-byte reads and "
+        f"one 8-byte write per element) over the device-to-device copy bandwidth, {d2d:.0f} GB/s.",
+        "",
+        "## Variants",
+        "",
+        table(("variant", "what this step changes"), [(f"`{r['variant']}`", r["summary"])
+                                                        for r in next(iter(by_size.values()))]),
+        "",
+    ]
+    for size in sorted(by_size):
+        runs = by_size[size]
+        tbl, notes = variant_table(runs, d2d)
+        lines += [f"## n = {size}", "", tbl, "", "Verdicts (from the timed repeats):", "", *notes, "",
+                  "Where each call's time went on the GPU (nsys; steady = mean of calls after the first; the "
+                  "first call of a cold process includes JIT compilation and module loading):", "",
+                  breakdown_table(runs), "", "Kernels launched inside the compute ranges (nsys):", "",
+                  kernel_list(runs), ""]
+        ncu_lines = ncu_section(runs, None)
+        if ncu_lines:
+            lines += [f"### Nsight Compute, n = {size}", "", *ncu_lines, ""]
+    lines += ["## Figures", ""]
+    for caption, name in figure_names.items():
+        lines += [f"![{caption}](figures/{name})", "", f"*{caption}*", ""]
+    lines += [
+        "## Reproduce",
+        "",
+        "```sh",
+        f"python -m workloads.{workload} --variant {any_run['variant']} --size {any_run['size']} --mode timed",
+        f"nsys profile -t cuda,nvtx,osrt -o {workload} python -m workloads.{workload} --variant fused",
+        f"ncu --set full -k 'regex:^(cupy_|cookbook_)' -c 2 -o {workload} "
+        f"python -m workloads.{workload} --variant fused",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[str, str], ceilings: dict,
+                 preflight: dict) -> str:
+    d2d = ceilings["ceilings"]["d2d_copy"]["gb_per_s"]
+    rows = []
+    for w, by_size in workload_runs.items():
+        size = max(by_size)
+        runs = by_size[size]
+        best = min(runs, key=lambda r: r["timing"]["median_ms"])
+        v = verdicts.compare(runs[0]["times_ms"], best["times_ms"]) if best is not runs[0] else None
+        rows.append((f"[{titles[w]}]({w}.md)", len(runs), size, f"`{best['variant']}`",
+                     f"{best['timing']['median_ms']:.4f}",
+                     f"{v.label} {v.speedup:.2f}×" if v else "baseline is best",
+                     f"{best['timing']['median_ms'] / floor_ms(best, d2d):.2f}×"))
+    skipped = [(w, why) for w, why in sorted((preflight.get("recipes_skipped") or {}).items()) if why]
+    lines = [
+        "# GPU kernel-optimization cookbook: results",
+        "",
+        "Each recipe goes from a baseline to its floor in steps; each step is timed (CUDA events, warm-up, "
+        "repeats), traced (Nsight Systems) and profiled (Nsight Compute) from a cold start.",
+        "",
+        table(("recipe", "variants", "largest size", "fastest variant", "median ms", "verdict vs baseline",
+               "time / floor"), rows),
+        "",
+    ]
+    if skipped:
+        lines += ["Skipped on this host:", ""] + [f"- `{w}`: {why}" for w, why in skipped] + [""]
+    lines += [
+        "## Provenance",
+        "",
+        provenance_table(preflight["provenance"], preflight.get("tools"),
+                         {"copy bandwidth (device to device)": f"{d2d:.0f} GB/s"}),
+        "",
+    ]
+    return "\n".join(lines)

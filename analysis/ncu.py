@@ -1,0 +1,147 @@
+"""Read an Nsight Compute report (``.ncu-rep``) into one record per profiled launch.
+
+Uses NVIDIA's ``ncu_report`` module: the ``ncu-report`` package from PyPI (no
+ncu install needed), else the copy under an Nsight Compute install's
+``extras/python``. Values are converted to the units the suite uses
+everywhere: durations in ns, percentages as 0-100, bytes as bytes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import importlib
+import os
+import sys
+from typing import Any
+
+from analysis.errors import AnalysisInputError
+
+#: the metrics every summary carries, named as ncu names them
+SUMMARY_METRICS = (
+    "gpu__time_duration.sum",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "launch__registers_per_thread",
+    "launch__grid_size",
+    "launch__block_size",
+)
+#: further metrics the reports use when the report holds them (``--set full`` does)
+EXTRA_METRICS = (
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "launch__waves_per_multiprocessor",
+    "sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active",
+    "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum",
+    "smsp__inst_executed.sum",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+)
+
+#: unit -> factor to the suite's unit (time: ns; bytes: bytes)
+_UNIT_SCALE = {
+    "nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9,
+    "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
+}
+
+_MSG_TYPES = {0: "none", 1: "ok", 2: "warning", 3: "error", 4: "optimization"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    rule: str
+    severity: str  # "optimization" | "warning" | ...
+    title: str
+    message: str
+    estimated_speedup_pct: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    id: int
+    kernel_name: str
+    demangled_name: str
+    metrics: dict[str, float | int | None]
+    findings: tuple[Finding, ...]
+
+
+def _load_module():
+    try:
+        return importlib.import_module("ncu_report")
+    except ImportError:
+        pass
+    roots = [os.environ.get("NCU_HOME", "")] + sorted(glob.glob("/opt/nvidia/nsight-compute/*")) + \
+        sorted(glob.glob("/usr/local/cuda*/nsight-compute*"))
+    for root in roots:
+        extras = os.path.join(root, "extras", "python")
+        if os.path.isfile(os.path.join(extras, "ncu_report.py")):
+            sys.path.insert(0, extras)
+            return importlib.import_module("ncu_report")
+    raise ImportError("ncu_report not found: `pip install ncu-report`, or set NCU_HOME to an Nsight Compute install")
+
+
+def _metric_value(metric) -> float | int | str | None:
+    if metric is None or not metric.has_value():
+        return None
+    unit = metric.unit() or ""
+    kind = metric.kind()
+    if kind == metric.ValueKind_STRING:
+        return metric.as_string()
+    if kind in (metric.ValueKind_UINT32, metric.ValueKind_UINT64) and unit not in _UNIT_SCALE:
+        return int(metric.as_uint64())
+    value = float(metric.as_double())
+    return value * _UNIT_SCALE.get(unit, 1.0)
+
+
+def _findings(action) -> tuple[Finding, ...]:
+    out = []
+    for r in action.rule_results():
+        if not r.has_rule_message():
+            continue
+        msg = r.rule_message()
+        severity = _MSG_TYPES.get(int(msg.type), str(msg.type))
+        if severity in ("none", "ok"):
+            continue
+        speedup = None
+        if r.has_speedup_estimation():
+            speedup = float(r.speedup_estimation().value)
+        out.append(Finding(r.rule_identifier(), severity, msg.title, msg.message, speedup))
+    return tuple(out)
+
+
+def read_launches(path: str | os.PathLike) -> list[Launch]:
+    """Every profiled launch in the report, in profiling order (ncu's ID)."""
+    path = str(path)
+    if not os.path.isfile(path):
+        raise AnalysisInputError(path, "no such file")
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if head.startswith(b"SQLite format 3") or not head:
+        raise AnalysisInputError(path, "not an Nsight Compute report (.ncu-rep)")
+    try:
+        ncu_report = _load_module()
+    except ImportError as e:
+        raise AnalysisInputError(path, str(e)) from None
+    try:
+        ctx = ncu_report.load_report(path)
+    except Exception as e:  # the module raises plain exceptions for unreadable files
+        raise AnalysisInputError(path, f"not a readable Nsight Compute report ({e})") from None
+    launches: list[Launch] = []
+    for ri in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(ri)
+        for ai in range(rng.num_actions()):
+            action = rng.action_by_idx(ai)
+            metrics: dict[str, Any] = {}
+            for name in SUMMARY_METRICS + EXTRA_METRICS:
+                metrics[name] = _metric_value(action.metric_by_name(name))
+            launches.append(Launch(
+                id=len(launches),
+                kernel_name=action.name(action.NameBase_FUNCTION),
+                demangled_name=action.name(action.NameBase_DEMANGLED),
+                metrics=metrics,
+                findings=_findings(action),
+            ))
+    if not launches:
+        raise AnalysisInputError(path, "report holds no profiled kernel launches (check ncu's -k/-c filters)")
+    return launches

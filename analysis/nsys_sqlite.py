@@ -1,0 +1,228 @@
+"""Read an Nsight Systems SQLite export (``nsys export --type sqlite``) into plain records.
+
+Only the tables the suite needs are read: CUDA kernels, memcpys, memsets, CUDA
+API calls (runtime and driver), NVTX ranges, and the GPU description. The file
+is opened read-only; a file that is not an SQLite database, or an export that
+lacks the CUDA activity tables, raises :class:`AnalysisInputError` naming it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import sqlite3
+from typing import Iterable
+
+from analysis.errors import AnalysisInputError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# NVTX_EVENTS.eventType values (ENUM_NSYS_EVENT_TYPE)
+NVTX_PUSH_POP = 59
+NVTX_START_END = 60
+NVTX_DOMAIN_CREATE = 75
+
+# nsys suffixes CUDA API names with the API version (cudaMalloc_v3020); nsys stats drops it
+_API_VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+ALLOCATION_APIS = ("cudaMalloc", "cudaFree", "cuMemAlloc", "cuMemFree", "cudaMallocAsync",
+                   "cudaFreeAsync", "cuMemAllocAsync", "cuMemFreeAsync", "cudaMallocHost",
+                   "cudaFreeHost", "cuMemHostAlloc", "cuMemFreeHost", "cudaHostAlloc")
+
+
+@dataclasses.dataclass(frozen=True)
+class NvtxRange:
+    start_ns: int
+    end_ns: int
+    name: str
+    domain: str | None
+    global_tid: int
+    payload: int | None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuOp:
+    """One kernel, memcpy or memset as the GPU ran it."""
+
+    kind: str  # "kernel" | "memcpy" | "memset"
+    start_ns: int
+    end_ns: int
+    name: str
+    correlation_id: int
+    stream_id: int
+    bytes: int | None = None
+    copy_kind: str | None = None  # "Host-to-Device", ... (memcpy only)
+    src_kind: str | None = None  # "Pageable", "Pinned", "Device", ...
+    dst_kind: str | None = None
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    registers_per_thread: int | None = None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiCall:
+    """One CUDA runtime or driver API call on the CPU."""
+
+    start_ns: int
+    end_ns: int
+    name: str  # without nsys' version suffix
+    correlation_id: int
+    global_tid: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def is_allocation(self) -> bool:
+        return self.name in ALLOCATION_APIS
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuInfo:
+    name: str
+    sm_count: int | None
+    memory_bandwidth_bytes_per_s: int | None
+    l2_cache_bytes: int | None
+    total_memory_bytes: int | None
+
+
+def api_base_name(name: str) -> str:
+    return _API_VERSION_SUFFIX.sub("", name)
+
+
+class NsysExport:
+    """An open, validated nsys SQLite export."""
+
+    REQUIRED_TABLES = ("StringIds", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL")
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = str(path)
+        if not os.path.isfile(self.path):
+            raise AnalysisInputError(self.path, "no such file")
+        with open(self.path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+        if head != SQLITE_MAGIC:
+            raise AnalysisInputError(self.path, "not an SQLite file (make one with `nsys export --type sqlite`)")
+        try:
+            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            self.tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as e:
+            raise AnalysisInputError(self.path, f"unreadable SQLite database ({e})") from None
+        missing = [t for t in self.REQUIRED_TABLES if t not in self.tables]
+        if missing:
+            raise AnalysisInputError(
+                self.path,
+                f"export has no {', '.join(missing)} table: CUDA tracing was off (nsys -t cuda) "
+                "or nothing ran on the GPU",
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "NsysExport":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _query(self, sql: str, params: Iterable = ()) -> list[tuple]:
+        try:
+            return self._db.execute(sql, tuple(params)).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise AnalysisInputError(self.path, f"query failed, the export's schema differs ({e})") from None
+
+    def _columns(self, table: str) -> set[str]:
+        return {r[1] for r in self._query(f"PRAGMA table_info({table})")}
+
+    def _enum(self, table: str) -> dict[int, str]:
+        if table not in self.tables:
+            return {}
+        return {i: label for i, label in self._query(f"SELECT id, label FROM {table}")}
+
+    # --- records -----------------------------------------------------------------------------
+
+    def gpu_info(self) -> list[GpuInfo]:
+        if "TARGET_INFO_GPU" not in self.tables:
+            return []
+        rows = self._query(
+            "SELECT name, smCount, memoryBandwidth, l2CacheSize, totalMemory FROM TARGET_INFO_GPU ORDER BY id"
+        )
+        return [GpuInfo(*r) for r in rows]
+
+    def api_calls(self) -> list[ApiCall]:
+        rows = self._query(
+            "SELECT r.start, r.end, s.value, r.correlationId, r.globalTid "
+            "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId ORDER BY r.start"
+        )
+        return [ApiCall(st, en, api_base_name(nm), corr, tid) for st, en, nm, corr, tid in rows]
+
+    def kernels(self) -> list[GpuOp]:
+        rows = self._query(
+            "SELECT k.start, k.end, s.value, k.correlationId, k.streamId, k.gridX, k.gridY, k.gridZ, "
+            "k.blockX, k.blockY, k.blockZ, k.registersPerThread "
+            "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName ORDER BY k.start"
+        )
+        return [
+            GpuOp("kernel", st, en, nm, corr, strm, grid=(gx, gy, gz), block=(bx, by, bz), registers_per_thread=reg)
+            for st, en, nm, corr, strm, gx, gy, gz, bx, by, bz, reg in rows
+        ]
+
+    def memcpys(self) -> list[GpuOp]:
+        if "CUPTI_ACTIVITY_KIND_MEMCPY" not in self.tables:
+            return []
+        kinds = self._enum("ENUM_CUDA_MEMCPY_OPER")
+        mem = self._enum("ENUM_CUDA_MEM_KIND")
+        rows = self._query(
+            "SELECT start, end, correlationId, streamId, bytes, copyKind, srcKind, dstKind "
+            "FROM CUPTI_ACTIVITY_KIND_MEMCPY ORDER BY start"
+        )
+        out = []
+        for st, en, corr, strm, nbytes, ck, sk, dk in rows:
+            label = kinds.get(ck, f"copyKind {ck}")
+            out.append(GpuOp("memcpy", st, en, f"[CUDA memcpy {label}]", corr, strm, bytes=nbytes,
+                             copy_kind=label, src_kind=mem.get(sk), dst_kind=mem.get(dk)))
+        return out
+
+    def memsets(self) -> list[GpuOp]:
+        if "CUPTI_ACTIVITY_KIND_MEMSET" not in self.tables:
+            return []
+        rows = self._query(
+            "SELECT start, end, correlationId, streamId, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET ORDER BY start"
+        )
+        return [GpuOp("memset", st, en, "[CUDA memset]", corr, strm, bytes=nbytes)
+                for st, en, corr, strm, nbytes in rows]
+
+    def gpu_ops(self) -> list[GpuOp]:
+        ops = self.kernels() + self.memcpys() + self.memsets()
+        ops.sort(key=lambda o: (o.start_ns, o.end_ns))
+        return ops
+
+    def nvtx_ranges(self) -> list[NvtxRange]:
+        """Closed push/pop and start/end ranges, with their domain names."""
+        if "NVTX_EVENTS" not in self.tables:
+            return []
+        cols = self._columns("NVTX_EVENTS")
+        text = "COALESCE(e.text, s.value)" if "textId" in cols else "e.text"
+        join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in cols else ""
+        domain_col = "e.domainId" if "domainId" in cols else "NULL"
+        payload = "COALESCE(e.int64Value, e.uint64Value, e.int32Value, e.uint32Value)" \
+            if {"int64Value", "uint64Value"} <= cols else "NULL"
+        domains = {
+            dom: name for dom, name in self._query(
+                f"SELECT {domain_col}, text FROM NVTX_EVENTS e WHERE eventType = ?", (NVTX_DOMAIN_CREATE,))
+        }
+        rows = self._query(
+            f"SELECT e.start, e.end, {text}, {domain_col}, e.globalTid, {payload} FROM NVTX_EVENTS e {join} "
+            "WHERE e.eventType IN (?, ?) AND e.end IS NOT NULL ORDER BY e.start",
+            (NVTX_PUSH_POP, NVTX_START_END),
+        )
+        return [NvtxRange(st, en, nm or "", domains.get(dom), tid, pl) for st, en, nm, dom, tid, pl in rows]
