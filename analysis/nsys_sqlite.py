@@ -8,9 +8,12 @@ lacks the CUDA activity tables, raises :class:`AnalysisInputError` naming it.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import os
 import re
+import shutil
 import sqlite3
+import tempfile
 from typing import Iterable
 
 from analysis.errors import AnalysisInputError
@@ -95,6 +98,17 @@ class GpuInfo:
     total_memory_bytes: int | None
 
 
+def _gunzip_to_temp(path: str) -> str:
+    fd, tmp = tempfile.mkstemp(suffix=".sqlite")
+    try:
+        with gzip.open(path, "rb") as src, os.fdopen(fd, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    except (OSError, EOFError) as e:
+        os.unlink(tmp)
+        raise AnalysisInputError(path, f"not a readable gzip file ({e})") from None
+    return tmp
+
+
 def api_base_name(name: str) -> str:
     return _API_VERSION_SUFFIX.sub("", name)
 
@@ -106,19 +120,27 @@ class NsysExport:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = str(path)
+        self._tmp: str | None = None
         if not os.path.isfile(self.path):
             raise AnalysisInputError(self.path, "no such file")
-        with open(self.path, "rb") as f:
+        db_path = self.path
+        if self.path.endswith(".gz"):
+            # committed reference captures are gzipped; SQLite needs a plain file
+            db_path = self._tmp = _gunzip_to_temp(self.path)
+        with open(db_path, "rb") as f:
             head = f.read(len(SQLITE_MAGIC))
         if head != SQLITE_MAGIC:
+            self.close()
             raise AnalysisInputError(self.path, "not an SQLite file (make one with `nsys export --type sqlite`)")
         try:
-            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            self._db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
             self.tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as e:
+            self.close()
             raise AnalysisInputError(self.path, f"unreadable SQLite database ({e})") from None
         missing = [t for t in self.REQUIRED_TABLES if t not in self.tables]
         if missing:
+            self.close()
             raise AnalysisInputError(
                 self.path,
                 f"export has no {', '.join(missing)} table: CUDA tracing was off (nsys -t cuda) "
@@ -126,7 +148,13 @@ class NsysExport:
             )
 
     def close(self) -> None:
-        self._db.close()
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
+            self._db = None
+        if self._tmp is not None:
+            os.unlink(self._tmp)
+            self._tmp = None
 
     def __enter__(self) -> "NsysExport":
         return self

@@ -8,7 +8,9 @@ def capture_root(capture_set):
 
 def _run_inputs(wc):
     d = run_dir(capture_root(wc.set), wc.workload, wc.variant, wc.size)
-    files = {"timing": f"{d}/timing.json", "sqlite": f"{d}/nsys.sqlite", "nsys_run": f"{d}/nsys-run.json"}
+    # reference captures keep the SQLite export gzipped
+    sqlite = f"{d}/nsys.sqlite" if wc.set == "live" else f"{d}/nsys.sqlite.gz"
+    files = {"timing": f"{d}/timing.json", "sqlite": sqlite, "nsys_run": f"{d}/nsys-run.json"}
     has_ncu = (
         int(wc.size) in config["workloads"][wc.workload]["ncu"]["sizes"]
         if wc.set == "live"
