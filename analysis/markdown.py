@@ -189,14 +189,16 @@ def workload_report(recipe_title: str, workload: str, seed: str, by_size: dict[i
     lines += ["## Figures", ""]
     for caption, name in figure_names.items():
         lines += [f"![{caption}](figures/{name})", "", f"*{caption}*", ""]
+    last = next(iter(by_size.values()))[-1]["variant"]
     lines += [
         "## Reproduce",
         "",
         "```sh",
         f"python -m workloads.{workload} --variant {any_run['variant']} --size {any_run['size']} --mode timed",
-        f"nsys profile -t cuda,nvtx,osrt -o {workload} python -m workloads.{workload} --variant fused",
-        f"ncu --set full -k 'regex:^(cupy_|cookbook_)' -c 2 -o {workload} "
-        f"python -m workloads.{workload} --variant fused",
+        f"nsys profile -t cuda,nvtx,osrt -s none --cpuctxsw none -o {workload} "
+        f"python -m workloads.{workload} --variant {last}",
+        f"ncu --set full --nvtx --nvtx-include 'cookbook@{workload}\\/{last}\\/compute/' -c 2 -o {workload} "
+        f"python -m workloads.{workload} --variant {last}",
         "```",
         "",
     ]

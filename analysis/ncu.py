@@ -11,6 +11,7 @@ import dataclasses
 import glob
 import importlib
 import os
+import re
 import sys
 from typing import Any
 
@@ -45,7 +46,8 @@ _UNIT_SCALE = {
     "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
 }
 
-_MSG_TYPES = {0: "none", 1: "ok", 2: "warning", 3: "error", 4: "optimization"}
+# ncu_report.MsgType_* values
+_MSG_TYPES = {0: "none", 1: "ok", 2: "optimization", 3: "warning", 4: "error"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,19 +96,34 @@ def _metric_value(metric) -> float | int | str | None:
     return value * _UNIT_SCALE.get(unit, 1.0)
 
 
+_MARKUP = re.compile(r"@(section|url):([^@]*)@")
+
+
+def clean_message(text: str) -> str:
+    """ncu rule messages carry GUI links (``@section:Id:Name@``, ``@url:Title:URL@``): keep the words."""
+    def repl(m: re.Match) -> str:
+        kind, body = m.group(1), m.group(2)
+        if kind == "url":
+            title, _, url = body.partition(":")
+            return f"{title} ({url})" if url else title
+        return body.split(":", 1)[-1]
+
+    return _MARKUP.sub(repl, text)
+
+
 def _findings(action) -> tuple[Finding, ...]:
     out = []
     for r in action.rule_results():
         if not r.has_rule_message():
             continue
-        msg = r.rule_message()
-        severity = _MSG_TYPES.get(int(msg.type), str(msg.type))
+        msg = r.rule_message()  # a dict: title, message, type
+        severity = _MSG_TYPES.get(int(msg.get("type", 0)), str(msg.get("type")))
         if severity in ("none", "ok"):
             continue
-        speedup = None
-        if r.has_speedup_estimation():
-            speedup = float(r.speedup_estimation().value)
-        out.append(Finding(r.rule_identifier(), severity, msg.title, msg.message, speedup))
+        est = r.speedup_estimation() if r.has_speedup_estimation() else None
+        speedup = float(est["speedup"]) if isinstance(est, dict) and "speedup" in est else None
+        out.append(Finding(r.rule_identifier(), severity, msg.get("title", ""),
+                           clean_message(msg.get("message", "")), speedup))
     return tuple(out)
 
 

@@ -93,10 +93,19 @@ rule nsys_stats:
         " --output {output}/stats {input}) > {log} 2>&1"
 
 
+def nvtx_include(workload, variant):
+    """ncu's --nvtx-include for the variant's compute ranges. ncu reads "/" as its push/pop
+    nesting separator, so the "/" inside the suite's range names is escaped."""
+    name = f"{workload}/{variant}/compute".replace("/", "\\/")
+    return f"cookbook@{name}/"
+
+
 def _ncu_flags(wc):
     o, w = config["ncu_profile"], config["workloads"][wc.workload]["ncu"]
     flags = [f"--set {o['set']}", f"--import-source {'yes' if o['import_source'] else 'no'}",
              f"--clock-control {o['clock_control']}",
+             # only kernels launched inside this variant's compute ranges, not its setup kernels
+             f"--nvtx --nvtx-include '{nvtx_include(wc.workload, wc.variant)}'",
              f"--launch-skip {w['launch_skip']}", f"--launch-count {w['launch_count']}", o["extra_args"]]
     if w.get("kernel_regex"):
         flags.append(f"-k 'regex:{w['kernel_regex']}'")
