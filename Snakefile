@@ -21,6 +21,10 @@ rule profile_all:
     """Every recipe, every variant and size: timed, under nsys, under ncu; then the reports."""
     default_target: True
     input:
+        # the captures and their analyses are named too: committed reports alone would look up to
+        # date to Snakemake in a fresh checkout, and nothing would be profiled
+        f"{CAPTURES}/preflight.json",
+        [f"{WORK}/analysis/live/{w}/{v}/n{s}.json" for w in RUNNABLE_WORKLOADS for v, s in runs(w)],
         "reports/index.md",
         expand("reports/{workload}.md", workload=RUNNABLE_WORKLOADS),
 
@@ -40,5 +44,12 @@ rule capture_reference:
         touch(f"{WORK}/reference-copied"),
     log:
         f"{WORK}/logs/capture_reference.log",
+    params:
+        python=PYTHON,
+        captures=lambda wc, input: os.path.dirname(input[0]),
+        reference=REF_DIR,
+    conda:
+        "environment.yml"
     shell:
-        "{PYTHON} -m analysis copy-captures --from {CAPTURES} --to {REF_DIR} > {log} 2>&1"
+        "{params.python} -m analysis copy-captures --from {params.captures} --to {params.reference}"
+        " > {log} 2>&1"

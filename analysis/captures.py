@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import difflib
-import gzip
 import os
 import shutil
 
 from analysis.errors import AnalysisInputError
+from analysis.gzfiles import GZIPPED_KINDS, gzip_copy
 
 #: what a reference keeps: small raw captures. The .nsys-rep files are large and the
-#: SQLite export holds what the analysis reads; SQLite exports are gzipped (5-10x smaller).
+#: SQLite export holds what the analysis reads. SQLite and ncu reports are gzipped (5-10x smaller).
 KEEP_SUFFIXES = (".json", ".sqlite", ".ncu-rep", ".csv")
 
 
@@ -25,11 +25,8 @@ def copy_captures(src: str, dst: str) -> list[str]:
             rel = os.path.relpath(os.path.join(root, name), src)
             target = os.path.join(dst, rel)
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            if name.endswith(".sqlite"):
-                # mtime=0: the same capture always gives the same bytes
-                with open(os.path.join(root, name), "rb") as f_in, \
-                        gzip.GzipFile(target + ".gz", "wb", mtime=0) as f_out:
-                    shutil.copyfileobj(f_in, f_out)
+            if name.endswith(GZIPPED_KINDS):
+                gzip_copy(os.path.join(root, name), target + ".gz")
                 rel += ".gz"
             else:
                 shutil.copy2(os.path.join(root, name), target)

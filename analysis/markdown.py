@@ -10,7 +10,7 @@ NCU_COLUMNS = (
     ("gpu__time_duration.sum", "duration µs", lambda v: f"{v / 1e3:.1f}"),
     ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "SM %", lambda v: f"{v:.1f}"),
     ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "memory %", lambda v: f"{v:.1f}"),
-    ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "DRAM %", lambda v: f"{v:.1f}"),
+    ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "DRAM %", lambda v: f"{v:.1f}"),
     ("sm__warps_active.avg.pct_of_peak_sustained_active", "occupancy %", lambda v: f"{v:.1f}"),
     ("sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active", "FP64 pipe %", lambda v: f"{v:.1f}"),
     ("launch__registers_per_thread", "regs", lambda v: f"{int(v)}"),
@@ -132,17 +132,35 @@ def ncu_section(runs: Sequence[dict], peak_bytes_per_s: float | None) -> list[st
         return []
     out.append(table(["variant", "ID", "kernel"] + [c[1] for c in NCU_COLUMNS] + ["DRAM GB/s"], rows))
     out.append("")
-    out.append("ncu's rule findings (first launch of each variant; estimated speedups as ncu states them):")
-    out.append("")
-    for r in runs:
-        if not r["ncu"]:
-            continue
-        launch = r["ncu"][0]
-        for f in launch["findings"]:
-            est = f" (est. speedup {f['estimated_speedup_pct']:.0f}%)" if f.get("estimated_speedup_pct") else ""
-            first_sentence = f["message"].split(". ")[0].strip().rstrip(".")
-            out.append(f"- `{r['variant']}` · {f['rule']}{est}: {first_sentence}.")
+    out += findings_section(runs)
     return out
+
+
+def findings_section(runs: Sequence[dict]) -> list[str]:
+    """ncu's rule findings for each variant's first profiled launch: a rule x variant table of
+    ncu's own estimated speedups, then each rule's message once (from the variant it flags most)."""
+    variants = [r for r in runs if r["ncu"]]
+    by_rule: dict[str, dict[str, dict]] = {}
+    for r in variants:
+        for f in r["ncu"][0]["findings"]:
+            by_rule.setdefault(f["rule"], {})[r["variant"]] = f
+    if not by_rule:
+        return []
+
+    def est(f: dict | None) -> str:
+        if f is None:
+            return "—"
+        return f"{f['estimated_speedup_pct']:.0f}%" if f.get("estimated_speedup_pct") is not None else "flagged"
+
+    rows = [[f"{rule}"] + [est(fs.get(r["variant"])) for r in variants] for rule, fs in by_rule.items()]
+    lines = ["ncu's rule findings on each variant's first profiled launch, with ncu's estimated speedup "
+             "(\"—\": not flagged):", "",
+             table(["rule"] + [f"`{r['variant']}`" for r in variants], rows), "", "What each rule says "
+             "(quoted from the variant it flags most):", ""]
+    for rule, fs in by_rule.items():
+        worst_variant, worst = max(fs.items(), key=lambda kv: kv[1].get("estimated_speedup_pct") or 0.0)
+        lines.append(f"- **{rule}** (`{worst_variant}`): {worst['message']}")
+    return lines
 
 
 def workload_report(recipe_title: str, workload: str, seed: str, by_size: dict[int, list[dict]],

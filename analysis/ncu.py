@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from analysis.errors import AnalysisInputError
+from analysis.gzfiles import plain_file
 
 #: the metrics every summary carries, named as ncu names them
 SUMMARY_METRICS = (
@@ -33,12 +34,11 @@ EXTRA_METRICS = (
     "dram__bytes_write.sum",
     "launch__waves_per_multiprocessor",
     "sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active",
-    "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",
-    "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum",
-    "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum",
-    "smsp__inst_executed.sum",
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
 )
+
+#: first bytes of every .ncu-rep file
+NCU_REP_MAGIC = b"NVR\x00"
 
 #: unit -> factor to the suite's unit (time: ns; bytes: bytes)
 _UNIT_SCALE = {
@@ -132,16 +132,21 @@ def read_launches(path: str | os.PathLike) -> list[Launch]:
     path = str(path)
     if not os.path.isfile(path):
         raise AnalysisInputError(path, "no such file")
-    with open(path, "rb") as f:
+    with plain_file(path) as plain:
+        return _read_plain(path, plain)
+
+
+def _read_plain(path: str, plain: str) -> list[Launch]:
+    with open(plain, "rb") as f:
         head = f.read(64)
-    if head.startswith(b"SQLite format 3") or not head:
-        raise AnalysisInputError(path, "not an Nsight Compute report (.ncu-rep)")
+    if not head.startswith(NCU_REP_MAGIC):
+        raise AnalysisInputError(path, "not an Nsight Compute report (.ncu-rep): wrong magic bytes")
     try:
         ncu_report = _load_module()
     except ImportError as e:
         raise AnalysisInputError(path, str(e)) from None
     try:
-        ctx = ncu_report.load_report(path)
+        ctx = ncu_report.load_report(plain)
     except Exception as e:  # the module raises plain exceptions for unreadable files
         raise AnalysisInputError(path, f"not a readable Nsight Compute report ({e})") from None
     launches: list[Launch] = []

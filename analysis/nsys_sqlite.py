@@ -8,15 +8,12 @@ lacks the CUDA activity tables, raises :class:`AnalysisInputError` naming it.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import os
-import re
-import shutil
 import sqlite3
-import tempfile
 from typing import Iterable
 
 from analysis.errors import AnalysisInputError
+from analysis.gzfiles import gunzip_to_temp
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -25,8 +22,6 @@ NVTX_PUSH_POP = 59
 NVTX_START_END = 60
 NVTX_DOMAIN_CREATE = 75
 
-# nsys suffixes CUDA API names with the API version (cudaMalloc_v3020); nsys stats drops it
-_API_VERSION_SUFFIX = re.compile(r"_v\d+$")
 
 ALLOCATION_APIS = ("cudaMalloc", "cudaFree", "cuMemAlloc", "cuMemFree", "cudaMallocAsync",
                    "cudaFreeAsync", "cuMemAllocAsync", "cuMemFreeAsync", "cudaMallocHost",
@@ -98,19 +93,11 @@ class GpuInfo:
     total_memory_bytes: int | None
 
 
-def _gunzip_to_temp(path: str) -> str:
-    fd, tmp = tempfile.mkstemp(suffix=".sqlite")
-    try:
-        with gzip.open(path, "rb") as src, os.fdopen(fd, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    except (OSError, EOFError) as e:
-        os.unlink(tmp)
-        raise AnalysisInputError(path, f"not a readable gzip file ({e})") from None
-    return tmp
-
-
 def api_base_name(name: str) -> str:
-    return _API_VERSION_SUFFIX.sub("", name)
+    """nsys suffixes CUDA API names with a version (cudaMalloc_v3020). ``nsys stats`` drops a
+    suffix of exactly six characters starting "_v" and keeps others (cuGetProcAddress_v2,
+    cudaStreamIsCapturing_v10000); so do we, to print the same names."""
+    return name[:-6] if name[-6:-4] == "_v" else name
 
 
 class NsysExport:
@@ -126,7 +113,7 @@ class NsysExport:
         db_path = self.path
         if self.path.endswith(".gz"):
             # committed reference captures are gzipped; SQLite needs a plain file
-            db_path = self._tmp = _gunzip_to_temp(self.path)
+            db_path = self._tmp = gunzip_to_temp(self.path, ".sqlite")
         with open(db_path, "rb") as f:
             head = f.read(len(SQLITE_MAGIC))
         if head != SQLITE_MAGIC:

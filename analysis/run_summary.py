@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 
 from analysis import ncu as ncu_reader
 from analysis.errors import AnalysisInputError
+from analysis.gzfiles import existing_capture
 from analysis.nsys_sqlite import ApiCall, GpuOp, NsysExport, NvtxRange
 
 SUITE_DOMAIN = "cookbook"
@@ -158,12 +159,6 @@ def summarize_ncu(path: str) -> list[dict]:
     return out
 
 
-def nsys_export_path(run_dir: str) -> str:
-    """The run's SQLite export: plain from a live run, gzipped in a committed reference."""
-    plain = os.path.join(run_dir, "nsys.sqlite")
-    return plain if os.path.exists(plain) or not os.path.exists(plain + ".gz") else plain + ".gz"
-
-
 def summarize_run(run_dir: str) -> dict:
     timing = load_json(os.path.join(run_dir, "timing.json"))
     for key in ("workload", "variant", "size", "timing", "times_ms", "work", "provenance"):
@@ -186,10 +181,11 @@ def summarize_run(run_dir: str) -> dict:
         "achieved_gflop_per_s": work["flops"] / median_ms / 1e6,
         "provenance": timing["provenance"],
         "nsys_provenance": nsys_run.get("provenance"),
-        "nsys": summarize_nsys(nsys_export_path(run_dir), w, v),
+        "nsys": summarize_nsys(existing_capture(run_dir, "nsys.sqlite") or os.path.join(run_dir, "nsys.sqlite"),
+                               w, v),
         "ncu": None,
     }
-    ncu_path = os.path.join(run_dir, "ncu.ncu-rep")
-    if os.path.exists(ncu_path):
+    ncu_path = existing_capture(run_dir, "ncu.ncu-rep")
+    if ncu_path:
         record["ncu"] = summarize_ncu(ncu_path)
     return record

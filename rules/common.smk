@@ -1,4 +1,5 @@
-# Shared settings: resolved executables, folders, and the run matrix.
+# Shared settings and functions: resolved executables, folders, the run matrix, and the input and
+# flag functions the rules use. Rules live in profile.smk, analysis.smk and report.smk.
 import importlib.util
 import os
 import sys
@@ -17,6 +18,9 @@ PYTHON = config.get("python") or sys.executable
 WORK = config["work_dir"].rstrip("/")
 CAPTURES = f"{WORK}/captures"
 REF_DIR = config["reference"]["dir"].rstrip("/")
+# Every profiled process starts with fresh, private cache folders (see workloads/tools/cold.py)
+COLD = f"{PYTHON} -m workloads.tools.cold --work-dir {WORK}"
+CONDA_ENV = "../environment.yml"
 
 for _name in config["workloads"]:
     if _name not in RECIPES:
@@ -29,13 +33,8 @@ def _missing(recipe):
     return [m for m in recipe.requires if importlib.util.find_spec(m) is None]
 
 
-# Recipes whose packages are importable here; the others are skipped and the index says why.
+# Recipes whose packages are importable here; the others are skipped (the preflight records why).
 RUNNABLE_WORKLOADS = [w for w in config["workloads"] if not _missing(RECIPES[w])]
-SKIPPED_WORKLOADS = {
-    w: "not importable: " + ", ".join(_missing(RECIPES[w]))
-    for w in config["workloads"]
-    if _missing(RECIPES[w])
-}
 
 
 def runs(workload):
@@ -45,15 +44,93 @@ def runs(workload):
     ]
 
 
-def ncu_runs(workload):
-    return [(v, s) for s in config["workloads"][workload]["ncu"]["sizes"] for v in RECIPES[workload].variants]
-
-
 def run_dir(root, w, v, s):
     return f"{root}/{w}/{v}/n{s}"
 
 
+# --- profiling flags ---------------------------------------------------------------------------
+
+
+def nsys_flags():
+    o = config["nsys_profile"]
+    return (
+        f"-t {o['trace']} --cuda-memory-usage {'true' if o['cuda_memory_usage'] else 'false'}"
+        f" {o['extra_args']}"
+    )
+
+
+def nvtx_include(workload, variant):
+    # ncu reads a slash in --nvtx-include as its push/pop nesting separator, so the slashes
+    # inside the suite's range names are escaped
+    name = "\\/".join((workload, variant, "compute"))
+    return f"cookbook@{name}/"
+
+
+def ncu_flags(wc):
+    o, w = config["ncu_profile"], config["workloads"][wc.workload]["ncu"]
+    flags = [
+        f"--set {o['set']}",
+        f"--import-source {'yes' if o['import_source'] else 'no'}",
+        f"--clock-control {o['clock_control']}",
+        # only kernels launched inside this variant's compute ranges, not its setup kernels
+        f"--nvtx --nvtx-include '{nvtx_include(wc.workload, wc.variant)}'",
+        f"--launch-skip {w['launch_skip']}",
+        f"--launch-count {w['launch_count']}",
+        o["extra_args"],
+    ]
+    if w.get("kernel_regex"):
+        flags.append(f"-k 'regex:{w['kernel_regex']}'")
+    return " ".join(f for f in flags if f)
+
+
+def profiled_calls(wc):
+    return config["workloads"][wc.workload]["profiled_calls"]
+
+
+# --- analysis inputs ---------------------------------------------------------------------------
+
+
+def capture_root(capture_set):
+    return CAPTURES if capture_set == "live" else REF_DIR
+
+
+def run_inputs(wc):
+    d = run_dir(capture_root(wc.set), wc.workload, wc.variant, wc.size)
+    # reference captures keep the SQLite export and the ncu report gzipped
+    gz = "" if wc.set == "live" else ".gz"
+    files = {
+        "timing": f"{d}/timing.json",
+        "sqlite": f"{d}/nsys.sqlite{gz}",
+        "nsys_run": f"{d}/nsys-run.json",
+    }
+    if wc.set == "live":
+        if int(wc.size) in config["workloads"][wc.workload]["ncu"]["sizes"]:
+            files["ncu"] = f"{d}/ncu.ncu-rep"
+    elif os.path.exists(f"{d}/ncu.ncu-rep.gz"):
+        files["ncu"] = f"{d}/ncu.ncu-rep.gz"
+    return files
+
+
+# Runs held in the reference folder, discovered from its files (config may have moved on).
+_ref = glob_wildcards(f"{REF_DIR}/{{workload}}/{{variant}}/n{{size}}/timing.json")
+REFERENCE_RUNS = {}
+for _w, _v, _s in zip(_ref.workload, _ref.variant, _ref.size):
+    REFERENCE_RUNS.setdefault(_w, []).append((_v, int(_s)))
+REFERENCE_WORKLOADS = [w for w in RECIPES if w in REFERENCE_RUNS]
+
+
+def analyses(capture_set, workload):
+    pairs = runs(workload) if capture_set == "live" else REFERENCE_RUNS[workload]
+    return [f"{WORK}/analysis/{capture_set}/{workload}/{v}/n{s}.json" for v, s in pairs]
+
+
+def live_ground_truth(wc):
+    # nsys' own summaries, kept beside the captures as ground truth for the readers' tests
+    return [f"{run_dir(CAPTURES, wc.workload, v, s)}/nsys-stats" for v, s in runs(wc.workload)]
+
+
 wildcard_constraints:
-    workload="[a-z0-9_]+",
+    # only real workloads, so that reports/{workload}.md never matches reports/index.md
+    workload="|".join(RECIPES),
     variant="[a-z0-9_]+",
     size="[0-9]+",

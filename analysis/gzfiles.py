@@ -1,0 +1,56 @@
+"""Committed reference captures are gzipped (SQLite exports and ncu reports shrink 5-10x);
+the readers need plain files, so a ``.gz`` is expanded into a temporary file first."""
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import shutil
+import tempfile
+from typing import Iterator
+
+from analysis.errors import AnalysisInputError
+
+#: capture files the reference keeps gzipped
+GZIPPED_KINDS = (".sqlite", ".ncu-rep")
+
+
+def gunzip_to_temp(path: str, suffix: str) -> str:
+    """Expand ``path`` into a new temporary file and return its name; the caller deletes it."""
+    fd, tmp = tempfile.mkstemp(suffix=suffix)
+    try:
+        with gzip.open(path, "rb") as src, os.fdopen(fd, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    except (OSError, EOFError) as e:
+        os.unlink(tmp)
+        raise AnalysisInputError(path, f"not a readable gzip file ({e})") from None
+    return tmp
+
+
+@contextlib.contextmanager
+def plain_file(path: str) -> Iterator[str]:
+    """Yield a plain-file path for ``path``, expanding it first if it ends in ``.gz``."""
+    if not path.endswith(".gz"):
+        yield path
+        return
+    tmp = gunzip_to_temp(path, os.path.splitext(path[:-3])[1])
+    try:
+        yield tmp
+    finally:
+        os.unlink(tmp)
+
+
+def gzip_copy(src: str, dst_gz: str) -> None:
+    """Gzip ``src`` to ``dst_gz`` with mtime 0, so the same capture always gives the same bytes."""
+    with open(src, "rb") as f_in, gzip.GzipFile(dst_gz, "wb", mtime=0) as f_out:
+        shutil.copyfileobj(f_in, f_out)
+
+
+def existing_capture(run_dir: str, name: str) -> str | None:
+    """``run_dir/name`` as a live run writes it, else its gzipped reference copy, else None."""
+    plain = os.path.join(run_dir, name)
+    if os.path.exists(plain):
+        return plain
+    if os.path.exists(plain + ".gz"):
+        return plain + ".gz"
+    return None

@@ -1,0 +1,79 @@
+"""Cold runs get private cache folders; deletion never leaves the suite's cache folder."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from workloads.tools.cold import CACHE_VARIABLES, UnsafePathError, cache_root, fresh_cache_env, safe_rmtree
+
+from conftest import REPO
+
+
+def test_refuses_root_home_and_outside(tmp_path):
+    root = cache_root(tmp_path)
+    root.mkdir()
+    for bad in ("/", os.path.expanduser("~"), str(tmp_path), str(tmp_path / "elsewhere")):
+        with pytest.raises(UnsafePathError):
+            safe_rmtree(bad, root)
+    with pytest.raises(UnsafePathError):
+        safe_rmtree(root, root)  # the cache folder itself, not a run's folder in it
+
+
+def test_refuses_a_symlink_that_leads_outside(tmp_path):
+    root = cache_root(tmp_path)
+    root.mkdir()
+    victim = tmp_path / "precious"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("x")
+    (root / "link").symlink_to(victim)
+    with pytest.raises(UnsafePathError, match="outside"):
+        safe_rmtree(root / "link", root)
+    assert (victim / "keep.txt").exists()
+
+
+def test_refuses_a_root_that_is_not_a_cache_folder(tmp_path):
+    (tmp_path / "data" / "x").mkdir(parents=True)
+    with pytest.raises(UnsafePathError, match="not a suite cache folder"):
+        safe_rmtree(tmp_path / "data" / "x", tmp_path / "data")
+
+
+def test_deletes_a_run_folder_inside(tmp_path):
+    env, run_dir = fresh_cache_env(tmp_path, "t", {})
+    (run_dir / "cupy" / "kernel.cubin").write_bytes(b"\0")
+    safe_rmtree(run_dir, cache_root(tmp_path))
+    assert not run_dir.exists()
+
+
+def test_every_cache_variable_points_into_a_fresh_private_folder(tmp_path):
+    env1, d1 = fresh_cache_env(tmp_path, "a", {"HOME": "/home/x"})
+    env2, d2 = fresh_cache_env(tmp_path, "a", {})
+    assert d1 != d2
+    for var, sub in CACHE_VARIABLES.items():
+        assert env1[var] == str(d1 / sub) and os.path.isdir(env1[var])
+        assert env2[var] != env1[var]
+    assert env1["HOME"] == "/home/x"
+    assert env1["JAX_ENABLE_COMPILATION_CACHE"] == "false"
+
+
+def test_two_concurrent_cold_runs_stay_apart(tmp_path):
+    """Two runs started together see different caches, and both folders are gone afterwards."""
+    probe = ("import json, os, sys, time; time.sleep(0.5); "
+             "json.dump({v: os.environ[v] for v in %r}, open(sys.argv[1], 'w'))" % sorted(CACHE_VARIABLES))
+    procs = [subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path),
+                               "--tag", "par", "--", sys.executable, "-c", probe, str(tmp_path / f"env{i}.json")],
+                              cwd=REPO) for i in range(2)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    seen = [json.loads((tmp_path / f"env{i}.json").read_text()) for i in range(2)]
+    for var in CACHE_VARIABLES:
+        assert seen[0][var] != seen[1][var]
+    assert list(cache_root(tmp_path).iterdir()) == []
+
+
+def test_cold_run_passes_the_exit_status_through(tmp_path):
+    rc = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--",
+                         sys.executable, "-c", "raise SystemExit(7)"], cwd=REPO).returncode
+    assert rc == 7

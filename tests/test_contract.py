@@ -1,0 +1,78 @@
+"""The workload contract: registry, variants, result checks, declared work, CLI."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from workloads import annotate
+from workloads.contract import ResultMismatch, Variant, WorkloadError, check_result, relative_error
+from workloads.registry import RECIPES, BY_NAME
+
+from conftest import REPO
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)
+def test_every_variant_loads_without_a_gpu(recipe):
+    assert recipe.variants[0] == "baseline", "a recipe starts with its baseline"
+    for name in recipe.variants:
+        cls = recipe.variant_class(name)
+        assert issubclass(cls, Variant) and cls.name == name
+        assert cls.summary.strip(), f"{recipe.name}/{name} needs a one-line summary"
+
+
+def test_unknown_variant_names_the_choices():
+    with pytest.raises(WorkloadError, match="baseline"):
+        BY_NAME["cupy_sqdiff"].variant_class("turbo")
+
+
+def test_sqdiff_declares_two_reads_one_write_per_element():
+    cls = BY_NAME["cupy_sqdiff"].variant_class("fused")
+    work = cls(size=1000).work()
+    assert work.bytes_read == 2 * 8 * 1000 * 1000
+    assert work.bytes_written == 8 * 1000 * 1000
+    assert work.flops == 2 * 1000 * 1000
+
+
+def test_check_accepts_rounding_and_rejects_wrong_results():
+    rng = np.random.default_rng(1)
+    ref = rng.standard_normal((64, 64))
+    assert check_result(ref.copy(), ref.copy(), 1e-12, "same") == 0.0
+    wrong = ref.copy()
+    wrong[3, 5] += 1.0
+    with pytest.raises(ResultMismatch, match="relative error"):
+        check_result(wrong, ref.copy(), 1e-12, "one element off")
+    nan = ref.copy()
+    nan[0, 0] = np.nan
+    with pytest.raises(ResultMismatch, match="1 non-finite"):
+        check_result(nan, ref.copy(), 1e-12, "nan")
+    with pytest.raises(ResultMismatch, match="shape"):
+        relative_error(ref[:10], ref.copy())
+
+
+def test_relative_error_matches_the_definition():
+    rng = np.random.default_rng(2)
+    ref = rng.standard_normal(1000)
+    out = ref + 1e-9 * rng.standard_normal(1000)
+    expect = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+    assert relative_error(out, ref.copy()) == pytest.approx(expect, rel=1e-12)
+
+
+def test_range_names_round_trip_and_phases_have_distinct_colours():
+    name = annotate.range_name("cupy_sqdiff", "fused", "compute")
+    assert name == "cupy_sqdiff/fused/compute"
+    assert annotate.parse_range_name(name) == ("cupy_sqdiff", "fused", "compute")
+    assert annotate.parse_range_name("libcudf/groupby") is None
+    assert len(set(annotate.PHASE_COLORS.values())) == len(annotate.PHASE_COLORS)
+    with pytest.raises(ValueError, match="unknown phase"):
+        with annotate.phase("w", "v", "lunch"):
+            pass
+
+
+def test_cli_help_runs_without_a_gpu():
+    out = subprocess.run([sys.executable, "-m", "workloads.cupy_sqdiff", "--help"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    for v in BY_NAME["cupy_sqdiff"].variants:
+        assert v in out

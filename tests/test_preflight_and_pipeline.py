@@ -1,0 +1,78 @@
+"""Preflight stops profile_all on a machine without a GPU or profilers; the pipeline parses;
+the committed reports are reproducible from the committed captures."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from workloads.tools import preflight
+
+from conftest import REPO
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def test_preflight_names_everything_missing_and_writes_nothing(tmp_path, no_gpu_env, capsys):
+    out = tmp_path / "preflight.json"
+    rc = preflight.main(["--nsys", "nsys", "--ncu", "/opt/none/ncu", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "no NVIDIA GPU" in err
+    assert "--config nsys=" in err and "NSYS" in err
+    assert "--config ncu=" in err and "NCU" in err
+    assert not out.exists()
+
+
+def _repo_copy(tmp_path):
+    """A copy of the tracked tree, so that pipeline runs leave the checkout alone."""
+    dst = tmp_path / "repo"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for rel in files:
+        src = REPO / rel
+        if src.is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / rel)
+    return dst
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")
+def test_profile_all_stops_at_preflight_without_a_gpu(tmp_path):
+    repo = _repo_copy(tmp_path)
+    env = dict(os.environ, NSYS="/nonexistent/nsys", NCU="/nonexistent/ncu")
+    r = subprocess.run(SNAKEMAKE + ["profile_all"], cwd=repo, capture_output=True, text=True, env=env,
+                       timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert "preflight: profile_all cannot run here" in out
+    assert "no NVIDIA GPU" in out and "/nonexistent/nsys" in out
+    # nothing half-written that looks valid
+    assert not (repo / "results" / "captures" / "preflight.json").exists()
+    assert not list((repo / "results").glob("captures/*/*/*/timing.json"))
+
+
+def test_config_schema_rejects_a_typo(tmp_path):
+    repo = _repo_copy(tmp_path)
+    r = subprocess.run(SNAKEMAKE + ["-n", "rebuild_reports", "--config", "work_dir=/"], cwd=repo,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0
+    assert "work_dir" in r.stdout + r.stderr
+
+
+def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
+    repo = _repo_copy(tmp_path)
+    r = subprocess.run(SNAKEMAKE + ["rebuild_reports"], cwd=repo, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert (repo / "results" / "rebuilt" / "CHECKED").exists()
+    assert "equal the committed ones" in r.stdout + r.stderr
+    # and it would notice a difference
+    md = repo / "reports" / "cupy_sqdiff.md"
+    md.write_text(md.read_text().replace("faster", "slower", 1))
+    r = subprocess.run(SNAKEMAKE + ["rebuild_reports", "-F"], cwd=repo, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode != 0
+    assert "differ from the committed ones" in r.stdout + r.stderr

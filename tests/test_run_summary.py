@@ -1,0 +1,60 @@
+"""Run summaries from the real captures: what the report's claims rest on."""
+from __future__ import annotations
+
+import pytest
+
+from analysis.run_summary import summarize_run, union_ns
+
+from conftest import REFERENCE
+
+
+def _summary(variant, size=16384):
+    return summarize_run(str(REFERENCE / "cupy_sqdiff" / variant / f"n{size}"))
+
+
+@pytest.mark.parametrize("size", [4096, 16384])
+def test_fused_launches_one_kernel_per_call_and_baseline_two(size):
+    for variant, expected in (("baseline", 2), ("rmm_pool", 2), ("fused_pow", 1), ("fused", 1),
+                              ("fused_pool", 1)):
+        calls = _summary(variant, size)["nsys"]["calls"]
+        assert len(calls) >= 2
+        assert [c["kernels"] for c in calls] == [expected] * len(calls), variant
+
+
+def test_calls_are_numbered_by_their_nvtx_payload():
+    calls = _summary("fused")["nsys"]["calls"]
+    assert [c["index"] for c in calls] == list(range(len(calls)))
+
+
+def test_pool_variants_make_no_allocation_calls_while_computing():
+    for variant in ("rmm_pool", "fused_pool"):
+        assert all(c["allocation_calls"] == 0 for c in _summary(variant)["nsys"]["calls"]), variant
+    # CuPy's own pool still calls cudaMalloc while it grows, in the first calls of a cold process
+    assert _summary("baseline")["nsys"]["calls"][0]["allocation_calls"] > 0
+
+
+def test_gpu_time_of_a_call_fits_in_its_wall_time():
+    for variant in ("baseline", "fused"):
+        for c in _summary(variant)["nsys"]["calls"]:
+            assert 0 < c["gpu_busy_ns"] <= c["wall_ns"]
+            assert c["gpu_busy_ns"] + c["gpu_idle_ns"] == c["wall_ns"]
+            assert c["gpu_kernel_ns"] >= c["gpu_busy_ns"] - c["gpu_memcpy_ns"] - c["gpu_memset_ns"]
+
+
+def test_achieved_bandwidth_is_declared_bytes_over_median_time():
+    s = _summary("fused")
+    w = s["work"]
+    assert s["achieved_gb_per_s"] == pytest.approx((w["bytes_read"] + w["bytes_written"])
+                                                   / s["timing"]["median_ms"] / 1e6)
+
+
+def test_ncu_launches_are_the_compute_kernels_only():
+    names = {launch["kernel_name"] for launch in _summary("baseline")["ncu"]}
+    assert names == {"cupy_subtract__float64_float64_float64", "cupy_square__float64_float64"}
+    assert {launch["kernel_name"] for launch in _summary("fused")["ncu"]} == {"cookbook_squared_diff"}
+
+
+def test_union_of_overlapping_intervals():
+    assert union_ns([]) == 0
+    assert union_ns([(0, 10), (5, 15), (20, 30)]) == 25
+    assert union_ns([(0, 10), (2, 3)]) == 10
