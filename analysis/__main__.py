@@ -14,6 +14,7 @@ import os
 import sys
 
 from analysis import captures, figures, markdown
+from analysis import stats_cli
 from analysis.errors import AnalysisInputError
 from analysis.run_summary import load_json, summarize_run
 
@@ -55,15 +56,15 @@ def cmd_report(a) -> None:
     if not by_size:
         raise AnalysisInputError(a.summaries[0] if a.summaries else a.workload, "no run summaries for this workload")
     ceilings = load_json(a.ceilings)
-    d2d = ceilings["ceilings"]["d2d_copy"]["gb_per_s"]
     names = {
-        "Median time per call with IQR, against the bandwidth floor": f"{a.workload}_timing.png",
+        "Median time per call with IQR, against each variant's floor": f"{a.workload}_timing.png",
         "Where the GPU time of each steady call went (nsys)": f"{a.workload}_gpu_time.png",
     }
     fig_dir = os.path.join(a.out_dir, "figures")
-    figures.timing_figure(by_size, d2d, os.path.join(fig_dir, f"{a.workload}_timing.png"), recipe.title)
+    figures.timing_figure(by_size, ceilings["ceilings"], os.path.join(fig_dir, f"{a.workload}_timing.png"),
+                          recipe.title)
     figures.gpu_time_figure(by_size, os.path.join(fig_dir, f"{a.workload}_gpu_time.png"), recipe.title)
-    md = markdown.workload_report(recipe.title, a.workload, recipe.seed_document, by_size, ceilings, names)
+    md = markdown.workload_report(recipe, by_size, ceilings, names)
     _write_text(os.path.join(a.out_dir, f"{a.workload}.md"), md)
     print(f"wrote {os.path.join(a.out_dir, a.workload + '.md')}")
 
@@ -122,6 +123,7 @@ def main(argv=None) -> int:
     s.add_argument("--rebuilt", required=True)
     s.add_argument("--committed", required=True)
     s.set_defaults(func=cmd_check_rebuild)
+    stats_cli.add_parser(sub)
     a = p.parse_args(argv)
     try:
         rc = a.func(a)

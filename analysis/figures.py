@@ -9,6 +9,8 @@ import matplotlib
 matplotlib.use("Agg")  # no display on GPU hosts and CI
 import matplotlib.pyplot as plt  # noqa: E402
 
+from analysis.floors import floor  # noqa: E402
+
 # Stable colours per kind of GPU time, as Nsight Systems draws them (kernels blue, copies red...)
 KIND_COLORS = {"kernel": "#4c72b0", "memcpy": "#c44e52", "memset": "#dd8452", "idle": "#cccccc"}
 # Deterministic PNGs: no timestamp or version in the file's metadata
@@ -46,18 +48,17 @@ def gpu_time_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, tit
             left = [a + b for a, b in zip(left, vals)]
         ax.invert_yaxis()
         ax.set_xlabel("ms per call (mean of steady calls, from nsys)")
-        ax.set_title(f"n = {size}")
+        ax.set_title(f"size {size}")
     fig.suptitle(title)
     fig.legend(loc="lower center", ncol=len(KIND_COLORS), frameon=False)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     _save(fig, path)
 
 
-def timing_figure(summaries_by_size: dict[int, Sequence[dict]], ceiling_gb_per_s: float, path: str,
-                  title: str) -> None:
-    """Per size, median time per call with IQR whiskers, and the bandwidth floor as a line."""
+def timing_figure(summaries_by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title: str) -> None:
+    """Per size, median time per call with IQR whiskers, and each variant's floor as a red tick."""
     sizes = sorted(summaries_by_size)
-    fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 3.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 3.4), squeeze=False)
     for ax, size in zip(axes[0], sizes):
         runs = summaries_by_size[size]
         names = [r["variant"] for r in runs]
@@ -65,10 +66,12 @@ def timing_figure(summaries_by_size: dict[int, Sequence[dict]], ceiling_gb_per_s
         lo = [r["timing"]["median_ms"] - r["timing"]["q1_ms"] for r in runs]
         hi = [r["timing"]["q3_ms"] - r["timing"]["median_ms"] for r in runs]
         ax.bar(names, med, yerr=[lo, hi], color="#4c72b0", capsize=3)
-        floor_ms = (runs[0]["work"]["bytes_read"] + runs[0]["work"]["bytes_written"]) / ceiling_gb_per_s / 1e6
-        ax.axhline(floor_ms, color="#c44e52", linestyle="--", label="floor: bytes / copy bandwidth")
+        floors_ms = [floor(r["work"], ceilings).ms for r in runs]
+        ax.scatter(names, floors_ms, marker="_", s=900, color="#c44e52", zorder=3, label="floor")
+        if max(med) / max(min(med), 1e-9) > 30:
+            ax.set_yscale("log")  # host-data and device-resident steps differ by orders of magnitude
         ax.set_ylabel("median ms per call (CUDA events)")
-        ax.set_title(f"n = {size}")
+        ax.set_title(f"size {size}")
         ax.tick_params(axis="x", rotation=20)
         ax.legend(loc="upper right", fontsize=8)
     fig.suptitle(title)

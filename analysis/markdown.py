@@ -5,6 +5,7 @@ from typing import Sequence
 
 from analysis import verdicts
 from analysis.figures import steady_breakdown_ms
+from analysis.floors import floor
 
 NCU_COLUMNS = (
     ("gpu__time_duration.sum", "duration µs", lambda v: f"{v / 1e3:.1f}"),
@@ -33,6 +34,10 @@ def _gpu_name(prov: dict) -> str:
     return gpus[0]["name"] if gpus else "no GPU recorded"
 
 
+def _ms(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
 def provenance_table(prov: dict, tools: dict | None = None, extra: dict | None = None) -> str:
     rows = [
         ("GPU", _gpu_name(prov)),
@@ -48,24 +53,30 @@ def provenance_table(prov: dict, tools: dict | None = None, extra: dict | None =
     return table(("", "value"), rows)
 
 
-def floor_ms(summary: dict, ceiling_gb_per_s: float) -> float:
-    w = summary["work"]
-    return (w["bytes_read"] + w["bytes_written"]) / ceiling_gb_per_s / 1e6
+def ceilings_table(ceilings: dict) -> str:
+    rows = []
+    for name, c in sorted(ceilings.items()):
+        rate = f"{c['gb_per_s']:.1f} GB/s" if "gb_per_s" in c else f"{c['tflop_per_s']:.1f} TFLOP/s"
+        rows.append((name, rate, f"{c['median_ms']:.3f}"))
+    return table(("measurement", "rate", "median ms"), rows)
 
 
 def _verdict_cell(v: verdicts.Verdict) -> str:
     return f"**{v.label}** {v.speedup:.2f}×"
 
 
-def variant_table(runs: Sequence[dict], ceiling_gb_per_s: float) -> tuple[str, list[str]]:
+def _steady(calls: list[dict]) -> list[dict]:
+    return calls[1:] if len(calls) > 1 else calls
+
+
+def variant_table(runs: Sequence[dict], ceilings: dict) -> tuple[str, list[str]]:
     """The per-size table and the verdicts' reasons, as footnotes."""
     base = runs[0]
     rows, notes = [], []
     for i, r in enumerate(runs):
         t = r["timing"]
         calls = r["nsys"]["calls"]
-        steady = calls[1:] if len(calls) > 1 else calls
-        k_per_call = sorted({c["kernels"] for c in steady})
+        k_per_call = sorted({c["kernels"] for c in _steady(calls)})
         if i == 0:
             vs_base = vs_prev = "—"
         else:
@@ -75,23 +86,23 @@ def variant_table(runs: Sequence[dict], ceiling_gb_per_s: float) -> tuple[str, l
             notes.append(f"- `{r['variant']}` vs `{base['variant']}`: {vb.label} — {vb.reason}")
             if i > 1:
                 notes.append(f"- `{r['variant']}` vs `{runs[i - 1]['variant']}`: {vp.label} — {vp.reason}")
-        fl = floor_ms(r, ceiling_gb_per_s)
+        fl = floor(r["work"], ceilings)
+        b = fl.binding
         rows.append((
             f"`{r['variant']}`",
             f"{t['median_ms']:.4f} ({t['iqr_ms']:.4f})",
             vs_base, vs_prev,
-            f"{r['achieved_gb_per_s']:.0f}",
-            f"{r['achieved_gb_per_s'] / ceiling_gb_per_s:.0%}",
-            f"{fl:.4f}",
-            f"{t['median_ms'] / fl:.2f}×",
+            f"{fl.ms:.4f} ({b.resource})",
+            f"{t['median_ms'] / fl.ms:.2f}×",
+            f"{fl.achieved(t['median_ms']):.0f} {b.unit} ({fl.ms / t['median_ms']:.0%})",
             "/".join(str(k) for k in k_per_call),
-            f"{calls[0]['allocation_calls']} / {sum(c['allocation_calls'] for c in steady)}",
-            f"{sum(c['allocation_ns'] for c in calls) / 1e6:.3f}",
+            f"{calls[0]['allocation_calls']} / {sum(c['allocation_calls'] for c in _steady(calls))}",
+            f"{_ms(r.get('host_call_ms'))} / {_ms(r.get('host_synced_ms'))}",
             f"{r['relative_error']:.1e}",
         ))
-    header = ("variant", "median ms (IQR)", "vs baseline", "vs previous step", "achieved GB/s",
-              "of copy BW", "floor ms", "time / floor", "kernels per call", "alloc calls: first / later",
-              "alloc ms (all calls)", "rel. error")
+    header = ("variant", "median ms (IQR)", "vs baseline", "vs previous step", "floor ms (bound by)",
+              "time / floor", "achieved on that resource (of ceiling)", "kernels per call",
+              "alloc calls: first / later", "host timer ms: returns / synced", "rel. error")
     return table(header, rows), notes
 
 
@@ -99,12 +110,32 @@ def breakdown_table(runs: Sequence[dict]) -> str:
     rows = []
     for r in runs:
         b = steady_breakdown_ms(r)
+        steady = _steady(r["nsys"]["calls"])
+        n = len(steady)
+        h2d = sum(c.get("gpu_memcpy_h2d_ns", 0) for c in steady) / n / 1e6
+        d2h = sum(c.get("gpu_memcpy_d2h_ns", 0) for c in steady) / n / 1e6
         first = r["nsys"]["calls"][0]
-        rows.append((f"`{r['variant']}`", f"{b['kernel']:.4f}", f"{b['memcpy']:.4f}", f"{b['memset']:.4f}",
-                     f"{b['idle']:.4f}", f"{first['wall_ns'] / 1e6:.1f}",
-                     f"{(first['wall_ns'] - first['gpu_busy_ns']) / 1e6:.1f}"))
-    return table(("variant", "kernels ms", "memcpy ms", "memset ms", "GPU idle ms", "first call ms (cold)",
-                  "first call: GPU idle ms"), rows)
+        rows.append((f"`{r['variant']}`", f"{b['kernel']:.4f}", f"{h2d:.4f}", f"{d2h:.4f}",
+                     f"{b['memcpy'] - h2d - d2h:.4f}", f"{b['memset']:.4f}", f"{b['idle']:.4f}",
+                     f"{first['wall_ns'] / 1e6:.1f}", f"{(first['wall_ns'] - first['gpu_busy_ns']) / 1e6:.1f}"))
+    return table(("variant", "kernels ms", "H2D copies ms", "D2H copies ms", "other copies ms", "memset ms",
+                  "GPU idle ms", "first call ms (cold)", "first call: GPU idle ms"), rows)
+
+
+def seed_split_table(run: dict, seed_split: Sequence[tuple[str, float]], seed_device: str, gpu: str) -> str:
+    """The baseline's time split (share of GPU busy time, steady calls) beside the seed's."""
+    steady = _steady(run["nsys"]["calls"])
+    parts = {
+        "H2D": sum(c.get("gpu_memcpy_h2d_ns", 0) for c in steady),
+        "kernel": sum(c["gpu_kernel_ns"] for c in steady),
+        "D2H": sum(c.get("gpu_memcpy_d2h_ns", 0) for c in steady),
+    }
+    total = sum(parts.values()) or 1
+    names = [name for name, _ in seed_split]
+    return table(["measured on"] + [f"{n} %" for n in names], [
+        [seed_device] + [f"{pct:.1f}" for _, pct in seed_split],
+        [f"{gpu}, `{run['variant']}`"] + [f"{100 * parts[n] / total:.1f}" for n in names],
+    ])
 
 
 def kernel_list(runs: Sequence[dict]) -> str:
@@ -117,8 +148,7 @@ def kernel_list(runs: Sequence[dict]) -> str:
     return table(("variant", "kernel", "launches", "per call", "avg µs"), rows)
 
 
-def ncu_section(runs: Sequence[dict], peak_bytes_per_s: float | None) -> list[str]:
-    out = []
+def ncu_section(runs: Sequence[dict]) -> list[str]:
     rows = []
     for r in runs:
         for launch in r["ncu"] or []:
@@ -130,10 +160,8 @@ def ncu_section(runs: Sequence[dict], peak_bytes_per_s: float | None) -> list[st
             rows.append(cells)
     if not rows:
         return []
-    out.append(table(["variant", "ID", "kernel"] + [c[1] for c in NCU_COLUMNS] + ["DRAM GB/s"], rows))
-    out.append("")
-    out += findings_section(runs)
-    return out
+    out = [table(["variant", "ID", "kernel"] + [c[1] for c in NCU_COLUMNS] + ["DRAM GB/s"], rows), ""]
+    return out + findings_section(runs)
 
 
 def findings_section(runs: Sequence[dict]) -> list[str]:
@@ -152,28 +180,30 @@ def findings_section(runs: Sequence[dict]) -> list[str]:
             return "—"
         return f"{f['estimated_speedup_pct']:.0f}%" if f.get("estimated_speedup_pct") is not None else "flagged"
 
-    rows = [[f"{rule}"] + [est(fs.get(r["variant"])) for r in variants] for rule, fs in by_rule.items()]
+    rows = [[rule] + [est(fs.get(r["variant"])) for r in variants] for rule, fs in by_rule.items()]
     lines = ["ncu's rule findings on each variant's first profiled launch, with ncu's estimated speedup "
              "(\"—\": not flagged):", "",
-             table(["rule"] + [f"`{r['variant']}`" for r in variants], rows), "", "What each rule says "
-             "(quoted from the variant it flags most):", ""]
+             table(["rule"] + [f"`{r['variant']}`" for r in variants], rows), "",
+             "What each rule says (quoted from the variant it flags most):", ""]
     for rule, fs in by_rule.items():
         worst_variant, worst = max(fs.items(), key=lambda kv: kv[1].get("estimated_speedup_pct") or 0.0)
         lines.append(f"- **{rule}** (`{worst_variant}`): {worst['message']}")
     return lines
 
 
-def workload_report(recipe_title: str, workload: str, seed: str, by_size: dict[int, list[dict]],
-                    ceilings: dict, figure_names: dict[str, str]) -> str:
-    ceil = ceilings["ceilings"]
-    d2d = ceil["d2d_copy"]["gb_per_s"]
-    any_run = next(iter(by_size.values()))[0]
+def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dict,
+                    figure_names: dict[str, str]) -> str:
+    """``recipe``: the workload's Recipe (title, seed, variants, the seed's own split)."""
+    ceilings = ceilings_record["ceilings"]
+    first_runs = next(iter(by_size.values()))
+    any_run = first_runs[0]
+    gpu = _gpu_name(any_run["provenance"])
     lines = [
-        f"# {recipe_title} (`{workload}`)",
+        f"# {recipe.title} (`{recipe.name}`)",
         "",
-        f"Recipe from seed document {seed}. Every variant was run cold (fresh CuPy and CUDA caches) three "
-        "ways: timed with CUDA events after warm-up, under Nsight Systems, and under Nsight Compute. "
-        "Every result was checked against a float64 NumPy reference.",
+        f"Recipe from seed document {recipe.seed_document}. Every variant was run cold (fresh JIT and "
+        "driver caches) three ways: timed with CUDA events after warm-up, under Nsight Systems, and "
+        "under Nsight Compute. Every result was checked against a float64 NumPy reference.",
         "",
         "## Provenance",
         "",
@@ -181,61 +211,66 @@ def workload_report(recipe_title: str, workload: str, seed: str, by_size: dict[i
         "",
         "## Ceilings measured in the same run",
         "",
-        table(("measurement", "GB/s", "median ms"), [
-            (k, f"{v['gb_per_s']:.1f}", f"{v['median_ms']:.3f}") for k, v in sorted(ceil.items())]),
+        ceilings_table(ceilings),
         "",
-        "The floor of each variant is the bytes it must move (declared by the workload: two 8-byte reads and "
-        f"one 8-byte write per element) over the device-to-device copy bandwidth, {d2d:.0f} GB/s.",
+        "The floor of a variant is the time its declared work takes at these ceilings: bytes through "
+        "device memory over the device-to-device copy rate, bytes across the host link over the pinned "
+        "copy rate of that direction, FLOPs over the FP64 FMA rate. The largest sets the floor; the "
+        "table names it. \"Host timer\" is what `time.perf_counter()` around the call saw: when the call "
+        "returned (launches are asynchronous) and after a synchronize.",
         "",
         "## Variants",
         "",
-        table(("variant", "what this step changes"), [(f"`{r['variant']}`", r["summary"])
-                                                        for r in next(iter(by_size.values()))]),
+        table(("variant", "what this step changes"), [(f"`{r['variant']}`", r["summary"]) for r in first_runs]),
         "",
     ]
     for size in sorted(by_size):
         runs = by_size[size]
-        tbl, notes = variant_table(runs, d2d)
-        lines += [f"## n = {size}", "", tbl, "", "Verdicts (from the timed repeats):", "", *notes, "",
+        tbl, notes = variant_table(runs, ceilings)
+        lines += [f"## size {size}", "", tbl, "", "Verdicts (from the timed repeats):", "", *notes, "",
                   "Where each call's time went on the GPU (nsys; steady = mean of calls after the first; the "
                   "first call of a cold process includes JIT compilation and module loading):", "",
-                  breakdown_table(runs), "", "Kernels launched inside the compute ranges (nsys):", "",
-                  kernel_list(runs), ""]
-        ncu_lines = ncu_section(runs, None)
+                  breakdown_table(runs), ""]
+        if recipe.seed_split:
+            lines += [f"The baseline's split of GPU busy time beside the seed's ({recipe.seed_split_device}):",
+                      "", seed_split_table(runs[0], recipe.seed_split, recipe.seed_split_device, gpu), ""]
+        lines += ["Kernels launched inside the compute ranges (nsys):", "", kernel_list(runs), ""]
+        ncu_lines = ncu_section(runs)
         if ncu_lines:
-            lines += [f"### Nsight Compute, n = {size}", "", *ncu_lines, ""]
+            lines += [f"### Nsight Compute, size {size}", "", *ncu_lines, ""]
     lines += ["## Figures", ""]
     for caption, name in figure_names.items():
         lines += [f"![{caption}](figures/{name})", "", f"*{caption}*", ""]
-    last = next(iter(by_size.values()))[-1]["variant"]
+    last = first_runs[-1]
+    w, v, s = recipe.name, last["variant"], last["size"]
+    nvtx = f"cookbook@{w}\\/{v}\\/compute/"
     lines += [
         "## Reproduce",
         "",
         "```sh",
-        f"python -m workloads.{workload} --variant {any_run['variant']} --size {any_run['size']} --mode timed",
-        f"nsys profile -t cuda,nvtx,osrt -s none --cpuctxsw none -o {workload} "
-        f"python -m workloads.{workload} --variant {last}",
-        f"ncu --set full --nvtx --nvtx-include 'cookbook@{workload}\\/{last}\\/compute/' -c 2 -o {workload} "
-        f"python -m workloads.{workload} --variant {last}",
+        f"python -m workloads.{w} --variant {v} --size {s} --mode timed",
+        f"nsys profile -t cuda,nvtx,osrt -s none --cpuctxsw none -o {w} python -m workloads.{w} --variant {v} --size {s}",
+        f"ncu --set full --nvtx --nvtx-include '{nvtx}' -c 1 -o {w} python -m workloads.{w} --variant {v} --size {s}",
         "```",
         "",
     ]
     return "\n".join(lines)
 
 
-def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[str, str], ceilings: dict,
+def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[str, str], ceilings_record: dict,
                  preflight: dict) -> str:
-    d2d = ceilings["ceilings"]["d2d_copy"]["gb_per_s"]
+    ceilings = ceilings_record["ceilings"]
     rows = []
     for w, by_size in workload_runs.items():
         size = max(by_size)
         runs = by_size[size]
         best = min(runs, key=lambda r: r["timing"]["median_ms"])
         v = verdicts.compare(runs[0]["times_ms"], best["times_ms"]) if best is not runs[0] else None
+        fl = floor(best["work"], ceilings)
         rows.append((f"[{titles[w]}]({w}.md)", len(runs), size, f"`{best['variant']}`",
                      f"{best['timing']['median_ms']:.4f}",
                      f"{v.label} {v.speedup:.2f}×" if v else "baseline is best",
-                     f"{best['timing']['median_ms'] / floor_ms(best, d2d):.2f}×"))
+                     f"{best['timing']['median_ms'] / fl.ms:.2f}× ({fl.binding.resource})"))
     skipped = [(w, why) for w, why in sorted((preflight.get("recipes_skipped") or {}).items()) if why]
     lines = [
         "# GPU kernel-optimization cookbook: results",
@@ -244,16 +279,19 @@ def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[s
         "repeats), traced (Nsight Systems) and profiled (Nsight Compute) from a cold start.",
         "",
         table(("recipe", "variants", "largest size", "fastest variant", "median ms", "verdict vs baseline",
-               "time / floor"), rows),
+               "time / floor (bound by)"), rows),
         "",
     ]
     if skipped:
         lines += ["Skipped on this host:", ""] + [f"- `{w}`: {why}" for w, why in skipped] + [""]
     lines += [
+        "## Ceilings measured in the same run",
+        "",
+        ceilings_table(ceilings),
+        "",
         "## Provenance",
         "",
-        provenance_table(preflight["provenance"], preflight.get("tools"),
-                         {"copy bandwidth (device to device)": f"{d2d:.0f} GB/s"}),
+        provenance_table(preflight["provenance"], preflight.get("tools")),
         "",
     ]
     return "\n".join(lines)

@@ -155,6 +155,10 @@ class NsysExport:
         except sqlite3.DatabaseError as e:
             raise AnalysisInputError(self.path, f"query failed, the export's schema differs ({e})") from None
 
+    def query(self, sql: str, params: Iterable = ()) -> list[tuple]:
+        """Run one read-only SQL statement on the export; a failing query raises AnalysisInputError."""
+        return self._query(sql, params)
+
     def _columns(self, table: str) -> set[str]:
         return {r[1] for r in self._query(f"PRAGMA table_info({table})")}
 

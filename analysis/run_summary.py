@@ -57,6 +57,8 @@ def ops_launched_in(rng: NvtxRange, calls: Sequence[ApiCall], call_starts: Seque
 
 def _call_record(rng: NvtxRange, api: list[ApiCall], ops: list[GpuOp]) -> dict:
     by_kind = {k: sum(o.duration_ns for o in ops if o.kind == k) for k in ("kernel", "memcpy", "memset")}
+    h2d = sum(o.duration_ns for o in ops if o.kind == "memcpy" and o.copy_kind == "Host-to-Device")
+    d2h = sum(o.duration_ns for o in ops if o.kind == "memcpy" and o.copy_kind == "Device-to-Host")
     busy = union_ns((o.start_ns, o.end_ns) for o in ops)
     allocs = [c for c in api if c.is_allocation]
     return {
@@ -64,6 +66,8 @@ def _call_record(rng: NvtxRange, api: list[ApiCall], ops: list[GpuOp]) -> dict:
         "wall_ns": rng.duration_ns,
         "gpu_kernel_ns": by_kind["kernel"],
         "gpu_memcpy_ns": by_kind["memcpy"],
+        "gpu_memcpy_h2d_ns": h2d,
+        "gpu_memcpy_d2h_ns": d2h,
         "gpu_memset_ns": by_kind["memset"],
         "gpu_busy_ns": busy,
         "gpu_idle_ns": max(rng.duration_ns - busy, 0),
@@ -159,6 +163,14 @@ def summarize_ncu(path: str) -> list[dict]:
     return out
 
 
+def _median(values) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def summarize_run(run_dir: str) -> dict:
     timing = load_json(os.path.join(run_dir, "timing.json"))
     for key in ("workload", "variant", "size", "timing", "times_ms", "work", "provenance"):
@@ -179,6 +191,9 @@ def summarize_run(run_dir: str) -> dict:
         "relative_error": timing["relative_error"],
         "achieved_gb_per_s": (work["bytes_read"] + work["bytes_written"]) / median_ms / 1e6,
         "achieved_gflop_per_s": work["flops"] / median_ms / 1e6,
+        # what a host timer around the call saw, without and with a synchronize (seed 003)
+        "host_call_ms": _median(timing.get("host_call_ms")),
+        "host_synced_ms": _median(timing.get("host_synced_ms")),
         "provenance": timing["provenance"],
         "nsys_provenance": nsys_run.get("provenance"),
         "nsys": summarize_nsys(existing_capture(run_dir, "nsys.sqlite") or os.path.join(run_dir, "nsys.sqlite"),

@@ -83,6 +83,11 @@ def ncu_flags(wc):
     return " ".join(f for f in flags if f)
 
 
+def timing_setting(key):
+    """A timing setting for the rule's workload: its own override, else the global one."""
+    return lambda wc: config["workloads"][wc.workload].get("timing", config["timing"])[key]
+
+
 def profiled_calls(wc):
     return config["workloads"][wc.workload]["profiled_calls"]
 

@@ -50,8 +50,8 @@ rule timed:
     params:
         cold=COLD,
         python=PYTHON,
-        warmup=config["timing"]["warmup"],
-        repeats=config["timing"]["repeats"],
+        warmup=timing_setting("warmup"),
+        repeats=timing_setting("repeats"),
     resources:
         gpu=1,
     conda:

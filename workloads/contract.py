@@ -37,15 +37,26 @@ class ResultMismatch(WorkloadError):
 
 @dataclasses.dataclass(frozen=True)
 class Work:
-    """What one call of a variant must do at minimum (nvbench's 'declared bytes')."""
+    """What one call of a variant must do at minimum (nvbench's 'declared bytes').
+
+    ``bytes_read``/``bytes_written``: through device memory. ``bytes_h2d``/``bytes_d2h``: across
+    the host link. ``flops``: floating-point operations as written in the source (a
+    transcendental counts as one; ncu's instruction counts say what it really costs).
+    Each resource gives a time (amount / measured ceiling); the floor is the largest.
+    """
 
     bytes_read: int
     bytes_written: int
     flops: int
+    bytes_h2d: int = 0
+    bytes_d2h: int = 0
 
     @property
     def bytes_moved(self) -> int:
         return self.bytes_read + self.bytes_written
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 class Variant(abc.ABC):
@@ -125,6 +136,10 @@ class Recipe:
     default_size: int
     #: what "size" means for this workload, for reports and --help
     size_meaning: str
+    #: the seed document's own measurement of its baseline's time split, if it gave one:
+    #: ((activity, percent), ...) with activities "H2D", "kernel", "D2H"
+    seed_split: tuple[tuple[str, float], ...] = ()
+    seed_split_device: str = ""
 
     def variant_class(self, variant: str) -> type[Variant]:
         if variant not in self.variants:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from workloads.contract import Recipe
 from workloads.cupy_sqdiff import RECIPE as CUPY_SQDIFF
+from workloads.numba_ufunc import RECIPE as NUMBA_UFUNC
+from workloads.pycuda_kernel import RECIPE as PYCUDA_KERNEL
 
-RECIPES: tuple[Recipe, ...] = (CUPY_SQDIFF,)
+RECIPES: tuple[Recipe, ...] = (CUPY_SQDIFF, NUMBA_UFUNC, PYCUDA_KERNEL)
 BY_NAME = {r.name: r for r in RECIPES}

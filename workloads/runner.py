@@ -94,8 +94,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         "summary": v.summary,
         "size": v.size,
         "mode": args.mode,
-        "work": {"bytes_read": v.work().bytes_read, "bytes_written": v.work().bytes_written,
-                 "flops": v.work().flops},
+        "work": v.work().as_dict(),
     }
     if args.mode == "run":
         t0 = time.perf_counter()
@@ -113,17 +112,27 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
                 v.step()
             v.synchronize()
         wall_s["warmup"] = time.perf_counter() - t0
-        times_ms = []
+        times_ms, host_call_ms, host_synced_ms = [], [], []
         for i in range(args.repeats):
             ev = v.event_pair()
             with ph("compute", payload=i):
+                t_start = time.perf_counter()
                 ev.start()
                 v.step()
+                # what a host timer around the call alone sees (seed 003's time.time()):
+                # launches return before the GPU is done
+                t_returned = time.perf_counter()
                 ev.stop()
+                v.synchronize()
+                t_synced = time.perf_counter()
                 times_ms.append(ev.elapsed_ms())
+            host_call_ms.append((t_returned - t_start) * 1e3)
+            host_synced_ms.append((t_synced - t_start) * 1e3)
         record["warmup_calls"] = args.warmup
         record["times_ms"] = times_ms
         record["timing"] = _summary_ms(times_ms)
+        record["host_call_ms"] = host_call_ms
+        record["host_synced_ms"] = host_synced_ms
     t0 = time.perf_counter()
     record["relative_error"] = _check(v, recipe, ph)
     wall_s["transfer_and_check"] = time.perf_counter() - t0

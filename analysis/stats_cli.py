@@ -1,0 +1,27 @@
+"""``python -m analysis stats``: nsys' summary reports (``nsys stats``) from an SQLite export, without nsys."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from analysis import nsys_stats
+
+
+def cmd_stats(a: argparse.Namespace) -> int:
+    header, rows = nsys_stats.report(a.export, a.report)
+    sys.stdout.write(nsys_stats.FORMATS[a.format](header, rows))
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    """Register ``stats --report NAME [--format csv|json|md] FILE.sqlite[.gz]``."""
+    s = subparsers.add_parser(
+        "stats", help="an `nsys stats` report from an nsys SQLite export",
+        description="Print what `nsys stats --report NAME --format csv FILE.sqlite` prints, computed from the "
+                    "export alone (.sqlite, or gzipped .sqlite.gz).")
+    s.add_argument("--report", required=True, choices=list(nsys_stats.REPORTS), metavar="NAME",
+                   help=f"one of: {', '.join(nsys_stats.REPORTS)}")
+    s.add_argument("--format", choices=list(nsys_stats.FORMATS), default="csv",
+                   help="csv (as nsys writes it, the default), json or md")
+    s.add_argument("export", metavar="FILE.sqlite[.gz]")
+    s.set_defaults(func=cmd_stats)

@@ -1,0 +1,45 @@
+"""Numba CUDA plumbing shared by Numba variants: synchronization and events."""
+from __future__ import annotations
+
+from workloads.contract import EventPair
+
+
+def _event(cuda):
+    try:
+        return cuda.event(timing=True)
+    except TypeError:  # the CUDA simulator's events take no arguments (and time nothing real)
+        return cuda.event()
+
+
+class NumbaEventPair(EventPair):
+    """Events on the legacy default stream: it waits for the work of every blocking stream,
+    so a pair around a multi-stream call times the whole call."""
+
+    def __init__(self) -> None:
+        from numba import cuda
+
+        self._cuda = cuda
+        self._start = _event(cuda)
+        self._stop = _event(cuda)
+
+    def start(self) -> None:
+        self._start.record()
+
+    def stop(self) -> None:
+        self._stop.record()
+
+    def elapsed_ms(self) -> float:
+        self._stop.synchronize()
+        return float(self._start.elapsed_time(self._stop))
+
+
+class NumbaDevice:
+    """Mixin giving a Variant Numba's synchronize() and event_pair()."""
+
+    def synchronize(self) -> None:
+        from numba import cuda
+
+        cuda.synchronize()
+
+    def event_pair(self) -> EventPair:
+        return NumbaEventPair()

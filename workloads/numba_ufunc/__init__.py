@@ -1,0 +1,30 @@
+"""Numba CUDA ufunc, from the KAUST Ibex page (seed 002).
+
+``f(x) = sqrt(|exp(-sin(x^2)) / (sqrt(|x|) tanh(x))|)`` over 256 Mi float64 values that live in a
+host NumPy array. The seed profiled it on a V100: host-to-device copy 37.8% of the time, the
+kernel 0.5%, device-to-host copy 62.2%. The kernel is not the problem; the copies are.
+
+Recipe steps:
+  baseline         the seed's code: @vectorize(target="cuda") called on a pageable host array
+  pinned           pinned host buffers, explicit copies to and from a device array
+  streams          chunks on several streams: copies in both directions overlap the kernel
+  device_resident  data generated on the GPU and kept there, ufunc with a device out=
+
+Floors (measured in the same run): for host data, the larger of 2 GiB / pinned host-to-device
+bandwidth and 2 GiB / pinned device-to-host bandwidth (both directions at once); for device-resident
+data, 4 GiB / device bandwidth.
+"""
+from workloads.contract import Recipe
+
+RECIPE = Recipe(
+    name="numba_ufunc",
+    title="Numba CUDA ufunc",
+    seed_document="002",
+    framework="numba",
+    requires=("numba", "numba_cuda"),
+    variants=("baseline", "pinned", "streams", "device_resident"),
+    default_size=256 * 1024 * 1024,
+    size_meaning="number of float64 elements (the seed's 256 Mi = 268435456)",
+    seed_split=(("H2D", 37.8), ("kernel", 0.5), ("D2H", 62.2)),
+    seed_split_device="V100 (seed 002)",
+)

@@ -1,0 +1,102 @@
+"""The seed's scalar function, written once and compiled three ways: as a CUDA ufunc
+(``vectorize(target="cuda")``), as a CUDA device function for ``@cuda.jit`` kernels, and as a CPU
+ufunc for the tests (the CUDA simulator cannot run CUDA ufuncs)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+# a module-level name: the CUDA simulator swaps the kernels' global `cuda` for its own
+from numba import cuda
+
+
+def mycalculation(x):
+    a = math.sin(x ** 2)
+    b = math.exp(-a)
+    c = math.sqrt(abs(x))
+    d = c * math.tanh(x)
+    e = b / d
+    f = math.sqrt(abs(e))
+    return f
+
+
+def reference(x: np.ndarray) -> np.ndarray:
+    """The same function in float64 NumPy."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.sqrt(np.abs(np.exp(-np.sin(x ** 2)) / (np.sqrt(np.abs(x)) * np.tanh(x))))
+
+
+_compiled: dict[str, object] = {}
+
+
+def cuda_ufunc():
+    """``mycalculation`` as the seed builds it: ``@vectorize(["float64(float64)"], target="cuda")``."""
+    if "ufunc" not in _compiled:
+        from numba import vectorize  # noqa: PLC0415
+
+        _compiled["ufunc"] = vectorize(["float64(float64)"], target="cuda")(mycalculation)
+    return _compiled["ufunc"]
+
+
+def cuda_kernel():
+    """An elementwise ``@cuda.jit`` kernel (grid-stride loop) calling ``mycalculation`` on the device."""
+    if "kernel" not in _compiled:
+
+        device_fn = cuda.jit(device=True)(mycalculation)
+
+        @cuda.jit
+        def mycalculation_kernel(x, out):
+            start = cuda.grid(1)
+            stride = cuda.gridsize(1)
+            for i in range(start, x.shape[0], stride):
+                out[i] = device_fn(x[i])
+
+        _compiled["kernel"] = mycalculation_kernel
+    return _compiled["kernel"]
+
+
+def fill_kernel():
+    """A ``@cuda.jit`` kernel that fills an array with normal-looking values from the element index
+    alone (a float hash and Box-Muller), so device-resident data never cross the host link."""
+    if "fill" not in _compiled:
+
+        @cuda.jit
+        def fill_normal(out, seed):
+            start = cuda.grid(1)
+            stride = cuda.gridsize(1)
+            for i in range(start, out.shape[0], stride):
+                h1 = math.sin((i + 1.0) * 12.9898 + seed * 78.233) * 43758.5453
+                h2 = math.sin((i + 1.0) * 39.3468 + seed * 11.135) * 24634.6345
+                u1 = h1 - math.floor(h1)
+                u2 = h2 - math.floor(h2)
+                u1 = max(u1, 1e-12)
+                out[i] = math.sqrt(-2.0 * math.log(u1)) * math.cos(6.283185307179586 * u2)
+
+        _compiled["fill"] = fill_normal
+    return _compiled["fill"]
+
+
+def poison_kernel():
+    """A ``@cuda.jit`` kernel that fills an array with NaN, so that unwritten elements fail the check."""
+    if "poison" not in _compiled:
+
+        @cuda.jit
+        def fill_nan(out):
+            start = cuda.grid(1)
+            for i in range(start, out.shape[0], cuda.gridsize(1)):
+                out[i] = math.nan
+
+        _compiled["poison"] = fill_nan
+    return _compiled["poison"]
+
+
+def launch_config(n: int) -> tuple[int, int]:
+    """Blocks and threads for the grid-stride kernels: 32 blocks per SM fill the GPU, more only
+    add scheduling; fewer if the data are small."""
+    threads = 256
+    try:
+        sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    except Exception:  # the CUDA simulator's fake device has no attributes
+        sms = 1
+    blocks = max(1, min((n + threads - 1) // threads, sms * 32))
+    return blocks, threads

@@ -1,0 +1,46 @@
+"""Inputs, reference and declared work shared by the Numba ufunc variants."""
+from __future__ import annotations
+
+import numpy as np
+
+from workloads import hostmath
+from workloads.contract import Variant, Work
+from workloads.numba_backend import NumbaDevice
+from workloads.numba_ufunc import body
+
+
+class HostDataUfunc(NumbaDevice, Variant):
+    """The input lives in a host NumPy array and the result must end up in one (the seed's case)."""
+
+    #: float64 transcendental chains: a few ulp of difference between CUDA's libdevice and glibc
+    tolerance = 1e-13
+    #: whether the host buffers are page-locked (subclasses that copy asynchronously need it)
+    pinned_host = False
+
+    def setup(self) -> None:
+        from numba import cuda
+
+        if self.pinned_host:
+            self.x = cuda.pinned_array(self.size, dtype=np.float64)
+            self.out = cuda.pinned_array(self.size, dtype=np.float64)
+        else:
+            self.x = np.empty(self.size, dtype=np.float64)
+            self.out = np.empty(self.size, dtype=np.float64)
+        hostmath.standard_normal(self.size, self.seed, out=self.x)
+        # poison: an element the GPU never writes stays NaN and fails the check
+        self.out.fill(np.nan)
+
+    def result(self) -> np.ndarray:
+        self.synchronize()
+        return self.out
+
+    def reference(self) -> np.ndarray:
+        return hostmath.parallel_map(body.reference, self.x)
+
+    def work(self) -> Work:
+        n8 = 8 * self.size
+        # the kernel reads x and writes f(x) in device memory; both cross the host link once
+        return Work(bytes_read=n8, bytes_written=n8, flops=10 * self.size, bytes_h2d=n8, bytes_d2h=n8)
+
+    def teardown(self) -> None:
+        self.x = self.out = None

@@ -1,0 +1,27 @@
+"""PyCUDA kernel, from the article on profiling PyCUDA kernels (seed 003).
+
+A ``SourceModule`` kernel that doubles a float32 array: 4 bytes read and 4 written per element,
+one multiply. The seed times it with ``time.time()`` around the launch and the copy back; the
+report puts that host timer beside CUDA events on the same calls to show what it misses
+(launches return before the GPU finishes) and what it adds (the copies it wraps).
+
+Recipe steps:
+  baseline         the kernel launched as one block of 256 threads; pageable copies in and out
+  grid_sized       the same kernel shape with a grid that fills the GPU (grid-stride loop)
+  pinned_async     page-locked host buffers, asynchronous copies and launch on a stream
+  device_resident  data kept on the device (gpuarray): no copies per call
+
+Every kernel is compiled with -lineinfo, so Nsight Compute's source view maps SASS to CUDA lines.
+"""
+from workloads.contract import Recipe
+
+RECIPE = Recipe(
+    name="pycuda_kernel",
+    title="PyCUDA SourceModule kernel",
+    seed_document="003",
+    framework="pycuda",
+    requires=("pycuda",),
+    variants=("baseline", "grid_sized", "pinned_async", "device_resident"),
+    default_size=256 * 1024 * 1024,
+    size_meaning="number of float32 elements (256 Mi = 1 GiB)",
+)

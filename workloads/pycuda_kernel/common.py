@@ -1,0 +1,27 @@
+"""Inputs, reference and declared work shared by the PyCUDA variants."""
+from __future__ import annotations
+
+import numpy as np
+
+from workloads.contract import Variant, Work
+from workloads.pycuda_backend import PycudaDevice
+
+
+class ScaleVariant(PycudaDevice, Variant):
+    # float32 times 2 is exact
+    tolerance = 0.0
+    #: whether data cross the host link in every call
+    host_data = True
+
+    def make_input(self) -> np.ndarray:
+        rng = np.random.default_rng(self.seed)
+        return rng.standard_normal(self.size, dtype=np.float32)
+
+    def reference(self) -> np.ndarray:
+        return 2.0 * self.x_host.astype(np.float64)
+
+    def work(self) -> Work:
+        n4 = 4 * self.size
+        if self.host_data:
+            return Work(bytes_read=n4, bytes_written=n4, flops=self.size, bytes_h2d=n4, bytes_d2h=n4)
+        return Work(bytes_read=n4, bytes_written=n4, flops=self.size)
