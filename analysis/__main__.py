@@ -82,7 +82,7 @@ def cmd_index(a) -> None:
 
 
 def cmd_copy_captures(a) -> None:
-    copied = captures.copy_captures(a.src, a.dst)
+    copied = captures.replace_reference(a.src, a.dst)
     print(f"copied {len(copied)} files from {a.src} to {a.dst}")
 
 

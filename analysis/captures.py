@@ -13,6 +13,26 @@ from analysis.gzfiles import GZIPPED_KINDS, gzip_copy
 KEEP_SUFFIXES = (".json", ".sqlite", ".ncu-rep", ".csv")
 
 
+def replace_reference(src: str, dst: str) -> list[str]:
+    """Make ``dst`` hold exactly the small capture files of ``src``: a new reference replaces the
+    old one whole, so no stale capture of a removed variant survives. ``dst`` must sit in a folder
+    named ``reference`` (the only place this deletes from)."""
+    dst = os.path.normpath(dst)
+    if os.path.basename(os.path.dirname(os.path.abspath(dst))) != "reference":
+        raise AnalysisInputError(dst, "a reference folder must be reports/reference/<name>; refusing to replace it")
+    fresh, old = dst + ".new", dst + ".old"
+    for leftover in (fresh, old):
+        if os.path.isdir(leftover):
+            shutil.rmtree(leftover)
+    copied = copy_captures(src, fresh)
+    if os.path.isdir(dst):
+        os.rename(dst, old)
+    os.rename(fresh, dst)
+    if os.path.isdir(old):
+        shutil.rmtree(old)
+    return copied
+
+
 def copy_captures(src: str, dst: str) -> list[str]:
     """Copy the small capture files from ``src`` into ``dst`` (same layout); returns what was copied."""
     if not os.path.isdir(src):

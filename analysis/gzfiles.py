@@ -7,6 +7,7 @@ import gzip
 import os
 import shutil
 import tempfile
+import zlib
 from typing import Iterator
 
 from analysis.errors import AnalysisInputError
@@ -21,7 +22,7 @@ def gunzip_to_temp(path: str, suffix: str) -> str:
     try:
         with gzip.open(path, "rb") as src, os.fdopen(fd, "wb") as dst:
             shutil.copyfileobj(src, dst)
-    except (OSError, EOFError) as e:
+    except (OSError, EOFError, zlib.error) as e:
         os.unlink(tmp)
         raise AnalysisInputError(path, f"not a readable gzip file ({e})") from None
     return tmp

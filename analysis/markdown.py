@@ -116,7 +116,7 @@ def breakdown_table(runs: Sequence[dict]) -> str:
         d2h = sum(c.get("gpu_memcpy_d2h_ns", 0) for c in steady) / n / 1e6
         first = r["nsys"]["calls"][0]
         rows.append((f"`{r['variant']}`", f"{b['kernel']:.4f}", f"{h2d:.4f}", f"{d2h:.4f}",
-                     f"{b['memcpy'] - h2d - d2h:.4f}", f"{b['memset']:.4f}", f"{b['idle']:.4f}",
+                     f"{max(b['memcpy'] - h2d - d2h, 0.0):.4f}", f"{b['memset']:.4f}", f"{b['idle']:.4f}",
                      f"{first['wall_ns'] / 1e6:.1f}", f"{(first['wall_ns'] - first['gpu_busy_ns']) / 1e6:.1f}"))
     return table(("variant", "kernels ms", "H2D copies ms", "D2H copies ms", "other copies ms", "memset ms",
                   "GPU idle ms", "first call ms (cold)", "first call: GPU idle ms"), rows)

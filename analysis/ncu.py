@@ -166,4 +166,9 @@ def _read_plain(path: str, plain: str) -> list[Launch]:
             ))
     if not launches:
         raise AnalysisInputError(path, "report holds no profiled kernel launches (check ncu's -k/-c filters)")
+    for launch in launches:
+        # a truncated file still loads: its last launch comes back without a name or metrics
+        if not launch.kernel_name or all(launch.metrics[m] is None for m in SUMMARY_METRICS):
+            raise AnalysisInputError(path, f"launch {launch.id} has no kernel name or metrics: the report is "
+                                           "truncated or damaged")
     return launches

@@ -122,7 +122,7 @@ class NsysExport:
         try:
             self._db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
             self.tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.Error, UnicodeDecodeError) as e:  # a damaged schema's message may not be UTF-8
             self.close()
             raise AnalysisInputError(self.path, f"unreadable SQLite database ({e})") from None
         missing = [t for t in self.REQUIRED_TABLES if t not in self.tables]
@@ -152,7 +152,7 @@ class NsysExport:
     def _query(self, sql: str, params: Iterable = ()) -> list[tuple]:
         try:
             return self._db.execute(sql, tuple(params)).fetchall()
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.Error, UnicodeDecodeError) as e:  # a damaged schema's message may not be UTF-8
             raise AnalysisInputError(self.path, f"query failed, the export's schema differs ({e})") from None
 
     def query(self, sql: str, params: Iterable = ()) -> list[tuple]:

@@ -54,13 +54,14 @@ PROCESS_MASK = 0xFFFFFFFFFF000000
 PROCESS_ONLY_MASK = 0x0000FFFFFF000000
 
 _TENTH = decimal.Decimal("0.1")
-_THOUSANDTH = decimal.Decimal("0.001")
 
 
 # --- numbers, as nsys prints them -------------------------------------------------------------
 
 def sqlite_round1(x: float | None) -> decimal.Decimal | None:
-    """SQLite's ``round(x, 1)``: half away from zero, on the exact value of the double."""
+    """SQLite's ``round(x, 1)`` as nsys' queries use it: half away from zero, on the double's
+    exact binary value (what SQLite 3.43-3.49 does; SQLite 3.40 and 3.50+ look at 15-17 decimal
+    digits instead, which differs only when ``x`` is within a few ulp of a .x5 tie)."""
     if x is None or math.isnan(x) or math.isinf(x):
         return None
     return decimal.Decimal(x).quantize(_TENTH, rounding=decimal.ROUND_HALF_UP)
@@ -104,23 +105,29 @@ def _percent(part: int, whole: int) -> decimal.Decimal | None:
 
 # --- reading the export -----------------------------------------------------------------------
 
-def _check_types(path: str, rows: list[tuple], types: Sequence[type | tuple], what: str) -> list[tuple]:
-    """Rows of a damaged export can hold values of any type; say so instead of failing later."""
+_KINDS: dict[str, tuple[type, ...]] = {
+    "int": (int,), "int?": (int, type(None)), "str": (str,), "str?": (str, type(None)),
+}
+
+
+def _rows(ex: NsysExport, sql: str, kinds: Sequence[str], what: str, params: Iterable = ()) -> list[tuple]:
+    """``ex.query(sql)``, with every value checked against ``kinds`` ("int", "str", "int?" for an
+    int or NULL, ...): a damaged export can hold anything anywhere, and that is its error to report."""
+    try:
+        rows = ex.query(sql, params)
+    except UnicodeDecodeError as e:  # sqlite3 raises it for text (or a schema) that is not UTF-8
+        raise AnalysisInputError(ex.path, f"damaged export: text that is not UTF-8 ({e})") from None
+    allowed = [_KINDS[k] for k in kinds]
     for row in rows:
-        for value, t in zip(row, types):
-            if not isinstance(value, t) or isinstance(value, bool):
-                raise AnalysisInputError(path, f"damaged export: {what} holds {value!r} where a "
-                                               f"{getattr(t, '__name__', 'value')} belongs")
+        for value, ok, kind in zip(row, allowed, kinds):
+            if not isinstance(value, ok) or isinstance(value, bool):
+                raise AnalysisInputError(ex.path, f"damaged export: {what} holds {value!r} where "
+                                                  f"{'a text' if kind.startswith('str') else 'an integer'} belongs")
     return rows
 
 
-_INT = int
-_INT_OR_NONE = (int, type(None))
-_STR_OR_NONE = (str, type(None))
-
-
 def _columns(ex: NsysExport, table: str) -> set[str]:
-    return {r[1] for r in ex.query(f"PRAGMA table_info({table})")}
+    return {r[1] for r in _rows(ex, f"PRAGMA table_info({table})", ("int", "str"), table)}
 
 
 def _require(ex: NsysExport, table: str, problem: str) -> None:
@@ -147,20 +154,18 @@ def _timed_rows(header: Header, groups: dict[Any, list[int]], label: Callable[[A
 
 def cuda_gpu_kern_sum(ex: NsysExport) -> Report:
     """CUDA GPU Kernel Summary: kernels by (demangled) name."""
-    rows = ex.query(
-        "SELECT s.value, k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-        "JOIN StringIds s ON s.id = k.demangledName")
-    _check_types(ex.path, rows, (str, _INT), "CUPTI_ACTIVITY_KIND_KERNEL")
+    rows = _rows(ex, "SELECT s.value, k.start, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                     "JOIN StringIds s ON s.id = k.demangledName", ("str", "int", "int"), "CUPTI_ACTIVITY_KIND_KERNEL")
     _nonempty(ex, rows, "export holds no CUDA kernels: nothing ran on the GPU while nsys traced CUDA")
     groups: dict[str, list[int]] = {}
-    for name, dur in rows:
-        groups.setdefault(name, []).append(dur)
+    for name, start, end in rows:
+        groups.setdefault(name, []).append(end - start)
     return _timed_rows(["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)",
                         "Max (ns)", "StdDev (ns)", "Name"], groups, lambda name: [name])
 
 
-def _memory_ops(ex: NsysExport, column: str) -> list[tuple[str, int]]:
-    """(operation name, ``column``) of every memcpy and memset, named as nsys names them."""
+def _memory_ops(ex: NsysExport) -> list[tuple[str, int, int, int]]:
+    """(operation name as nsys names it, start, end, bytes) of every memcpy and memset."""
     has_memcpy = "CUPTI_ACTIVITY_KIND_MEMCPY" in ex.tables
     has_memset = "CUPTI_ACTIVITY_KIND_MEMSET" in ex.tables
     if not has_memcpy and not has_memset:
@@ -169,20 +174,20 @@ def _memory_ops(ex: NsysExport, column: str) -> list[tuple[str, int]]:
     rows: list[tuple] = []
     if has_memcpy:
         _require(ex, "ENUM_CUDA_MEMCPY_OPER", "the export is incomplete (memcpy kinds are missing)")
-        rows += ex.query(
-            f"SELECT '[CUDA memcpy ' || o.label || ']', {column.format(t='m')} FROM CUPTI_ACTIVITY_KIND_MEMCPY m "
-            "JOIN ENUM_CUDA_MEMCPY_OPER o ON o.id = m.copyKind")
+        rows += _rows(ex, "SELECT '[CUDA memcpy ' || o.label || ']', m.start, m.end, m.bytes "
+                          "FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEMCPY_OPER o ON o.id = m.copyKind",
+                      ("str", "int", "int", "int"), "CUPTI_ACTIVITY_KIND_MEMCPY")
     if has_memset:
-        rows += ex.query(f"SELECT '[CUDA memset]', {column.format(t='m')} FROM CUPTI_ACTIVITY_KIND_MEMSET m")
-    _check_types(ex.path, rows, (str, _INT), "the memcpy/memset tables")
+        rows += _rows(ex, "SELECT '[CUDA memset]', start, end, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET",
+                      ("str", "int", "int", "int"), "CUPTI_ACTIVITY_KIND_MEMSET")
     return _nonempty(ex, rows, "export holds no GPU memory copies or memsets")
 
 
 def cuda_gpu_mem_time_sum(ex: NsysExport) -> Report:
     """CUDA GPU MemOps Summary (by Time): memcpys by direction, and memsets."""
     groups: dict[str, list[int]] = {}
-    for name, dur in _memory_ops(ex, "{t}.end - {t}.start"):
-        groups.setdefault(name, []).append(dur)
+    for name, start, end, _ in _memory_ops(ex):
+        groups.setdefault(name, []).append(end - start)
     return _timed_rows(["Time (%)", "Total Time (ns)", "Count", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
                         "StdDev (ns)", "Operation"], groups, lambda name: [name])
 
@@ -190,7 +195,7 @@ def cuda_gpu_mem_time_sum(ex: NsysExport) -> Report:
 def cuda_gpu_mem_size_sum(ex: NsysExport) -> Report:
     """CUDA GPU MemOps Summary (by Size), in MB."""
     groups: dict[str, list[int]] = {}
-    for name, nbytes in _memory_ops(ex, "{t}.bytes"):
+    for name, _, _, nbytes in _memory_ops(ex):
         groups.setdefault(name, []).append(nbytes)
     sums = {name: _Summary(sizes) for name, sizes in groups.items()}
     order = sorted(sums, key=lambda k: (-sums[k].total, sums[k].n, k))
@@ -201,13 +206,12 @@ def cuda_gpu_mem_size_sum(ex: NsysExport) -> Report:
 
 def cuda_api_sum(ex: NsysExport) -> Report:
     """CUDA API Summary: runtime and driver calls by name, without nsys' version suffix."""
-    rows = ex.query(
-        "SELECT s.value, r.end - r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId")
-    _check_types(ex.path, rows, (str, _INT), "CUPTI_ACTIVITY_KIND_RUNTIME")
+    rows = _rows(ex, "SELECT s.value, r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                     "JOIN StringIds s ON s.id = r.nameId", ("str", "int", "int"), "CUPTI_ACTIVITY_KIND_RUNTIME")
     _nonempty(ex, rows, "export holds no CUDA API calls: CUDA tracing was off (nsys -t cuda)")
     groups: dict[str, list[int]] = {}
-    for name, dur in rows:
-        groups.setdefault(api_base_name(name), []).append(dur)
+    for name, start, end in rows:
+        groups.setdefault(api_base_name(name), []).append(end - start)
     return _timed_rows(["Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
                         "StdDev (ns)", "Name"], groups, lambda name: [name])
 
@@ -237,19 +241,15 @@ def _nvtx(ex: NsysExport) -> tuple[list[_Range], int | None]:
     kinds = tuple(RANGE_STYLE)
     marks = ", ".join("?" * len(kinds))
 
-    creates = ex.query(
-        f"SELECT {domain}, e.globalTid, {text} FROM NVTX_EVENTS e {join} WHERE e.eventType = ? "
-        "ORDER BY e.start, e.rowid", (NVTX_DOMAIN_CREATE,))
-    _check_types(ex.path, creates, (_INT_OR_NONE, _INT, _STR_OR_NONE), "NVTX_EVENTS")
+    creates = _rows(ex, f"SELECT {domain}, e.globalTid, {text} FROM NVTX_EVENTS e {join} WHERE e.eventType = ? "
+                        "ORDER BY e.start, e.rowid", ("int?", "int", "str?"), "NVTX_EVENTS", (NVTX_DOMAIN_CREATE,))
     domains: dict[tuple[int, int], str | None] = {}
     for dom, tid, name in creates:  # the first creation in each process names the domain
         domains.setdefault((dom, tid & PROCESS_ONLY_MASK), name)
 
-    rows = ex.query(
-        f"SELECT e.rowid, e.start, e.end, e.eventType, e.globalTid, {end_tid}, {domain}, {text} "
-        f"FROM NVTX_EVENTS e {join} WHERE e.eventType IN ({marks}) ORDER BY e.start, e.rowid", kinds)
-    _check_types(ex.path, rows, (_INT, _INT, _INT_OR_NONE, _INT, _INT, _INT_OR_NONE, _INT_OR_NONE, _STR_OR_NONE),
-                 "NVTX_EVENTS")
+    rows = _rows(ex, f"SELECT e.rowid, e.start, e.end, e.eventType, e.globalTid, {end_tid}, {domain}, {text} "
+                     f"FROM NVTX_EVENTS e {join} WHERE e.eventType IN ({marks}) ORDER BY e.start, e.rowid",
+                 ("int", "int", "int?", "int", "int", "int?", "int?", "str?"), "NVTX_EVENTS", kinds)
     ranges = [_Range(rid, st, en, et, tid, etid, domains.get((dom, tid & PROCESS_ONLY_MASK)), txt)
               for rid, st, en, et, tid, etid, dom, txt in rows]
     latest = max((max(r.start, r.end if r.end is not None else r.start) for r in ranges), default=None)
@@ -276,8 +276,7 @@ def _gpu_ops(ex: NsysExport) -> dict[tuple[int, int], list[tuple[int, int]]]:
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
         if table not in ex.tables:
             continue
-        rows = ex.query(f"SELECT start, end, correlationId, globalPid FROM {table}")
-        _check_types(ex.path, rows, (_INT, _INT, _INT, _INT), table)
+        rows = _rows(ex, f"SELECT start, end, correlationId, globalPid FROM {table}", ("int",) * 4, table)
         for start, end, corr, pid in rows:
             ops.setdefault((corr, pid), []).append((start, end))
     return ops
@@ -348,8 +347,8 @@ def nvtx_gpu_proj_sum(ex: NsysExport) -> Report:
         if r.end is None:
             r.end = latest
     ops = _gpu_ops(ex)
-    calls = ex.query("SELECT start, end, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME")
-    _check_types(ex.path, calls, (_INT, _INT, _INT, _INT), "CUPTI_ACTIVITY_KIND_RUNTIME")
+    calls = _rows(ex, "SELECT start, end, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME", ("int",) * 4,
+                  "CUPTI_ACTIVITY_KIND_RUNTIME")
 
     by_tid: dict[int, list[_Range]] = {}
     for r in own_thread:

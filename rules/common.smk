@@ -22,11 +22,17 @@ REF_DIR = config["reference"]["dir"].rstrip("/")
 COLD = f"{PYTHON} -m workloads.tools.cold --work-dir {WORK}"
 CONDA_ENV = "../environment.yml"
 
-for _name in config["workloads"]:
+for _name, _c in config["workloads"].items():
     if _name not in RECIPES:
         raise ValueError(
             f"rules/config.yaml: workloads.{_name}: no such workload (have: {', '.join(RECIPES)})"
         )
+    for _v in _c["ncu"].get("variants", []):
+        if _v not in RECIPES[_name].variants:
+            raise ValueError(
+                f"rules/config.yaml: workloads.{_name}.ncu.variants: no variant {_v!r} "
+                f"(have: {', '.join(RECIPES[_name].variants)})"
+            )
 
 
 def _missing(recipe):
@@ -42,6 +48,11 @@ def runs(workload):
     return [
         (v, s) for s in config["workloads"][workload]["sizes"] for v in RECIPES[workload].variants
     ]
+
+
+def profiled_by_ncu(workload, variant, size):
+    c = config["workloads"][workload]["ncu"]
+    return size in c["sizes"] and variant in c.get("variants", RECIPES[workload].variants)
 
 
 def run_dir(root, w, v, s):
@@ -109,7 +120,7 @@ def run_inputs(wc):
         "nsys_run": f"{d}/nsys-run.json",
     }
     if wc.set == "live":
-        if int(wc.size) in config["workloads"][wc.workload]["ncu"]["sizes"]:
+        if profiled_by_ncu(wc.workload, wc.variant, int(wc.size)):
             files["ncu"] = f"{d}/ncu.ncu-rep"
     elif os.path.exists(f"{d}/ncu.ncu-rep.gz"):
         files["ncu"] = f"{d}/ncu.ncu-rep.gz"

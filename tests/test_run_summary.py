@@ -58,3 +58,21 @@ def test_union_of_overlapping_intervals():
     assert union_ns([]) == 0
     assert union_ns([(0, 10), (5, 15), (20, 30)]) == 25
     assert union_ns([(0, 10), (2, 3)]) == 10
+
+
+def test_a_new_reference_replaces_the_old_one_whole(tmp_path):
+    from analysis.captures import replace_reference
+    from analysis.errors import AnalysisInputError
+
+    src = tmp_path / "captures" / "w" / "v" / "n1"
+    src.mkdir(parents=True)
+    (src / "timing.json").write_text("{}")
+    (src / "nsys.nsys-rep").write_bytes(b"big")
+    dst = tmp_path / "reports" / "reference" / "h200"
+    (dst / "w" / "gone" / "n1").mkdir(parents=True)
+    (dst / "w" / "gone" / "n1" / "timing.json").write_text("{}")
+    copied = replace_reference(str(tmp_path / "captures"), str(dst))
+    assert copied == ["w/v/n1/timing.json"]
+    assert not (dst / "w" / "gone").exists()
+    with pytest.raises(AnalysisInputError, match="refusing"):
+        replace_reference(str(tmp_path / "captures"), str(tmp_path / "reports"))

@@ -10,6 +10,7 @@ Recipe steps:
   grid_sized       the same kernel shape with a grid that fills the GPU (grid-stride loop)
   pinned_async     page-locked host buffers, asynchronous copies and launch on a stream
   device_resident  data kept on the device (gpuarray): no copies per call
+  vectorized       what ncu showed next: float4 loads and stores
 
 Every kernel is compiled with -lineinfo, so Nsight Compute's source view maps SASS to CUDA lines.
 """
@@ -21,7 +22,7 @@ RECIPE = Recipe(
     seed_document="003",
     framework="pycuda",
     requires=("pycuda",),
-    variants=("baseline", "grid_sized", "pinned_async", "device_resident"),
+    variants=("baseline", "grid_sized", "pinned_async", "device_resident", "vectorized"),
     default_size=256 * 1024 * 1024,
     size_meaning="number of float32 elements (256 Mi = 1 GiB)",
 )

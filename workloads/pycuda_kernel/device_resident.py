@@ -15,6 +15,7 @@ class DeviceResident(ScaleVariant):
     name = "device_resident"
     summary = "gpuarray input and output stay on the device: one launch per call, no copies"
     host_data = False
+    kernel_name = "scale_grid_stride"
 
     def setup(self) -> None:
         import pycuda.gpuarray as gpuarray
@@ -24,7 +25,7 @@ class DeviceResident(ScaleVariant):
         self.d_in = gpuarray.to_gpu(self.x_host)
         self.d_out = gpuarray.empty_like(self.d_in)
         self.d_out.fill(np.float32(np.nan))
-        self.kernel = kernels.module().get_function("scale_grid_stride")
+        self.kernel = kernels.module().get_function(self.kernel_name)
         self.blocks = kernels.filling_grid()
 
     def step(self) -> None:

@@ -23,6 +23,26 @@ __global__ void scale_grid_stride(float *out, const float *in, unsigned long lon
         out[i] = 2.0f * in[i];
     }
 }
+
+// The same, 16 bytes per load and store (float4): a quarter of the instructions per byte.
+// cudaMalloc'd pointers are 256-byte aligned; the last n % 4 elements are done one by one.
+__global__ void scale_vec4(float *out, const float *in, unsigned long long n)
+{
+    const unsigned long long n4 = n / 4;
+    const float4 *in4 = reinterpret_cast<const float4 *>(in);
+    float4 *out4 = reinterpret_cast<float4 *>(out);
+    const unsigned long long gid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = gid; i < n4; i += stride) {
+        float4 v = in4[i];
+        v.x *= 2.0f; v.y *= 2.0f; v.z *= 2.0f; v.w *= 2.0f;
+        out4[i] = v;
+    }
+    const unsigned long long t = n4 * 4 + gid;
+    if (t < n) {
+        out[t] = 2.0f * in[t];
+    }
+}
 """
 
 THREADS = 256

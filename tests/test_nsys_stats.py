@@ -1,0 +1,269 @@
+"""`python -m analysis stats` prints what `nsys stats --format csv` printed for the same export.
+
+Ground truth: the CSVs nsys 2025.3.1 wrote next to every reference capture
+(reports/reference/h200/*/*/n*/nsys-stats/stats_<report>.csv).
+"""
+from __future__ import annotations
+
+import csv
+import decimal
+import gzip
+import io
+import json
+import shutil
+import sqlite3
+
+import pytest
+
+from analysis import nsys_stats
+from analysis.__main__ import main
+from analysis.errors import AnalysisInputError
+from analysis.nsys_sqlite import NsysExport, NvtxRange
+from analysis.run_summary import ops_launched_in
+
+from conftest import reference_runs
+
+RUNS = reference_runs()
+REPORTS = list(nsys_stats.REPORTS)
+
+# how the columns compare (acceptance rules); every other column is an integer and must be equal
+TEXT_COLUMNS = {"Name", "Operation", "Range", "Style"}
+PERCENT_COLUMNS = {"Time (%)"}  # within 0.1 point
+RATIO_COLUMNS = {"Avg (ns)", "Med (ns)", "StdDev (ns)", "Proj Avg (ns)", "Proj Med (ns)", "Proj StdDev (ns)",
+                 "Avg GPU Ops", "Avg Range Lvl", "Avg Num Child", "Total (MB)", "Avg (MB)", "Med (MB)", "Min (MB)",
+                 "Max (MB)", "StdDev (MB)"}  # within 0.1 %
+
+
+def _theirs(run, report: str) -> str:
+    return (run / "nsys-stats" / f"stats_{report}.csv").read_text()
+
+
+def _mine(run, report: str) -> str:
+    return nsys_stats.format_csv(*nsys_stats.report(str(run / "nsys.sqlite.gz"), report))
+
+
+def _parse(text: str) -> tuple[list[str], list[list[str]]]:
+    rows = list(csv.reader(io.StringIO(text)))
+    return rows[0], rows[1:]
+
+
+def _close(column: str, mine: str, theirs: str) -> bool:
+    if column in TEXT_COLUMNS:
+        return mine == theirs
+    if column in PERCENT_COLUMNS:
+        return abs(float(mine) - float(theirs)) <= 0.1 + 1e-9
+    if column in RATIO_COLUMNS:
+        a, b = float(mine), float(theirs)
+        half_digit = 0.5 * 10.0 ** -len(theirs.partition(".")[2])  # for values near 0 (a StdDev of 0.0)
+        return abs(a - b) <= 1e-3 * abs(b) or abs(a - b) <= half_digit * (1 + 1e-9)
+    return int(mine) == int(theirs)
+
+
+@pytest.fixture(params=RUNS, ids=lambda p: "/".join(p.parts[-3:]))
+def run(request):
+    return request.param
+
+
+@pytest.mark.parametrize("report", REPORTS)
+def test_report_equals_nsys_stats(run, report):
+    """Same header, same rows in the same order, numbers within the acceptance rules."""
+    my_header, my_rows = _parse(_mine(run, report))
+    their_header, their_rows = _parse(_theirs(run, report))
+    assert my_header == their_header
+    assert len(my_rows) == len(their_rows), (my_rows, their_rows)
+    for mine, theirs in zip(my_rows, their_rows):
+        assert len(mine) == len(theirs)
+        bad = [(col, m, t) for col, m, t in zip(their_header, mine, theirs) if not _close(col, m, t)]
+        assert not bad, f"row {theirs}: {bad}"
+
+
+@pytest.mark.parametrize("report", REPORTS)
+def test_csv_is_byte_identical(run, report):
+    assert _mine(run, report) == _theirs(run, report)
+
+
+def test_there_are_reference_runs_for_every_report():
+    assert len(RUNS) >= 8
+    for run in RUNS:
+        for report in REPORTS:
+            assert (run / "nsys-stats" / f"stats_{report}.csv").is_file()
+
+
+# --- rounding as nsys' SQL does it ------------------------------------------------------------
+
+@pytest.mark.parametrize("x, printed", [
+    (0.25, "0.3"), (2.75, "2.8"), (1235274.5, "1235274.5"), (636294723.66666, "636294723.7"),
+    (0.0, "0.0"), (1.04999, "1.0"), (-0.25, "-0.3"),
+])
+def test_round_half_away_from_zero(x, printed):
+    assert format(nsys_stats.sqlite_round1(x), "f") == printed
+
+
+def test_summary_statistics():
+    s = nsys_stats._Summary([3643, 3178])
+    assert (s.total, s.n, s.min, s.max) == (6821, 2, 3178, 3643)
+    assert s.avg == 3410.5 and s.med == 3410.5
+    assert format(nsys_stats.sqlite_round1(s.std), "f") == "328.8"  # sample standard deviation (n - 1)
+    one = nsys_stats._Summary([7])
+    assert (one.avg, one.med, one.std) == (7.0, 7.0, 0.0)
+    odd = nsys_stats._Summary([5, 1, 100])
+    assert odd.med == 5.0
+
+
+# --- formats and command line ------------------------------------------------------------------
+
+def test_cli_prints_the_nsys_csv(capsys):
+    run = RUNS[0]
+    for report in REPORTS:
+        assert main(["stats", "--report", report, str(run / "nsys.sqlite.gz")]) == 0
+        assert capsys.readouterr().out == _theirs(run, report)
+
+
+def test_cli_json_and_md(capsys):
+    run = RUNS[0]
+    path = str(run / "nsys.sqlite.gz")
+    assert main(["stats", "--report", "cuda_gpu_kern_sum", "--format", "json", path]) == 0
+    records = json.loads(capsys.readouterr().out)
+    their_header, their_rows = _parse(_theirs(run, "cuda_gpu_kern_sum"))
+    assert [list(r) for r in records] == [their_header] * len(their_rows)
+    assert [r["Name"] for r in records] == [row[-1] for row in their_rows]
+    assert [r["Total Time (ns)"] for r in records] == [int(row[1]) for row in their_rows]
+
+    assert main(["stats", "--report", "nvtx_gpu_proj_sum", "--format", "md", path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| Range | Style | Total Proj Time (ns) |")
+    assert len(lines) == 2 + len(_parse(_theirs(run, "nvtx_gpu_proj_sum"))[1])
+
+
+def test_md_escapes_pipes():
+    md = nsys_stats.format_md(["Count", "Name"], [[1, "a|b"], [2, None]])
+    assert md.splitlines() == ["| Count | Name |", "|---:|---|", "| 1 | a\\|b |", "| 2 |  |"]
+
+
+def test_csv_quotes_names_with_commas():
+    text = nsys_stats.format_csv(["Avg (ns)", "Name"], [[decimal.Decimal("1.5"), 'f(a, "b")']])
+    assert text == 'Avg (ns),Name\n1.5,"f(a, ""b"")"\n'
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+def _plain_copy(tmp_path, name="export.sqlite"):
+    src = RUNS[0] / "nsys.sqlite.gz"
+    db = tmp_path / name
+    with gzip.open(src) as f_in, open(db, "wb") as f_out:
+        shutil.copyfileobj(f_in, f_out)
+    return db
+
+
+@pytest.mark.parametrize("report", REPORTS)
+def test_not_sqlite_is_a_clear_error(tmp_path, report):
+    bad = tmp_path / "trace.sqlite"
+    bad.write_bytes(b"this is not a database" * 10)
+    with pytest.raises(AnalysisInputError, match="trace.sqlite.*not an SQLite file"):
+        nsys_stats.report(str(bad), report)
+
+
+@pytest.mark.parametrize("report", ["nvtx_sum", "nvtx_gpu_proj_sum"])
+def test_export_without_nvtx_table_says_nvtx_tracing_was_off(tmp_path, report):
+    db = _plain_copy(tmp_path, "nonvtx.sqlite")
+    with sqlite3.connect(db) as con:
+        con.execute("DROP TABLE NVTX_EVENTS")
+    with pytest.raises(AnalysisInputError, match="nonvtx.sqlite.*NVTX_EVENTS.*NVTX tracing was off"):
+        nsys_stats.report(str(db), report)
+
+
+@pytest.mark.parametrize("report", ["nvtx_sum", "nvtx_gpu_proj_sum"])
+def test_export_with_no_ranges_is_an_error_not_an_empty_table(tmp_path, report):
+    db = _plain_copy(tmp_path)
+    with sqlite3.connect(db) as con:
+        con.execute("DELETE FROM NVTX_EVENTS WHERE eventType != 75")
+    with pytest.raises(AnalysisInputError, match="export.sqlite.*NVTX range"):
+        nsys_stats.report(str(db), report)
+
+
+@pytest.mark.parametrize("report", ["cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum"])
+def test_export_without_memory_tables_is_a_clear_error(tmp_path, report):
+    db = _plain_copy(tmp_path)
+    with sqlite3.connect(db) as con:
+        con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY")
+        con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET")
+    with pytest.raises(AnalysisInputError, match="export.sqlite.*no CUPTI_ACTIVITY_KIND_MEMCPY"):
+        nsys_stats.report(str(db), report)
+
+
+def test_export_with_no_kernels_is_an_error_not_an_empty_table(tmp_path):
+    db = _plain_copy(tmp_path)
+    with sqlite3.connect(db) as con:
+        con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    with pytest.raises(AnalysisInputError, match="no CUDA kernels"):
+        nsys_stats.report(str(db), "cuda_gpu_kern_sum")
+
+
+def test_damaged_values_are_a_clear_error(tmp_path):
+    db = _plain_copy(tmp_path)
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = 'soon' WHERE rowid = 1")
+    with pytest.raises(AnalysisInputError, match="damaged export"):
+        nsys_stats.report(str(db), "cuda_api_sum")
+
+
+def test_cli_error_exits_2_and_names_the_file(tmp_path, capsys):
+    db = _plain_copy(tmp_path, "nonvtx.sqlite")
+    with sqlite3.connect(db) as con:
+        con.execute("DROP TABLE NVTX_EVENTS")
+    assert main(["stats", "--report", "nvtx_sum", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "nonvtx.sqlite" in err and "NVTX tracing was off" in err
+
+
+# --- the projection on ranges the reference captures do not have -------------------------------
+
+def _insert_range(con, start, end, event_type=59, text="outer"):
+    tid, domain = con.execute("SELECT globalTid, domainId FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1").fetchone()
+    con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, ?, ?, ?, ?)",
+                (start, end, event_type, text, tid, domain))
+
+
+def test_projection_of_nested_ranges(tmp_path):
+    """A range around all compute ranges: it projects onto all of their GPU work, the compute
+    ranges become its children (level 1), and it has three children."""
+    db = _plain_copy(tmp_path)
+    with NsysExport(db) as ex:
+        computes = [r for r in ex.nvtx_ranges() if r.name.endswith("/compute")]
+        calls = ex.api_calls()
+        ops = ex.gpu_ops()
+    start, end = min(r.start_ns for r in computes) - 1, max(r.end_ns for r in computes) + 1
+    with sqlite3.connect(db) as con:
+        _insert_range(con, start, end)
+    by_corr = {}
+    for o in ops:
+        by_corr.setdefault(o.correlation_id, []).append(o)
+    outer = ops_launched_in(NvtxRange(start, end, "outer", "cookbook", computes[0].global_tid, None),
+                            calls, [c.start_ns for c in calls], by_corr)[1]
+
+    header, rows = nsys_stats.report(str(db), "nvtx_gpu_proj_sum")
+    got = {row[0]: dict(zip(header, row)) for row in rows}
+    o = got["cookbook:outer"]
+    assert o["Total Proj Time (ns)"] == max(x.end_ns for x in outer) - min(x.start_ns for x in outer)
+    assert o["Total Range Time (ns)"] == end - start
+    assert o["Total GPU Ops"] == len({x.correlation_id for x in outer})
+    assert (o["Avg Range Lvl"], o["Avg Num Child"]) == (decimal.Decimal("0.0"), decimal.Decimal("3.0"))
+    c = next(v for k, v in got.items() if k.endswith("/compute"))
+    assert (c["Avg Range Lvl"], c["Avg Num Child"]) == (decimal.Decimal("1.0"), decimal.Decimal("0.0"))
+
+    # nvtx_sum counts the new range too, with its own name and style
+    header, rows = nsys_stats.report(str(db), "nvtx_sum")
+    assert ["PushPop", "cookbook:outer"] in [row[-2:] for row in rows]
+
+
+def test_start_end_ranges_have_their_style(tmp_path):
+    db = _plain_copy(tmp_path)
+    with NsysExport(db) as ex:
+        computes = [r for r in ex.nvtx_ranges() if r.name.endswith("/compute")]
+    with sqlite3.connect(db) as con:
+        _insert_range(con, computes[0].start_ns, computes[0].end_ns, event_type=60, text="marker")
+    _, rows = nsys_stats.report(str(db), "nvtx_sum")
+    marker = [row for row in rows if row[-1] == "cookbook:marker"]
+    assert marker and marker[0][-2] == "StartEnd" and marker[0][2] == 1
+    _, rows = nsys_stats.report(str(db), "nvtx_gpu_proj_sum")
+    assert [row[1] for row in rows if row[0] == "cookbook:marker"] == ["StartEnd"]
