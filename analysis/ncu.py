@@ -83,6 +83,24 @@ def _load_module():
     raise ImportError("ncu_report not found: `pip install ncu-report`, or set NCU_HOME to an Nsight Compute install")
 
 
+def cli_kernel_name(demangled: str) -> str:
+    """The kernel name as ``ncu --page raw`` prints it (Nsight Compute 2025.3): the demangled name
+    without the function's namespace, ABI tags ("abi:") or casts on integer template arguments
+    ("(int)1"). The ncu_report module's own demangler keeps all three; for extern "C" kernels
+    (CuPy, PyCUDA) every form is the same."""
+    name = demangled.replace("abi:", "")
+    name = re.sub(r"\((?:unsigned )?(?:int|long|long long|short|char|bool)\)(?=-?\d)", "", name)
+    depth, cut = 0, 0
+    for i, ch in enumerate(name):
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        elif depth == 0 and name.startswith("::", i):
+            cut = i + 2
+    return name[cut:]
+
+
 def _metric_value(metric) -> float | int | str | None:
     if metric is None or not metric.has_value():
         return None
@@ -159,7 +177,7 @@ def _read_plain(path: str, plain: str) -> list[Launch]:
                 metrics[name] = _metric_value(action.metric_by_name(name))
             launches.append(Launch(
                 id=len(launches),
-                kernel_name=action.name(action.NameBase_FUNCTION),
+                kernel_name=cli_kernel_name(action.name(action.NameBase_DEMANGLED) or ""),
                 demangled_name=action.name(action.NameBase_DEMANGLED),
                 metrics=metrics,
                 findings=_findings(action),
