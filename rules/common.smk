@@ -99,6 +99,15 @@ def timing_setting(key):
     return lambda wc: config["workloads"][wc.workload].get("timing", config["timing"])[key]
 
 
+def coldwarm_size(wc):
+    c = config["workloads"][wc.workload]
+    return c.get("coldwarm_size", min(c["sizes"]))
+
+
+def coldstart_records(workload):
+    return [f"{CAPTURES}/coldstart/{workload}_{v}.json" for v in RECIPES[workload].variants]
+
+
 def profiled_calls(wc):
     return config["workloads"][wc.workload]["profiled_calls"]
 

@@ -146,3 +146,28 @@ rule ncu:
         " --output {output.run}"
         # ncu's own raw page: ground truth for the ncu reader's tests
         " && {params.ncu} --import {output.rep} --csv --page raw > {output.raw}) > {log} 2>&1"
+
+
+rule coldwarm:
+    """Time to first result in new processes: caches empty, filled, and filled with the CUDA
+    driver's cache disabled (workloads.tools.coldwarm)."""
+    input:
+        rules.preflight.output,
+        # after the ceilings, like every GPU rule, so that no two runs share the GPU
+        rules.ceilings.output,
+    output:
+        f"{CAPTURES}/coldstart/{{workload}}_{{variant}}.json",
+    log:
+        f"{WORK}/logs/coldwarm/{{workload}}_{{variant}}.log",
+    params:
+        python=PYTHON,
+        coldwarm=f"{PYTHON} -m workloads.tools.coldwarm --work-dir {WORK}",
+        size=coldwarm_size,
+    resources:
+        gpu=1,
+    conda:
+        CONDA_ENV
+    shell:
+        "{params.coldwarm} --output {output} --"
+        " {params.python} -m workloads.{wildcards.workload} --variant {wildcards.variant}"
+        " --size {params.size} > {log} 2>&1"

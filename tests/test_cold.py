@@ -77,3 +77,32 @@ def test_cold_run_passes_the_exit_status_through(tmp_path):
     rc = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--",
                          sys.executable, "-c", "raise SystemExit(7)"], cwd=REPO).returncode
     assert rc == 7
+
+
+def test_coldwarm_runs_three_times_in_one_private_cache_and_removes_it(tmp_path):
+    """Under the CUDA simulator: the three runs share one cache folder, which is gone afterwards."""
+    pytest.importorskip("numba")
+    out = tmp_path / "cw.json"
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.coldwarm", "--work-dir", str(tmp_path),
+                        "--output", str(out), "--", sys.executable, "-m", "workloads.numba_ufunc",
+                        "--variant", "streams", "--size", "1000"], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads(out.read_text())
+    assert set(rec["runs"]) == {"cold", "warm", "warm_driver_cache_off"}
+    for run in rec["runs"].values():
+        ph = run["phases"]
+        parts = ph["interpreter_and_suite_import_s"] + ph["setup_s"] + ph["first_call_s"]
+        assert ph["time_to_first_result_s"] == pytest.approx(parts)
+        assert all(v > 0 for v in ph.values())
+    assert list(cache_root(tmp_path).iterdir()) == []
+
+
+def test_coldwarm_reports_a_failing_command(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.coldwarm", "--work-dir", str(tmp_path),
+                        "--output", str(tmp_path / "x.json"), "--", sys.executable, "-c", "raise SystemExit(3)"],
+                       cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "cold run exited with 3" in r.stderr
+    assert not (tmp_path / "x.json").exists()
+    assert list(cache_root(tmp_path).iterdir()) == []

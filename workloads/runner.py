@@ -10,6 +10,10 @@ Two modes:
     setup, ``--warmup`` calls, then ``--repeats`` calls each timed with device
     events; median and spread go to ``--output`` as JSON with provenance.
     The result of the last timed call is checked too.
+``first``
+    setup and one call, timestamped on the wall clock: with the launch time that
+    ``workloads.tools.coldwarm`` passes in, the time to the first result of a new
+    process (interpreter start, imports, JIT compilation, module load, first launch).
 """
 from __future__ import annotations
 
@@ -18,6 +22,9 @@ import json
 import os
 import sys
 import time
+
+#: when this module was imported: the interpreter and the suite are up, no GPU library yet
+_IMPORTED_UNIX_NS = time.time_ns()
 from typing import Sequence
 
 import numpy as np
@@ -34,7 +41,7 @@ def _parser(recipe: Recipe) -> argparse.ArgumentParser:
     )
     p.add_argument("--variant", required=True, choices=recipe.variants)
     p.add_argument("--size", type=int, default=recipe.default_size, help=recipe.size_meaning)
-    p.add_argument("--mode", choices=("run", "timed"), default="run")
+    p.add_argument("--mode", choices=("run", "timed", "first"), default="run")
     p.add_argument("--calls", type=int, default=3, help="run mode: calls of the computation")
     p.add_argument("--warmup", type=int, default=5, help="timed mode: untimed calls first")
     p.add_argument("--repeats", type=int, default=30, help="timed mode: timed calls")
@@ -88,6 +95,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         v.setup()
         v.synchronize()
     wall_s["setup"] = time.perf_counter() - t0
+    setup_done = time.time_ns()
     record: dict = {
         "workload": recipe.name,
         "variant": v.name,
@@ -96,7 +104,19 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         "mode": args.mode,
         "work": v.work().as_dict(),
     }
-    if args.mode == "run":
+    if args.mode == "first":
+        with ph("compute", payload=0):
+            v.step()
+            v.synchronize()
+        first_result = time.time_ns()
+        launch = os.environ.get("COOKBOOK_LAUNCH_UNIX_NS")
+        record["first_result"] = {
+            "launch_unix_ns": int(launch) if launch else None,
+            "imported_unix_ns": _IMPORTED_UNIX_NS,
+            "setup_done_unix_ns": setup_done,
+            "first_result_unix_ns": first_result,
+        }
+    elif args.mode == "run":
         t0 = time.perf_counter()
         for i in range(args.calls):
             with ph("compute", payload=i):

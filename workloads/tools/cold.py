@@ -25,6 +25,7 @@ CACHE_VARIABLES = {
     "NUMBA_CACHE_DIR": "numba",        # Numba's on-disk cache (cache=True functions)
     "PYCUDA_CACHE_DIR": "pycuda",      # PyCUDA's SourceModule cache
     "WARP_CACHE_PATH": "warp",         # Warp's kernel cache (and LTO cache beneath it)
+    "XDG_CACHE_HOME": "xdg",           # per-user caches of tools that follow XDG (PyCUDA's fallback)
 }
 #: settings that turn a persistent cache off rather than moving it
 CACHE_OFF = {

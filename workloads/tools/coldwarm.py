@@ -1,0 +1,118 @@
+"""Cold and warm starts: time to the first result of a new process, with empty and with filled caches.
+
+    python -m workloads.tools.coldwarm --work-dir results --output X.json -- \\
+        python -m workloads.cupy_sqdiff --variant fused --size 4096
+
+The command (a workload in ``--mode first``) runs three times, each a new process, all with the
+same private cache folders (see :mod:`workloads.tools.cold`):
+
+1. ``cold``: every cache empty: CuPy/NVRTC, Numba, PyCUDA/nvcc, Warp, and the CUDA driver's
+   PTX-to-SASS compute cache (``CUDA_CACHE_PATH``);
+2. ``warm``: the same folders, now filled by the cold run;
+3. ``warm_driver_cache_off``: the library caches still filled, but ``CUDA_CACHE_DISABLE=1``, the
+   other way the Warp guide names to make the driver recompile; it shows what the driver cache
+   alone saves.
+
+Each record splits the time: interpreter start and suite import, setup (GPU library import,
+context, inputs), and the first call (JIT compilation, module load, launch, run). The cache
+folder is removed at the end, through :func:`workloads.tools.cold.safe_rmtree`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Sequence
+
+from workloads.runner import write_json_atomic
+from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree
+
+RUNS = (
+    ("cold", {}),
+    ("warm", {}),
+    ("warm_driver_cache_off", {"CUDA_CACHE_DISABLE": "1"}),
+)
+
+
+class ColdWarmError(RuntimeError):
+    """A run of the command failed or wrote no record."""
+
+
+def phases(first_result: dict) -> dict:
+    """Seconds per phase from the runner's wall-clock stamps."""
+    launch = first_result["launch_unix_ns"]
+    imported = first_result["imported_unix_ns"]
+    setup = first_result["setup_done_unix_ns"]
+    done = first_result["first_result_unix_ns"]
+    return {
+        "time_to_first_result_s": (done - launch) / 1e9,
+        "interpreter_and_suite_import_s": (imported - launch) / 1e9,
+        "setup_s": (setup - imported) / 1e9,
+        "first_call_s": (done - setup) / 1e9,
+    }
+
+
+def run_once(cmd: Sequence[str], env: dict, label: str) -> dict:
+    fd, out = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        env = dict(env, COOKBOOK_LAUNCH_UNIX_NS=str(time.time_ns()))
+        proc = subprocess.run([*cmd, "--mode", "first", "--output", out], env=env)
+        if proc.returncode != 0:
+            raise ColdWarmError(f"{label} run exited with {proc.returncode}: {' '.join(cmd)}")
+        with open(out) as f:
+            text = f.read()
+        if not text:
+            raise ColdWarmError(f"{label} run wrote no record: {' '.join(cmd)}")
+        record = json.loads(text)
+    finally:
+        os.unlink(out)
+    return {"phases": phases(record["first_result"]), "relative_error": record["relative_error"],
+            "provenance": record["provenance"], "workload": record["workload"], "variant": record["variant"],
+            "size": record["size"]}
+
+
+def measure(cmd: Sequence[str], work_dir: str) -> dict:
+    env, run_dir = fresh_cache_env(work_dir, "coldwarm", os.environ)
+    try:
+        results = {}
+        for label, extra in RUNS:
+            print(f"coldwarm: {label}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+            results[label] = run_once(cmd, dict(env, **extra), label)
+    finally:
+        safe_rmtree(run_dir, cache_root(work_dir))
+    first = results["cold"]
+    return {"workload": first["workload"], "variant": first["variant"], "size": first["size"],
+            "provenance": first["provenance"],
+            "runs": {k: {"phases": v["phases"], "relative_error": v["relative_error"]} for k, v in results.items()}}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m workloads.tools.coldwarm", description=__doc__.split("\n")[0])
+    p.add_argument("--work-dir", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the workload command (without --mode)")
+    a = p.parse_args(argv)
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    if not cmd:
+        p.error("no command given after --")
+    try:
+        record = measure(cmd, a.work_dir)
+    except ColdWarmError as e:
+        print(f"coldwarm: {e}", file=sys.stderr)
+        return 1
+    for label, r in record["runs"].items():
+        ph = r["phases"]
+        print(f"coldwarm: {label:22s} first result after {ph['time_to_first_result_s']:.2f} s "
+              f"(start {ph['interpreter_and_suite_import_s']:.2f}, setup {ph['setup_s']:.2f}, "
+              f"first call {ph['first_call_s']:.2f})")
+    write_json_atomic(a.output, record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
