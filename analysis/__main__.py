@@ -14,7 +14,7 @@ import os
 import sys
 
 from analysis import captures, figures, markdown
-from analysis import stats_cli
+from analysis import coldstart_cli, stats_cli
 from analysis.errors import AnalysisInputError
 from analysis.run_summary import load_json, summarize_run
 
@@ -124,6 +124,7 @@ def main(argv=None) -> int:
     s.add_argument("--committed", required=True)
     s.set_defaults(func=cmd_check_rebuild)
     stats_cli.add_parser(sub)
+    coldstart_cli.add_parser(sub)
     a = p.parse_args(argv)
     try:
         rc = a.func(a)

@@ -19,3 +19,22 @@ rule summarize_run:
     shell:
         "{params.python} -m analysis summarize-run --run-dir {params.run_dir} --output {output}"
         " > {log} 2>&1"
+
+
+rule summarize_coldstart:
+    input:
+        unpack(coldstart_inputs),
+    output:
+        f"{WORK}/analysis/{{set}}/coldstart.json",
+    log:
+        f"{WORK}/logs/analysis/{{set}}/coldstart.log",
+    wildcard_constraints:
+        set="live|reference",
+    params:
+        python=PYTHON,
+        captures=lambda wc: capture_root(wc.set),
+    conda:
+        CONDA_ENV
+    shell:
+        "{params.python} -m analysis coldstart --captures {params.captures} --output {output}"
+        " {input.records} > {log} 2>&1"

@@ -1,5 +1,6 @@
 # Shared settings and functions: resolved executables, folders, the run matrix, and the input and
 # flag functions the rules use. Rules live in profile.smk, analysis.smk and report.smk.
+import glob
 import importlib.util
 import os
 import sys
@@ -147,6 +148,18 @@ REFERENCE_WORKLOADS = [w for w in RECIPES if w in REFERENCE_RUNS]
 def analyses(capture_set, workload):
     pairs = runs(workload) if capture_set == "live" else REFERENCE_RUNS[workload]
     return [f"{WORK}/analysis/{capture_set}/{workload}/{v}/n{s}.json" for v, s in pairs]
+
+
+def coldstart_inputs(wc):
+    """The cold/warm records of a capture set, and the nsys exports whose first calls they explain."""
+    if wc.set == "live":
+        records = [r for w in RUNNABLE_WORKLOADS for r in coldstart_records(w)]
+        exports = [f"{run_dir(CAPTURES, w, v, s)}/nsys.sqlite" for w in RUNNABLE_WORKLOADS for v, s in runs(w)]
+    else:
+        records = sorted(glob.glob(f"{REF_DIR}/coldstart/*.json"))
+        exports = [f"{run_dir(REF_DIR, w, v, s)}/nsys.sqlite.gz" for w, pairs in REFERENCE_RUNS.items()
+                   for v, s in pairs]
+    return {"records": records, "exports": exports}
 
 
 def live_ground_truth(wc):

@@ -72,6 +72,7 @@ def run_once(cmd: Sequence[str], env: dict, label: str) -> dict:
     finally:
         os.unlink(out)
     return {"phases": phases(record["first_result"]), "relative_error": record["relative_error"],
+            "steady_call_ms": record["steady_call_ms"],
             "provenance": record["provenance"], "workload": record["workload"], "variant": record["variant"],
             "size": record["size"]}
 
@@ -88,7 +89,8 @@ def measure(cmd: Sequence[str], work_dir: str) -> dict:
     first = results["cold"]
     return {"workload": first["workload"], "variant": first["variant"], "size": first["size"],
             "provenance": first["provenance"],
-            "runs": {k: {"phases": v["phases"], "relative_error": v["relative_error"]} for k, v in results.items()}}
+            "runs": {k: {"phases": v["phases"], "relative_error": v["relative_error"],
+                         "steady_call_ms": v["steady_call_ms"]} for k, v in results.items()}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,83 @@
+"""Cold and warm starts across recipes: what each library pays before its first result, and where
+the first call's time goes in the nsys capture of a cold process.
+
+Inputs are the coldwarm records (``workloads.tools.coldwarm``: three new processes per variant,
+caches empty / filled / filled with the driver cache off) and the nsys SQLite exports of the
+profiled runs, whose first ``compute`` range is the first call of a cold process.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+from analysis.errors import AnalysisInputError
+from analysis.nsys_sqlite import NsysExport
+from analysis.run_summary import SUITE_DOMAIN, load_json, ops_launched_in
+
+#: CUDA API calls that load GPU code into the context (after the JIT made it)
+MODULE_LOAD_APIS = ("cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoad", "cuModuleLoadFatBinary",
+                    "cuLibraryLoadData", "cuLibraryLoadFromFile", "cudaLibraryLoadData")
+LAUNCH_APIS = ("cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernel", "cudaLaunchKernelExC")
+SYNC_APIS = ("cudaStreamSynchronize", "cuStreamSynchronize", "cudaDeviceSynchronize", "cuCtxSynchronize",
+             "cudaEventSynchronize", "cuEventSynchronize")
+
+
+def first_call_costs(sqlite_path: str, workload: str, variant: str) -> dict:
+    """CPU time of the first and of a later call, split by the CUDA API calls made in them.
+
+    ``other`` is the call's time outside those API calls: Python, and in a cold process the
+    JIT compilation (NVRTC, nvcc, LLVM), which the CUDA trace does not show as API time."""
+    with NsysExport(sqlite_path) as ex:
+        ranges = [r for r in ex.nvtx_ranges()
+                  if r.domain == SUITE_DOMAIN and r.name == f"{workload}/{variant}/compute"]
+        api = ex.api_calls()
+        ops = ex.gpu_ops()
+    if not ranges:
+        raise AnalysisInputError(sqlite_path, f"no NVTX range {SUITE_DOMAIN}:{workload}/{variant}/compute")
+    ranges.sort(key=lambda r: r.start_ns)
+    starts = [c.start_ns for c in api]
+    by_corr: dict[int, list] = {}
+    for o in ops:
+        by_corr.setdefault(o.correlation_id, []).append(o)
+
+    def split(rng) -> dict:
+        calls, _ = ops_launched_in(rng, api, starts, by_corr)
+        module = sum(c.duration_ns for c in calls if c.name in MODULE_LOAD_APIS)
+        launch = sum(c.duration_ns for c in calls if c.name in LAUNCH_APIS)
+        sync = sum(c.duration_ns for c in calls if c.name in SYNC_APIS)
+        alloc = sum(c.duration_ns for c in calls if c.is_allocation)
+        accounted = module + launch + sync + alloc
+        return {"wall_ns": rng.duration_ns, "module_load_ns": module, "launch_api_ns": launch,
+                "synchronize_ns": sync, "allocation_ns": alloc,
+                "other_ns": max(rng.duration_ns - accounted, 0)}
+
+    out = {"first": split(ranges[0])}
+    if len(ranges) > 1:
+        out["later"] = split(ranges[-1])
+    return out
+
+
+def summarize(coldstart_paths: Iterable[str], capture_root: str) -> list[dict]:
+    """One row per (workload, variant): the coldwarm record, plus the first-call split from the
+    nsys capture of the variant's smallest profiled size, when there is one."""
+    rows = []
+    for path in sorted(coldstart_paths):
+        rec = load_json(path)
+        for key in ("workload", "variant", "runs"):
+            if key not in rec:
+                raise AnalysisInputError(path, f"missing key {key!r}")
+        w, v = rec["workload"], rec["variant"]
+        vdir = os.path.join(capture_root, w, v)
+        sizes = sorted((int(d[1:]) for d in os.listdir(vdir) if d.startswith("n")) if os.path.isdir(vdir) else [])
+        split = None
+        for size in sizes:
+            for name in ("nsys.sqlite", "nsys.sqlite.gz"):
+                candidate = os.path.join(vdir, f"n{size}", name)
+                if os.path.exists(candidate):
+                    split = {"size": size, **first_call_costs(candidate, w, v)}
+                    break
+            if split:
+                break
+        rows.append({"workload": w, "variant": v, "size": rec.get("size"), "runs": rec["runs"],
+                     "nsys_first_call": split})
+    return rows

@@ -1,0 +1,29 @@
+"""``python -m analysis coldstart``: the cold/warm records and first-call splits of a capture set."""
+from __future__ import annotations
+
+import json
+import os
+
+from analysis import coldstart
+
+
+def _run(a) -> None:
+    rows = coldstart.summarize(a.records, a.captures)
+    os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
+    tmp = f"{a.output}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(rows, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, a.output)
+    for r in rows:
+        cold, warm = r["runs"]["cold"]["phases"], r["runs"]["warm"]["phases"]
+        print(f"{r['workload']}/{r['variant']}: first result cold {cold['time_to_first_result_s']:.2f} s, "
+              f"warm {warm['time_to_first_result_s']:.2f} s")
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("coldstart", help="cold/warm start records -> one JSON")
+    s.add_argument("--captures", required=True, help="capture folder holding <workload>/<variant>/n<size>/")
+    s.add_argument("--output", required=True)
+    s.add_argument("records", nargs="+", help="coldstart/<workload>_<variant>.json files")
+    s.set_defaults(func=_run)
