@@ -20,7 +20,7 @@ WORK = config["work_dir"].rstrip("/")
 CAPTURES = f"{WORK}/captures"
 REF_DIR = config["reference"]["dir"].rstrip("/")
 # Every profiled process starts with fresh, private cache folders (see workloads/tools/cold.py)
-COLD = f"{PYTHON} -m workloads.tools.cold --work-dir {WORK}"
+COLD = f"{PYTHON} -m workloads.tools.cold --work-dir {WORK} --gpus {config['gpus']}"
 CONDA_ENV = "../environment.yml"
 
 for _name, _c in config["workloads"].items():

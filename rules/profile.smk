@@ -161,7 +161,7 @@ rule coldwarm:
         f"{WORK}/logs/coldwarm/{{workload}}_{{variant}}.log",
     params:
         python=PYTHON,
-        coldwarm=f"{PYTHON} -m workloads.tools.coldwarm --work-dir {WORK}",
+        coldwarm=f"{PYTHON} -m workloads.tools.coldwarm --work-dir {WORK} --gpus {config['gpus']}",
         size=coldwarm_size,
     resources:
         gpu=1,

@@ -106,3 +106,30 @@ def test_coldwarm_reports_a_failing_command(tmp_path):
     assert r.returncode == 1 and "cold run exited with 3" in r.stderr
     assert not (tmp_path / "x.json").exists()
     assert list(cache_root(tmp_path).iterdir()) == []
+
+
+def _probe_gpu(tmp_path, i, env):
+    code = ("import os, sys, time; time.sleep(0.6); "
+            "open(sys.argv[1], 'w').write(os.environ.get('CUDA_VISIBLE_DEVICES', 'unset'))")
+    return subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--gpus", "2",
+                             "--", sys.executable, "-c", code, str(tmp_path / f"gpu{i}.txt")], cwd=REPO, env=env)
+
+
+def test_two_concurrent_runs_on_a_two_gpu_machine_get_different_gpus(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    procs = [_probe_gpu(tmp_path, i, env) for i in range(2)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    assert sorted((tmp_path / f"gpu{i}.txt").read_text() for i in range(2)) == ["0", "1"]
+
+
+def test_a_gpu_chosen_by_the_scheduler_is_kept(tmp_path):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="3")
+    assert _probe_gpu(tmp_path, 0, env).wait(timeout=60) == 0
+    assert (tmp_path / "gpu0.txt").read_text() == "3"
+
+
+def test_a_third_run_waits_for_a_free_gpu(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    procs = [_probe_gpu(tmp_path, i, env) for i in range(3)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    assert sorted((tmp_path / f"gpu{i}.txt").read_text() for i in range(3)) in (["0", "0", "1"], ["0", "1", "1"])

@@ -10,13 +10,16 @@ fresh folders live under ``<work-dir>/cache/`` and are removed afterwards;
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 #: environment variable -> sub-folder of the run's cache root
 CACHE_VARIABLES = {
@@ -72,10 +75,40 @@ def fresh_cache_env(work_dir: str | os.PathLike, tag: str, base: Mapping[str, st
     return env, run_dir
 
 
-def run_cold(cmd: Sequence[str], work_dir: str, tag: str, keep: bool = False) -> int:
+@contextlib.contextmanager
+def gpu_slot(work_dir: str | os.PathLike, n_gpus: int, poll_s: float = 0.5) -> Iterator[int]:
+    """Hold one of ``n_gpus`` GPUs for the duration: an exclusive lock on
+    ``<work-dir>/gpu-locks/gpu<i>.lock``. Snakemake's ``gpu`` resource caps how many profiling
+    jobs run at once; the locks decide which GPU each one gets, so two profilers never share one."""
+    lock_dir = Path(work_dir).resolve() / "gpu-locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    while True:
+        for i in range(n_gpus):
+            f = open(lock_dir / f"gpu{i}.lock", "w")
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                f.close()
+                continue
+            try:
+                yield i
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+                f.close()
+            return
+        time.sleep(poll_s)  # every GPU busy: more jobs than GPUs were let through
+
+
+def run_cold(cmd: Sequence[str], work_dir: str, tag: str, keep: bool = False, gpus: int = 1) -> int:
     env, run_dir = fresh_cache_env(work_dir, tag, os.environ)
     print(f"cold: caches in {run_dir}", file=sys.stderr, flush=True)
     try:
+        if gpus > 1 and "CUDA_VISIBLE_DEVICES" not in env:
+            # several GPUs on this machine and nobody (e.g. SLURM) chose one for us
+            with gpu_slot(work_dir, gpus) as index:
+                env["CUDA_VISIBLE_DEVICES"] = str(index)
+                print(f"cold: on GPU {index} of {gpus}", file=sys.stderr, flush=True)
+                return subprocess.run(list(cmd), env=env).returncode
         return subprocess.run(list(cmd), env=env).returncode
     finally:
         if not keep:
@@ -87,12 +120,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--work-dir", required=True, help="the suite's work folder (caches go in <work-dir>/cache)")
     p.add_argument("--tag", default="run", help="prefix of the run's cache folder")
     p.add_argument("--keep", action="store_true", help="keep the cache folder (to inspect it)")
+    p.add_argument("--gpus", type=int, default=1,
+                   help="GPUs on this machine; with more than one, each run takes a free one "
+                        "(CUDA_VISIBLE_DEVICES) unless CUDA_VISIBLE_DEVICES is already set")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the command")
     args = p.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         p.error("no command given after --")
-    return run_cold(cmd, args.work_dir, args.tag, args.keep)
+    if args.gpus < 1:
+        p.error("--gpus must be at least 1")
+    return run_cold(cmd, args.work_dir, args.tag, args.keep, args.gpus)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ folder is removed at the end, through :func:`workloads.tools.cold.safe_rmtree`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -29,7 +30,7 @@ import time
 from typing import Sequence
 
 from workloads.runner import write_json_atomic
-from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree
+from workloads.tools.cold import cache_root, fresh_cache_env, gpu_slot, safe_rmtree
 
 RUNS = (
     ("cold", {}),
@@ -77,13 +78,16 @@ def run_once(cmd: Sequence[str], env: dict, label: str) -> dict:
             "size": record["size"]}
 
 
-def measure(cmd: Sequence[str], work_dir: str) -> dict:
+def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1) -> dict:
     env, run_dir = fresh_cache_env(work_dir, "coldwarm", os.environ)
     try:
-        results = {}
-        for label, extra in RUNS:
-            print(f"coldwarm: {label}: {' '.join(cmd)}", file=sys.stderr, flush=True)
-            results[label] = run_once(cmd, dict(env, **extra), label)
+        with contextlib.ExitStack() as stack:
+            if gpus > 1 and "CUDA_VISIBLE_DEVICES" not in env:
+                env["CUDA_VISIBLE_DEVICES"] = str(stack.enter_context(gpu_slot(work_dir, gpus)))
+            results = {}
+            for label, extra in RUNS:
+                print(f"coldwarm: {label}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+                results[label] = run_once(cmd, dict(env, **extra), label)
     finally:
         safe_rmtree(run_dir, cache_root(work_dir))
     first = results["cold"]
@@ -97,13 +101,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.tools.coldwarm", description=__doc__.split("\n")[0])
     p.add_argument("--work-dir", required=True)
     p.add_argument("--output", required=True)
+    p.add_argument("--gpus", type=int, default=1, help="GPUs on this machine (see workloads.tools.cold)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the workload command (without --mode)")
     a = p.parse_args(argv)
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         p.error("no command given after --")
     try:
-        record = measure(cmd, a.work_dir)
+        record = measure(cmd, a.work_dir, a.gpus)
     except ColdWarmError as e:
         print(f"coldwarm: {e}", file=sys.stderr)
         return 1
