@@ -76,3 +76,17 @@ def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
                        timeout=600)
     assert r.returncode != 0
     assert "differ from the committed ones" in r.stdout + r.stderr
+
+
+def test_laptop_profile_plans_smaller_runs(tmp_path):
+    repo = _repo_copy(tmp_path)
+    fake = tmp_path / "fakemods"
+    for mod in ("cupy", "rmm"):  # importable names only, so that the recipe is planned
+        (fake / mod).mkdir(parents=True)
+        (fake / mod / "__init__.py").write_text("")
+    env = dict(os.environ, PYTHONPATH=str(fake))
+    r = subprocess.run(SNAKEMAKE + ["-n", "-p", "profile_all", "--profile", "profiles/laptop"], cwd=repo,
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "cupy_sqdiff/fused/n8192/timing.json" in r.stdout
+    assert "n16384" not in r.stdout
