@@ -15,6 +15,7 @@ include: "rules/common.smk"
 include: "rules/profile.smk"
 include: "rules/analysis.smk"
 include: "rules/report.smk"
+include: "rules/multiprocess.smk"
 
 
 rule profile_all:
@@ -28,6 +29,7 @@ rule profile_all:
         f"{WORK}/analysis/live/coldstart.json",
         "reports/index.md",
         expand("reports/{workload}.md", workload=RUNNABLE_WORKLOADS),
+        ["reports/nvtx_multiprocess.md"] if MULTIPROCESS_RUNNABLE else [],
 
 
 rule rebuild_reports:

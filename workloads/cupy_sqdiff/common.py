@@ -55,6 +55,18 @@ class SquaredDifference(CupyDevice, Variant):
         self.a = self.b = self.out = None
 
 
+_FUSED: dict[str, object] = {}
+
+
+def fused_kernel(kernel_name: str, body):
+    """``cupy.fuse(body)``, built on first use, so that importing a variant needs no CuPy."""
+    if kernel_name not in _FUSED:
+        import cupy
+
+        _FUSED[kernel_name] = cupy.fuse(kernel_name=kernel_name)(body)
+    return _FUSED[kernel_name]
+
+
 def use_rmm_pool() -> None:
     """Route CuPy's allocations through an RMM pool (one big cudaMalloc up front)."""
     import cupy

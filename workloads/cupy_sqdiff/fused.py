@@ -10,24 +10,16 @@ Note on the blog's code: it calls ``cupy.fuse(squared_diff(x, y))``, which runs
 runs. Decorate the function (or call ``cupy.fuse(squared_diff)(x, y)``). The
 report counts kernels per call from the nsys trace: one here.
 """
-from workloads.cupy_sqdiff.common import SquaredDifference
+from workloads.cupy_sqdiff.common import SquaredDifference, fused_kernel
 
-_fused = None
+
+def _squared_diff(x, y):
+    d = x - y
+    return d * d
 
 
 def squared_diff_fused(a, b):
-    global _fused
-    if _fused is None:
-        import cupy
-
-        # built lazily so that importing this module needs no CuPy
-        @cupy.fuse(kernel_name="cookbook_squared_diff")
-        def _kernel(x, y):
-            d = x - y
-            return d * d
-
-        _fused = _kernel
-    return _fused(a, b)
+    return fused_kernel("cookbook_squared_diff", _squared_diff)(a, b)
 
 
 class Fused(SquaredDifference):
