@@ -83,6 +83,8 @@ def _check(v: Variant, recipe: Recipe, ph) -> float:
 
 
 def run(recipe: Recipe, args: argparse.Namespace) -> dict:
+    # third-party functions named in COOKBOOK_NVTX_FUNCTIONS get NVTX ranges, unedited
+    annotated = [w.path for w in annotate.annotate_from_environment()]
     cls = recipe.variant_class(args.variant)
     v = cls(size=args.size, seed=args.seed)
 
@@ -103,6 +105,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         "size": v.size,
         "mode": args.mode,
         "work": v.work().as_dict(),
+        "annotated_functions": annotated,
     }
     if args.mode == "first":
         with ph("compute", payload=0):

@@ -1,0 +1,618 @@
+"""Per-process view of an nsys SQLite export: who annotated what, on which thread, and which GPU
+work each process launched. Pure functions of an :class:`~analysis.nsys_sqlite.NsysExport`.
+
+nsys numbers threads and processes with "global" ids: ``globalTid`` holds the pid in bits 24-47
+and the tid in bits 0-23 (``globalPid`` is the same with tid 0), so every event, whichever table
+it is in, can be given to its process. A GPU operation belongs to the process whose CUDA runtime
+call has its correlation id; correlation ids are only unique inside one process, so they are
+matched per process.
+
+Made for ``python -m workloads.nvtx_multiprocess`` (N processes), and equally valid for the
+suite's single-process captures.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import os
+import zlib
+from typing import Iterable, Sequence
+
+from analysis.errors import AnalysisInputError
+from analysis.nsys_sqlite import NVTX_DOMAIN_CREATE, NVTX_PUSH_POP, NVTX_START_END, NsysExport, api_base_name
+from workloads.annotate import (DOMAIN, MARK_COLOR, PHASE_COLORS, THIRDPARTY_COLOR, THIRDPARTY_DOMAIN,
+                                parse_range_name)
+
+# NVTX_EVENTS.eventType of an instantaneous mark (ENUM_NSYS_EVENT_TYPE "NvtxMark")
+NVTX_MARK = 34
+
+_ID_BITS = 24
+_ID_MASK = (1 << _ID_BITS) - 1
+
+#: GPU work colours, as Nsight Systems draws them (kernels blue, copies red)
+GPU_KIND_COLORS = {"kernel": "#4c72b0", "memcpy": "#c44e52", "memset": "#dd8452"}
+
+
+def pid_of(global_id: int) -> int:
+    """The OS process id inside an nsys ``globalTid`` or ``globalPid``."""
+    return (global_id >> _ID_BITS) & _ID_MASK
+
+
+def tid_of(global_tid: int) -> int:
+    """The OS thread id inside an nsys ``globalTid`` (equals the pid for the main thread)."""
+    return global_tid & _ID_MASK
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadInfo:
+    tid: int
+    #: every name nsys recorded for the thread, oldest first (a renamed thread has several)
+    names: tuple[str, ...]
+    is_main: bool
+
+    @property
+    def name(self) -> str | None:
+        return self.names[-1] if self.names else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    name: str
+    domain: str | None
+    start_ns: int
+    end_ns: int
+    tid: int
+    payload: int | float | None
+    #: GPU operations whose CUDA call was made on this range's thread while it was open
+    gpu_ops_launched: int = 0
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclasses.dataclass(frozen=True)
+class Mark:
+    name: str
+    domain: str | None
+    time_ns: int
+    tid: int
+    payload: int | float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchedOp:
+    """A kernel, memcpy or memset, with the CUDA runtime call that launched it (when there is one)."""
+
+    kind: str  # "kernel" | "memcpy" | "memset"
+    name: str
+    start_ns: int
+    end_ns: int
+    correlation_id: int
+    stream_id: int
+    bytes: int | None
+    launch_tid: int | None
+    launch_start_ns: int | None
+    api: str | None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessActivity:
+    pid: int
+    #: the executable as nsys' PROCESSES table names it (None when the table lacks the pid)
+    executable: str | None
+    threads: tuple[ThreadInfo, ...]
+    suite_ranges: tuple[Range, ...]       # domain "cookbook"
+    thirdparty_ranges: tuple[Range, ...]  # domain "cookbook.thirdparty"
+    other_ranges: tuple[Range, ...]       # any other domain (libraries' own NVTX, nsys' Python tracing)
+    marks: tuple[Mark, ...]
+    #: GPU work matched to this process's CUDA runtime calls
+    gpu_ops: tuple[LaunchedOp, ...]
+    #: GPU work of this process (by globalPid) with no runtime call of that correlation id
+    unattributed_gpu_ops: tuple[LaunchedOp, ...]
+    cuda_api_calls: int
+
+    @property
+    def main_thread(self) -> ThreadInfo | None:
+        return next((t for t in self.threads if t.is_main), None)
+
+    @property
+    def label(self) -> str:
+        """``pid 825 matrix-4096``: the pid and the main thread's name (what nsys shows)."""
+        main = self.main_thread
+        name = main.name if main and main.name else (os.path.basename(self.executable or "") or "?")
+        return f"pid {self.pid} {name}"
+
+    def ops_of_kind(self, kind: str) -> list[LaunchedOp]:
+        return [o for o in self.gpu_ops if o.kind == kind]
+
+    @property
+    def gpu_busy_ns(self) -> int:
+        """Time at least one of this process's GPU operations was running (overlaps counted once)."""
+        return _union_ns((o.start_ns, o.end_ns) for o in self.gpu_ops)
+
+    @property
+    def span_ns(self) -> tuple[int, int] | None:
+        """First and last instant of its drawn activity (ranges, marks, GPU work)."""
+        starts = [r.start_ns for r in self.all_ranges] + [m.time_ns for m in self.marks] + \
+                 [o.start_ns for o in self.gpu_ops]
+        ends = [r.end_ns for r in self.all_ranges] + [m.time_ns for m in self.marks] + \
+               [o.end_ns for o in self.gpu_ops]
+        return (min(starts), max(ends)) if starts else None
+
+    @property
+    def all_ranges(self) -> tuple[Range, ...]:
+        return self.suite_ranges + self.thirdparty_ranges + self.other_ranges
+
+
+def _union_ns(intervals: Iterable[tuple[int, int]]) -> int:
+    total, cur_start, cur_end = 0, None, None
+    for s, e in sorted(intervals):
+        if cur_end is None or s > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = s, e
+        else:
+            cur_end = max(cur_end, e)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
+# --- readers ------------------------------------------------------------------------------------
+
+
+def _columns(ex: NsysExport, table: str) -> set[str]:
+    return {r[1] for r in ex.query(f"PRAGMA table_info({table})")}
+
+
+def process_executables(ex: NsysExport) -> dict[int, str]:
+    """pid -> executable from the PROCESSES table ({} when the export has none)."""
+    if "PROCESSES" not in ex.tables or not {"pid", "name"} <= _columns(ex, "PROCESSES"):
+        return {}
+    return {pid: name for pid, name in ex.query("SELECT pid, name FROM PROCESSES ORDER BY rowid")}
+
+
+def thread_names(ex: NsysExport) -> dict[int, dict[int, tuple[str, ...]]]:
+    """pid -> {tid -> names in the order nsys recorded them} from ThreadNames."""
+    if "ThreadNames" not in ex.tables or not {"nameId", "globalTid"} <= _columns(ex, "ThreadNames"):
+        return {}
+    out: dict[int, dict[int, list[str]]] = {}
+    rows = ex.query("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId "
+                    "ORDER BY t.rowid")
+    for gtid, name in rows:
+        names = out.setdefault(pid_of(gtid), {}).setdefault(tid_of(gtid), [])
+        if name not in names:
+            names.append(name)
+    return {pid: {tid: tuple(n) for tid, n in tids.items()} for pid, tids in out.items()}
+
+
+def _domain_names(ex: NsysExport, has_domain: bool) -> tuple[dict[tuple[int, int], str], dict[int, str]]:
+    """(pid, domainId) -> name, and domainId -> name where one id means one name in every process.
+
+    NVTX domain handles are made per process, so the same id may name different domains in two
+    processes; the per-process map is the right one, the global map a fallback."""
+    if not has_domain:
+        return {}, {}
+    per_process: dict[tuple[int, int], str] = {}
+    seen: dict[int, set[str]] = {}
+    for dom, text, gtid in ex.query("SELECT domainId, text, globalTid FROM NVTX_EVENTS WHERE eventType = ?",
+                                    (NVTX_DOMAIN_CREATE,)):
+        per_process[(pid_of(gtid), dom)] = text
+        seen.setdefault(dom, set()).add(text)
+    unambiguous = {dom: next(iter(names)) for dom, names in seen.items() if len(names) == 1}
+    return per_process, unambiguous
+
+
+def nvtx_events(ex: NsysExport) -> tuple[list[tuple[int, Range]], list[tuple[int, Mark]]]:
+    """Every closed NVTX range and every mark, each with its pid, domains resolved per process."""
+    if "NVTX_EVENTS" not in ex.tables:
+        return [], []
+    cols = _columns(ex, "NVTX_EVENTS")
+    text = "COALESCE(e.text, s.value)" if "textId" in cols else "e.text"
+    join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in cols else ""
+    domain_col = "e.domainId" if "domainId" in cols else "NULL"
+    payload = "COALESCE(e.int64Value, e.uint64Value, e.int32Value, e.uint32Value, e.doubleValue, e.floatValue)" \
+        if {"int64Value", "uint64Value", "int32Value", "uint32Value", "doubleValue", "floatValue"} <= cols else "NULL"
+    per_process, unambiguous = _domain_names(ex, "domainId" in cols)
+
+    def domain(pid: int, dom: int | None) -> str | None:
+        if not dom:  # 0 / NULL: the default domain
+            return None
+        return per_process.get((pid, dom), unambiguous.get(dom))
+
+    ranges, marks = [], []
+    rows = ex.query(
+        f"SELECT e.eventType, e.start, e.end, {text}, {domain_col}, e.globalTid, {payload} "
+        f"FROM NVTX_EVENTS e {join} WHERE e.eventType IN (?, ?, ?) ORDER BY e.start, e.rowid",
+        (NVTX_PUSH_POP, NVTX_START_END, NVTX_MARK))
+    for etype, start, end, name, dom, gtid, pl in rows:
+        pid = pid_of(gtid)
+        if etype == NVTX_MARK:
+            marks.append((pid, Mark(name or "", domain(pid, dom), start, tid_of(gtid), pl)))
+        elif end is not None:  # a range still open when the capture stopped has no end
+            ranges.append((pid, Range(name or "", domain(pid, dom), start, end, tid_of(gtid), pl)))
+    return ranges, marks
+
+
+def _runtime_calls(ex: NsysExport) -> dict[tuple[int, int], tuple[int, int, str]]:
+    """(pid, correlationId) -> (tid, start, API name) of every CUDA runtime/driver call."""
+    rows = ex.query("SELECT r.globalTid, r.correlationId, r.start, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                    "JOIN StringIds s ON s.id = r.nameId")
+    return {(pid_of(g), corr): (tid_of(g), start, api_base_name(name)) for g, corr, start, name in rows}
+
+
+def _gpu_rows(ex: NsysExport) -> list[tuple[str, int, int, str, int, int, int | None, int]]:
+    """(kind, start, end, name, correlationId, streamId, bytes, globalPid) of every kernel, memcpy, memset."""
+    rows = [("kernel", st, en, nm, corr, strm, None, gpid) for st, en, nm, corr, strm, gpid in ex.query(
+        "SELECT k.start, k.end, s.value, k.correlationId, k.streamId, k.globalPid "
+        "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName")]
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in ex.tables:
+        labels = {}
+        if "ENUM_CUDA_MEMCPY_OPER" in ex.tables:
+            labels = dict(ex.query("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER"))
+        for st, en, corr, strm, nbytes, ck, gpid in ex.query(
+                "SELECT start, end, correlationId, streamId, bytes, copyKind, globalPid FROM CUPTI_ACTIVITY_KIND_MEMCPY"):
+            rows.append(("memcpy", st, en, f"[CUDA memcpy {labels.get(ck, f'copyKind {ck}')}]", corr, strm, nbytes, gpid))
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in ex.tables:
+        for st, en, corr, strm, nbytes, gpid in ex.query(
+                "SELECT start, end, correlationId, streamId, bytes, globalPid FROM CUPTI_ACTIVITY_KIND_MEMSET"):
+            rows.append(("memset", st, en, "[CUDA memset]", corr, strm, nbytes, gpid))
+    rows.sort(key=lambda r: (r[1], r[2], r[4]))
+    return rows
+
+
+def _count_launches(ranges: Sequence[Range], ops: Sequence[LaunchedOp]) -> list[Range]:
+    """Each range with the number of GPU operations launched on its thread while it was open."""
+    by_tid: dict[int, list[int]] = {}
+    for o in ops:
+        if o.launch_tid is not None:
+            by_tid.setdefault(o.launch_tid, []).append(o.launch_start_ns)
+    for starts in by_tid.values():
+        starts.sort()
+    out = []
+    for r in ranges:
+        starts = by_tid.get(r.tid, [])
+        n = bisect.bisect_right(starts, r.end_ns) - bisect.bisect_left(starts, r.start_ns)
+        out.append(dataclasses.replace(r, gpu_ops_launched=n))
+    return out
+
+
+def processes(ex: NsysExport) -> list[ProcessActivity]:
+    """Every process that made CUDA calls, ran GPU work or emitted NVTX ranges or marks, ordered by
+    its first drawn activity (then pid). The capture's other processes (nsys itself, the shell,
+    the kernel's threads, which ThreadNames also lists) are left out."""
+    ranges, marks = nvtx_events(ex)
+    runtime = _runtime_calls(ex)
+    executables = process_executables(ex)
+    names = thread_names(ex)
+
+    ops: dict[int, list[LaunchedOp]] = {}
+    orphans: dict[int, list[LaunchedOp]] = {}
+    for kind, st, en, nm, corr, strm, nbytes, gpid in _gpu_rows(ex):
+        pid = pid_of(gpid)
+        call = runtime.get((pid, corr))
+        op = LaunchedOp(kind, nm, st, en, corr, strm, nbytes, call[0] if call else None,
+                        call[1] if call else None, call[2] if call else None)
+        (ops if call else orphans).setdefault(pid, []).append(op)
+
+    calls_per_pid: dict[int, int] = {}
+    for pid, _ in runtime:
+        calls_per_pid[pid] = calls_per_pid.get(pid, 0) + 1
+
+    pids = set(calls_per_pid) | set(ops) | set(orphans) | {p for p, _ in ranges} | {p for p, _ in marks}
+    out = []
+    for pid in pids:
+        p_ops = ops.get(pid, [])
+        p_ranges = _count_launches([r for p, r in ranges if p == pid], p_ops)
+        seen_tids = {r.tid for r in p_ranges} | {m.tid for p, m in marks if p == pid} | \
+                    {o.launch_tid for o in p_ops if o.launch_tid is not None}
+        thread_map = dict(names.get(pid, {}))
+        for tid in seen_tids - set(thread_map):
+            thread_map[tid] = ()
+        threads = tuple(ThreadInfo(tid, thread_map[tid], tid == pid) for tid in sorted(thread_map))
+        out.append(ProcessActivity(
+            pid=pid,
+            executable=executables.get(pid),
+            threads=threads,
+            suite_ranges=tuple(r for r in p_ranges if r.domain == DOMAIN),
+            thirdparty_ranges=tuple(r for r in p_ranges if r.domain == THIRDPARTY_DOMAIN),
+            other_ranges=tuple(r for r in p_ranges if r.domain not in (DOMAIN, THIRDPARTY_DOMAIN)),
+            marks=tuple(m for p, m in marks if p == pid),
+            gpu_ops=tuple(p_ops),
+            unattributed_gpu_ops=tuple(orphans.get(pid, [])),
+            cuda_api_calls=calls_per_pid.get(pid, 0),
+        ))
+    out.sort(key=lambda p: ((p.span_ns or (float("inf"),))[0], p.pid))
+    return out
+
+
+def read_processes(path: str) -> list[ProcessActivity]:
+    """:func:`processes` of an export file (``.sqlite`` or ``.sqlite.gz``)."""
+    with NsysExport(path) as ex:
+        return processes(ex)
+
+
+# --- summaries ----------------------------------------------------------------------------------
+
+
+def time_origin_ns(procs: Sequence[ProcessActivity]) -> int:
+    """The first drawn instant of any process: the zero of every time in the report."""
+    spans = [p.span_ns for p in procs if p.span_ns]
+    return min(s for s, _ in spans) if spans else 0
+
+
+def _range_table(ranges: Sequence[Range], t0: int) -> list[dict]:
+    """Ranges grouped by name, in order of first appearance."""
+    groups: dict[str, list[Range]] = {}
+    for r in ranges:
+        groups.setdefault(r.name, []).append(r)
+    rows = []
+    for name, rs in groups.items():
+        total = sum(r.duration_ns for r in rs)
+        rows.append({"name": name, "calls": len(rs), "first_start_ms": (rs[0].start_ns - t0) / 1e6,
+                     "total_ms": total / 1e6, "mean_ms": total / len(rs) / 1e6,
+                     "gpu_ops_launched": sum(r.gpu_ops_launched for r in rs)})
+    return rows
+
+
+def _ops_table(ops: Sequence[LaunchedOp]) -> list[dict]:
+    """GPU operations grouped by (kind, name), longest total first."""
+    groups: dict[tuple[str, str], list[LaunchedOp]] = {}
+    for o in ops:
+        groups.setdefault((o.kind, o.name), []).append(o)
+    rows = [{"kind": k, "name": n, "count": len(os_), "total_ms": sum(o.duration_ns for o in os_) / 1e6,
+             "bytes": sum(o.bytes or 0 for o in os_) if k != "kernel" else None,
+             "launch_tids": sorted({o.launch_tid for o in os_ if o.launch_tid is not None})}
+            for (k, n), os_ in groups.items()]
+    rows.sort(key=lambda r: (-r["total_ms"], r["kind"], r["name"]))
+    return rows
+
+
+def summary(procs: Sequence[ProcessActivity]) -> dict:
+    """A JSON-able record of every process: threads, ranges by name, marks, GPU work by name."""
+    t0 = time_origin_ns(procs)
+    out = {"time_origin_ns": t0, "processes": []}
+    for p in procs:
+        span = p.span_ns
+        out["processes"].append({
+            "pid": p.pid,
+            "executable": p.executable,
+            "label": p.label,
+            "threads": [{"tid": t.tid, "names": list(t.names), "main": t.is_main} for t in p.threads],
+            "suite_ranges": _range_table(p.suite_ranges, t0),
+            "thirdparty_ranges": _range_table(p.thirdparty_ranges, t0),
+            "other_ranges": _range_table(p.other_ranges, t0),
+            "marks": [{"name": m.name, "time_ms": (m.time_ns - t0) / 1e6, "payload": m.payload, "tid": m.tid}
+                      for m in p.marks],
+            "gpu_ops": _ops_table(p.gpu_ops),
+            "kernels": len(p.ops_of_kind("kernel")),
+            "memcpys": len(p.ops_of_kind("memcpy")),
+            "memsets": len(p.ops_of_kind("memset")),
+            "unattributed_gpu_ops": len(p.unattributed_gpu_ops),
+            "cuda_api_calls": p.cuda_api_calls,
+            "gpu_busy_ms": p.gpu_busy_ns / 1e6,
+            "first_ms": (span[0] - t0) / 1e6 if span else None,
+            "last_ms": (span[1] - t0) / 1e6 if span else None,
+        })
+    return out
+
+
+# --- markdown -----------------------------------------------------------------------------------
+
+
+def _cell(x: object) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _thread_label(t: ThreadInfo) -> str:
+    return " → ".join(t.names) if t.names else "(no name recorded)"
+
+
+#: GPU operation rows shown per process before "... and N more"
+MAX_OP_ROWS = 15
+
+
+def markdown_report(procs: Sequence[ProcessActivity], source: str, figure: str | None) -> str:
+    """The page: one summary table, the timeline figure, then each process in detail.
+    Deterministic: the same export gives the same bytes."""
+    s = summary(procs)
+    lines = [
+        "# NVTX ranges and GPU work per process",
+        "",
+        f"From the Nsight Systems export `{source}`: {len(procs)} process"
+        f"{'es' if len(procs) != 1 else ''} with CUDA calls, GPU work or NVTX annotations. Times are in ms "
+        f"from the first range, mark or GPU operation of any of them ({s['time_origin_ns'] / 1e6:.3f} ms "
+        "into the capture). GPU work belongs to the process whose CUDA call has its correlation id; "
+        f"`{DOMAIN}` ranges are the suite's phases, `{THIRDPARTY_DOMAIN}` ranges are third-party functions "
+        "wrapped by `workloads.annotate.annotate_functions`.",
+        "",
+        _table(
+            ("pid", "main thread", "threads", "suite ranges", "third-party ranges", "other ranges", "kernels",
+             "copies", "memsets", "GPU busy ms", "first → last ms"),
+            [(p["pid"], next((" → ".join(t["names"]) for t in p["threads"] if t["main"]), "?"), len(p["threads"]),
+              sum(r["calls"] for r in p["suite_ranges"]), sum(r["calls"] for r in p["thirdparty_ranges"]),
+              sum(r["calls"] for r in p["other_ranges"]), p["kernels"], p["memcpys"], p["memsets"],
+              f"{p['gpu_busy_ms']:.3f}",
+              "n/a" if p["first_ms"] is None else f"{p['first_ms']:.3f} → {p['last_ms']:.3f}")
+             for p in s["processes"]]),
+        "",
+    ]
+    if figure:
+        lines += [f"![NVTX ranges and GPU work of each process on one time axis]({figure})", ""]
+    for proc, p in zip(procs, s["processes"]):
+        lines += [f"## {proc.label}", "", f"Executable: `{proc.executable or 'unknown'}`; "
+                  f"{p['cuda_api_calls']} CUDA API calls.", ""]
+        lines += ["Threads (names as nsys recorded them; the main thread's tid is the pid):", "",
+                  _table(("tid", "name", "main"), [(t.tid, _thread_label(t), "yes" if t.is_main else "")
+                                                   for t in proc.threads]), ""]
+        for key, title, what in (("suite_ranges", "The suite's ranges", "range"),
+                                 ("thirdparty_ranges", "Third-party functions", "function"),
+                                 ("other_ranges", "Other NVTX ranges", "range")):
+            rows = p[key]
+            if not rows:
+                if key == "thirdparty_ranges":
+                    lines += [f"{title}: none (no annotate_functions call, or COOKBOOK_NVTX=0).", ""]
+                continue
+            lines += [f"{title}:", "", _table(
+                (what, "calls", "first start ms", "total ms", "mean ms", "GPU ops launched inside"),
+                [(r["name"], r["calls"], f"{r['first_start_ms']:.3f}", f"{r['total_ms']:.3f}", f"{r['mean_ms']:.4f}",
+                  r["gpu_ops_launched"]) for r in rows]), ""]
+        if p["marks"]:
+            lines += ["Marks:", "", _table(("mark", "time ms", "payload", "tid"),
+                                          [(m["name"], f"{m['time_ms']:.3f}", m["payload"], m["tid"])
+                                           for m in p["marks"]]), ""]
+        ops = p["gpu_ops"]
+        if ops:
+            shown = ops[:MAX_OP_ROWS]
+            lines += ["GPU work it launched, longest total first:", "", _table(
+                ("kind", "name", "count", "total ms", "MB", "launched from tid"),
+                [(o["kind"], o["name"], o["count"], f"{o['total_ms']:.4f}",
+                  "" if o["bytes"] is None else f"{o['bytes'] / 1e6:.1f}",
+                  ", ".join(map(str, o["launch_tids"]))) for o in shown]), ""]
+            if len(ops) > len(shown):
+                lines += [f"... and {len(ops) - len(shown)} more kinds of operation.", ""]
+        else:
+            lines += ["GPU work it launched: none.", ""]
+        if p["unattributed_gpu_ops"]:
+            lines += [f"{p['unattributed_gpu_ops']} more GPU operations ran for this process with no CUDA "
+                      "runtime call of their correlation id (launched through an API nsys did not trace).", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --- figure -------------------------------------------------------------------------------------
+
+
+def _argb_hex(argb: int) -> str:
+    return f"#{argb & 0xFFFFFF:06x}"
+
+
+def _lanes(intervals: Sequence[tuple[int, int]]) -> list[int]:
+    """A lane per interval so that overlapping ones (nested ranges, concurrent kernels) sit on
+    separate lines: each goes to the first lane free at its start."""
+    order = sorted(range(len(intervals)), key=lambda i: (intervals[i][0], -intervals[i][1]))
+    lane_end: list[int] = []
+    lanes = [0] * len(intervals)
+    for i in order:
+        s, e = intervals[i]
+        for lane, end in enumerate(lane_end):
+            if end <= s:
+                lanes[i], lane_end[lane] = lane, e
+                break
+        else:
+            lanes[i] = len(lane_end)
+            lane_end.append(e)
+    return lanes
+
+
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+            "#bcbd22", "#17becf")
+
+
+def _range_color(r: Range) -> str:
+    if r.domain == DOMAIN:
+        parsed = parse_range_name(r.name)
+        return _argb_hex(PHASE_COLORS[parsed[2]]) if parsed else "#7f7f7f"
+    if r.domain == THIRDPARTY_DOMAIN:
+        return _argb_hex(THIRDPARTY_COLOR)
+    # other domains: a colour per name, the same in every run (crc32, not Python's salted hash)
+    return _PALETTE[zlib.crc32(r.name.encode()) % len(_PALETTE)]
+
+
+def _range_label(r: Range) -> str:
+    """The phase for the suite's ranges (the row already names the process), else the whole name."""
+    parsed = parse_range_name(r.name) if r.domain == DOMAIN else None
+    return parsed[2] if parsed else r.name
+
+
+def timeline_figure(procs: Sequence[ProcessActivity], path: str, title: str) -> None:
+    """One row group per process on one shared time axis: its suite ranges (and marks), its
+    third-party ranges, its other NVTX ranges, and the GPU work it launched. Saved atomically with
+    no software version or date in the PNG, so the same export gives the same bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on GPU hosts and CI
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    t0 = time_origin_ns(procs)
+    rows: list[tuple[str, list[tuple[float, float, str, str]], list[float]]] = []  # label, bars, marks
+    group_bounds: list[int] = []
+    for p in procs:
+        first = len(rows)
+        for label, ranges in (("NVTX", p.suite_ranges), ("third-party", p.thirdparty_ranges),
+                              ("other NVTX", p.other_ranges)):
+            if not ranges and label != "NVTX":
+                continue
+            lanes = _lanes([(r.start_ns, r.end_ns) for r in ranges])
+            n_lanes = max(lanes, default=0) + 1
+            for lane in range(n_lanes):
+                bars = [((r.start_ns - t0) / 1e6, r.duration_ns / 1e6, _range_color(r), _range_label(r))
+                        for r, ln in zip(ranges, lanes) if ln == lane]
+                marks = [(m.time_ns - t0) / 1e6 for m in p.marks] if (label == "NVTX" and lane == 0) else []
+                rows.append((f"{p.label}\n{label}" if lane == 0 else "", bars, marks))
+        ops = list(p.gpu_ops) + list(p.unattributed_gpu_ops)
+        lanes = _lanes([(o.start_ns, o.end_ns) for o in ops])
+        for lane in range(max(lanes, default=0) + 1):
+            bars = [((o.start_ns - t0) / 1e6, o.duration_ns / 1e6, GPU_KIND_COLORS[o.kind], "")
+                    for o, ln in zip(ops, lanes) if ln == lane]
+            rows.append((f"{p.label}\nGPU" if lane == 0 else "", bars, []))
+        group_bounds.append(first)
+
+    span_ms = max((s + w for _, bars, _ in rows for s, w, _, _ in bars), default=1.0)
+    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.42 * len(rows)))
+    for y, (_, bars, marks) in enumerate(rows):
+        if bars:
+            # an edge in the bar's own colour keeps microsecond ranges visible as hairlines
+            ax.broken_barh([(s, w) for s, w, _, _ in bars], (y - 0.38, 0.76),
+                           facecolors=[c for _, _, c, _ in bars], edgecolors=[c for _, _, c, _ in bars],
+                           linewidth=0.6)
+            for s, w, _, text in bars:
+                if text and w > 0.06 * span_ms:
+                    ax.text(s + w / 2, y, text, ha="center", va="center", fontsize=7, color="white", clip_on=True)
+        if marks:
+            ax.scatter(marks, [y - 0.25] * len(marks), marker="v", s=22, color=_argb_hex(MARK_COLOR), zorder=3)
+    for b in group_bounds[1:]:
+        ax.axhline(b - 0.5, color="#444444", linewidth=0.8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r[0] for r in rows], fontsize=7)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(0, span_ms * 1.01)
+    ax.set_xlabel("ms from the first annotated or GPU event (shared by all processes)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.5)
+    ax.set_axisbelow(True)
+
+    phases_seen = sorted({parse_range_name(r.name)[2] for p in procs for r in p.suite_ranges
+                          if parse_range_name(r.name)}, key=list(PHASE_COLORS).index)
+    handles = [Patch(color=_argb_hex(PHASE_COLORS[ph]), label=ph) for ph in phases_seen]
+    if any(p.thirdparty_ranges for p in procs):
+        handles.append(Patch(color=_argb_hex(THIRDPARTY_COLOR), label="third-party function"))
+    kinds_seen = {o.kind for p in procs for o in (*p.gpu_ops, *p.unattributed_gpu_ops)}
+    handles += [Patch(color=c, label=k) for k, c in GPU_KIND_COLORS.items() if k in kinds_seen]
+    legend_in = 0.0
+    if handles:
+        legend_in = 0.3 * ((len(handles) + 5) // 6)  # one legend line per six entries, below the axis
+        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}.png"
+    fig.savefig(tmp, dpi=110, metadata={"Software": None})  # deterministic bytes
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def require_processes(procs: Sequence[ProcessActivity], path: str) -> None:
+    if not procs:
+        raise AnalysisInputError(path, "no process made CUDA calls or NVTX annotations in this capture "
+                                       "(was it made with nsys -t cuda,nvtx?)")

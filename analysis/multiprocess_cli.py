@@ -1,0 +1,46 @@
+"""``python -m analysis multiprocess-report``: per-process NVTX ranges, thread names and GPU work of an
+nsys SQLite export, as a markdown page and a timeline figure (see :mod:`analysis.multiprocess`)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from analysis import multiprocess
+
+
+def _write_text(path: str, text: str) -> None:
+    """Write so that a reader never sees half a file."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def cmd_multiprocess_report(a: argparse.Namespace) -> int:
+    procs = multiprocess.read_processes(a.export)
+    multiprocess.require_processes(procs, a.export)
+    # the page links the figure relative to itself, so both can move together
+    figure_link = os.path.relpath(os.path.abspath(a.figure), os.path.dirname(os.path.abspath(a.output)))
+    multiprocess.timeline_figure(procs, a.figure, a.title)
+    _write_text(a.output, multiprocess.markdown_report(procs, a.export, figure_link.replace(os.sep, "/")))
+    if a.json:
+        _write_text(a.json, json.dumps(multiprocess.summary(procs), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {a.output} and {a.figure}: " + ", ".join(p.label for p in procs))
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    """Register ``multiprocess-report FILE.sqlite[.gz] --output MD --figure PNG [--json JSON]``."""
+    s = subparsers.add_parser(
+        "multiprocess-report", help="per-process NVTX ranges, thread names and GPU work of an nsys export",
+        description="For every process in an nsys SQLite export that made CUDA calls or NVTX annotations: "
+                    "its named threads, the suite's NVTX ranges, third-party function ranges and the GPU work "
+                    "it launched; written as a markdown page and one timeline figure on a shared time axis.")
+    s.add_argument("export", metavar="FILE.sqlite[.gz]")
+    s.add_argument("--output", required=True, help="the markdown page to write")
+    s.add_argument("--figure", required=True, help="the timeline PNG to write")
+    s.add_argument("--json", help="also write the per-process numbers as JSON here")
+    s.add_argument("--title", default="NVTX ranges and GPU work per process", help="the figure's title")
+    s.set_defaults(func=cmd_multiprocess_report)
