@@ -5,6 +5,8 @@
   index           all run summaries -> reports/index.md
   copy-captures   keep the small raw captures as a reference
   check-rebuild   compare rebuilt reports with the committed ones
+  ncu-summary     one row per profiled launch of an ncu report (metrics and ncu's rule findings)
+  perfetto        an nsys SQLite export as a Chrome/Perfetto JSON trace
 """
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ import json
 import os
 import sys
 
-from analysis import captures, figures, markdown
+from analysis import captures
 from analysis import coldstart_cli, stats_cli
+from analysis import multiprocess_cli
+from analysis import ncu_cli, perfetto
 from analysis.errors import AnalysisInputError
 from analysis.run_summary import load_json, summarize_run
 
@@ -49,6 +53,7 @@ def cmd_summarize_run(a) -> None:
 
 
 def cmd_report(a) -> None:
+    from analysis import figures, markdown  # matplotlib: imported only by the commands that draw
     from workloads.registry import BY_NAME
 
     recipe = BY_NAME[a.workload]
@@ -56,20 +61,30 @@ def cmd_report(a) -> None:
     if not by_size:
         raise AnalysisInputError(a.summaries[0] if a.summaries else a.workload, "no run summaries for this workload")
     ceilings = load_json(a.ceilings)
+    largest = max(by_size)
+    shown = " and ".join(f"`{r['variant']}`" for r in figures.timeline_variants(by_size[largest]))
     names = {
         "Median time per call with IQR, against each variant's floor": f"{a.workload}_timing.png",
         "Where the GPU time of each steady call went (nsys)": f"{a.workload}_gpu_time.png",
+        f"Timelines of {shown} at size {largest} (nsys): the whole run, and the last compute call":
+            f"{a.workload}_timeline.png",
+        "Roofline of the kernels ncu profiled, under the ceilings measured in the same run":
+            f"{a.workload}_roofline.png",
     }
     fig_dir = os.path.join(a.out_dir, "figures")
     figures.timing_figure(by_size, ceilings["ceilings"], os.path.join(fig_dir, f"{a.workload}_timing.png"),
                           recipe.title)
     figures.gpu_time_figure(by_size, os.path.join(fig_dir, f"{a.workload}_gpu_time.png"), recipe.title)
+    figures.timeline_figure(by_size, os.path.join(fig_dir, f"{a.workload}_timeline.png"), recipe.title)
+    figures.roofline_figure(by_size, ceilings["ceilings"], os.path.join(fig_dir, f"{a.workload}_roofline.png"),
+                            recipe.title)
     md = markdown.workload_report(recipe, by_size, ceilings, names)
     _write_text(os.path.join(a.out_dir, f"{a.workload}.md"), md)
     print(f"wrote {os.path.join(a.out_dir, a.workload + '.md')}")
 
 
 def cmd_index(a) -> None:
+    from analysis import markdown
     from workloads.registry import BY_NAME
 
     summaries = [load_json(p) for p in a.summaries]
@@ -125,6 +140,9 @@ def main(argv=None) -> int:
     s.set_defaults(func=cmd_check_rebuild)
     stats_cli.add_parser(sub)
     coldstart_cli.add_parser(sub)
+    multiprocess_cli.add_parser(sub)
+    ncu_cli.add_parser(sub)
+    perfetto.add_parser(sub)
     a = p.parse_args(argv)
     try:
         rc = a.func(a)

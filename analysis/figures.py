@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display on GPU hosts and CI
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 from analysis.floors import floor  # noqa: E402
 
@@ -75,6 +76,194 @@ def timing_figure(summaries_by_size: dict[int, Sequence[dict]], ceilings: dict, 
         ax.tick_params(axis="x", rotation=20)
         ax.legend(loc="upper right", fontsize=8)
     fig.suptitle(title)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+# NVTX phases in the colours the workloads give them (workloads/annotate.py PHASE_COLORS)
+PHASE_COLORS = {"setup": "#1f77b4", "warmup": "#7f7f7f", "compute": "#2ca02c", "transfer": "#ff7f0e",
+                "check": "#9467bd"}
+# timeline rows below the NVTX row, as Nsight Systems stacks a GPU's rows, and their colours
+GPU_ROWS = {"kernels": KIND_COLORS["kernel"], "memcpy HtoD": "#17becf", "memcpy DtoH": KIND_COLORS["memcpy"],
+            "memcpy other": "#8172b2", "memsets": KIND_COLORS["memset"]}
+
+
+def _time_unit(span_ns: float) -> tuple[str, float]:
+    return ("s", 1e9) if span_ns >= 5e9 else ("ms", 1e6) if span_ns >= 5e6 else ("µs", 1e3)
+
+
+#: the CUDA API row of a compute call: allocations and synchronization stand out
+API_COLORS = {"allocation": "#c44e52", "sync": "#7f7f7f", "launch": "#4c72b0", "memcpy": "#17becf", "other": "#bbbbbb"}
+
+
+def _api_color(name: str) -> str:
+    low = name.lower()
+    if "alloc" in low or "free" in low:
+        return API_COLORS["allocation"]
+    if "synchronize" in low:
+        return API_COLORS["sync"]
+    if "launch" in low:
+        return API_COLORS["launch"]
+    if "memcpy" in low:
+        return API_COLORS["memcpy"]
+    return API_COLORS["other"]
+
+
+def short_kernel_name(name: str) -> str:
+    """A kernel's name without return type, namespaces, template arguments, ABI tags or parameter
+    list, for labels: ``void ns::k<int>(float)`` -> ``k``."""
+    depth, end = 0, len(name)
+    for i, ch in enumerate(name):
+        if ch in "<[":
+            depth += 1
+        elif ch in ">]":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            end = i
+            break
+    out, depth = [], 0
+    for ch in name[:end]:
+        if ch in "<[":
+            depth += 1
+        elif ch in ">]":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    short = "".join(out).split("::")[-1].strip().split(" ")[-1]
+    return short or name
+
+
+def _timeline_panel(ax, rows: dict[str, list], x0: int, x1: int, title: str, min_width: float = 0.0,
+                    labels: bool = False) -> None:
+    """One panel, rows from the top: ``rows`` maps a row name to (start, end, colour, label) bars;
+    rows without bars are left out. Bars narrower than ``min_width`` (of the window) are widened
+    so that they show."""
+    unit, scale = _time_unit(x1 - x0)
+    shown = [name for name, bars in rows.items() if bars]
+    width = (x1 - x0) / scale
+    for y, name in enumerate(shown):
+        for start, end, color, label in rows[name]:
+            left, w = (start - x0) / scale, max((end - start) / scale, min_width * width)
+            # white edges part adjacent bars; on bars widened to show, they would hide the bar
+            edge = "white" if labels or name == "NVTX" else "none"
+            ax.broken_barh([(left, w)], (y - 0.4, 0.8), facecolors=color, edgecolors=edge, linewidth=0.6)
+            if labels and label and w > 0.12 * width:
+                ax.text(left + w / 2, y, label[:36], ha="center", va="center", fontsize=7, color="white",
+                        clip_on=True)
+    ax.set_yticks(range(len(shown)), shown, fontsize=8)
+    ax.set_ylim(len(shown) - 0.5, -0.5)
+    ax.set_xlim(0, width)
+    ax.set_xlabel(f"{unit} from the start of the window", fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_title(title, fontsize=9)
+
+
+def timeline_variants(runs: Sequence[dict]) -> list[dict]:
+    """The runs a timeline figure shows: the baseline and the last variant."""
+    return [runs[0], runs[-1]] if len(runs) > 1 else list(runs)
+
+
+def timeline_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, title: str) -> None:
+    """Nsight-Systems-style timelines (nsys) of the baseline and the last variant at the largest size:
+    the whole run (phases; GPU work merged at the figure's resolution) and the last compute call."""
+    size = max(summaries_by_size)
+    shown = timeline_variants(summaries_by_size[size])
+    fig, axes = plt.subplots(len(shown), 2, figsize=(13, 2.3 * len(shown) + 0.6), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 2]})
+    for (ax_all, ax_call), run in zip(axes, shown):
+        t = run["nsys"]["timeline"]
+        ov, zoom = t["overview"], t["zoom"]
+        rows = {"NVTX": sorted((a, b, PHASE_COLORS.get(phase, "#999999"), phase)
+                               for phase, spans in ov["nvtx"].items() for a, b in spans)}
+        rows.update({row: [(a, b, GPU_ROWS[row], "") for a, b in ov["gpu"].get(row, [])] for row in GPU_ROWS})
+        _timeline_panel(ax_all, rows, 0, t["end_ns"], f"`{run['variant']}`: whole run", min_width=0.002)
+        rows = {"NVTX": [(a, b, PHASE_COLORS["compute"], label) for a, b, label in zoom["nvtx"]],
+                "CUDA API": [(a, b, _api_color(name), "") for a, b, name in zoom.get("api", [])]}
+        rows.update({row: [(a, b, GPU_ROWS[row], short_kernel_name(label) if row == "kernels" else label)
+                           for a, b, label in zoom["gpu"].get(row, [])]
+                     for row in GPU_ROWS})
+        dropped = zoom["dropped_ops"] + zoom.get("dropped_api_calls", 0)
+        more = f", {dropped} more events not drawn" if dropped else ""
+        _timeline_panel(ax_call, rows, zoom["start_ns"], zoom["end_ns"],
+                        f"`{run['variant']}`: compute call {zoom['call']}{more}", min_width=0.002, labels=True)
+    legend = {**PHASE_COLORS, **GPU_ROWS, "API: alloc/free": API_COLORS["allocation"],
+              "API: synchronize": API_COLORS["sync"], "API: launch": API_COLORS["launch"]}
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in legend.values()]
+    fig.legend(handles, list(legend), loc="lower center", ncol=7, frameon=False, fontsize=8)
+    fig.suptitle(f"{title}: timelines at size {size} (nsys)")
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    _save(fig, path)
+
+
+def roofline_points(summaries_by_size: dict[int, Sequence[dict]]) -> list[dict]:
+    """One point per (size, variant, kernel) that ncu profiled, from the kernel's first profiled launch:
+    FLOPs as ncu counted them (FP64 + FP32 instructions, an FMA as two), else the variant's declared
+    FLOPs over its kernels per call; bytes from DRAM (read + write); time from ncu."""
+    points = []
+    for size in sorted(summaries_by_size):
+        for run in summaries_by_size[size]:
+            seen = set()
+            calls = _steady_calls(run)
+            per_call = max(sum(c["kernels"] for c in calls) / len(calls), 1) if calls else 1
+            for launch in run.get("ncu") or []:
+                name = launch["kernel_name"]
+                ns = launch["metrics"].get("gpu__time_duration.sum")
+                if name in seen or not launch.get("dram_bytes") or not ns:
+                    continue
+                seen.add(name)
+                fp64, fp32 = launch.get("flops_fp64"), launch.get("flops_fp32")
+                counted = (fp64 or 0) + (fp32 or 0)
+                flops, source = (counted, "ncu") if counted else (run["work"]["flops"] / per_call, "declared")
+                if not flops:
+                    continue
+                points.append({"size": size, "variant": run["variant"], "kernel": name, "flops": flops,
+                               "flops_source": source, "fp32": bool(fp32 and fp32 > (fp64 or 0)),
+                               "dram_bytes": launch["dram_bytes"], "duration_ns": ns,
+                               "intensity": flops / launch["dram_bytes"], "flop_per_s": flops / (ns * 1e-9)})
+    return points
+
+
+def roofline_figure(summaries_by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title: str) -> None:
+    """Achieved FLOP/s against arithmetic intensity (FLOPs per DRAM byte) of every kernel ncu profiled,
+    under the roofs measured in the same run: device memory (device-to-device copy) and FP64 FMA."""
+    points = roofline_points(summaries_by_size)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    bw = ceilings["d2d_copy"]["gb_per_s"] * 1e9
+    peak = ceilings["fp64_fma"]["tflop_per_s"] * 1e12
+    ridge = peak / bw
+    xs = [p["intensity"] for p in points] + [ridge]
+    lo, hi = min(xs) / 4, max(xs) * 4
+    if hi / lo < 1e3:  # at least three decades, so that the log axis has labelled ticks
+        mid = (lo * hi) ** 0.5
+        lo, hi = mid / 10 ** 1.5, mid * 10 ** 1.5
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(grid, [min(peak, bw * x) for x in grid], color="#333333", linewidth=1.5)
+    ys = [p["flop_per_s"] for p in points] + [bw * lo]
+    ax.set_ylim(min(ys) / 3, peak * 4)  # room for both roofs' labels above their lines
+    ax.text(lo * 1.3, bw * lo * 1.3 * 1.5, f"device memory {bw / 1e9:.0f} GB/s", fontsize=8)
+    ax.text(ridge * 1.1, peak * 1.3, f"FP64 FMA {peak / 1e12:.1f} TFLOP/s", fontsize=8)
+    markers = "osD^vP*Xh"
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c"]
+    variants = list(dict.fromkeys(p["variant"] for p in points))
+    for i, p in enumerate(points):
+        v = variants.index(p["variant"])
+        face = "none" if p["fp32"] else colors[v % len(colors)]
+        label = f"{p['variant']}: {short_kernel_name(p['kernel'])[:40]}" + (" (FP32)" if p["fp32"] else "")
+        if len({q["size"] for q in points}) > 1:
+            label += f" n={p['size']}"
+        ax.scatter([p["intensity"]], [p["flop_per_s"]], marker=markers[i % len(markers)], s=55,
+                   facecolors=face, edgecolors=colors[v % len(colors)], linewidths=1.4, zorder=3, label=label)
+    if not points:
+        ax.text(0.5, 0.5, "no kernel profiled by ncu", transform=ax.transAxes, ha="center")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("arithmetic intensity (FLOPs per DRAM byte, ncu)")
+    ax.set_ylabel("achieved FLOP/s (ncu)")
+    ax.set_title(f"{title}: roofline", fontsize=10)
+    if points:
+        ax.legend(fontsize=7, loc="lower right", frameon=False)
     fig.tight_layout()
     _save(fig, path)
 

@@ -138,6 +138,39 @@ def seed_split_table(run: dict, seed_split: Sequence[tuple[str, float]], seed_de
     ])
 
 
+def copy_throughput_table(runs: Sequence[dict], ceilings: dict) -> str | None:
+    """Every memcpy of each run by direction and host memory kind (nsys), against the pinned
+    copy ceilings measured in the same run."""
+    pinned = {"Host-to-Device": ceilings.get("h2d_pinned"), "Device-to-Host": ceilings.get("d2h_pinned")}
+    rows = []
+    for r in runs:
+        for c in r["nsys"].get("copy_throughput") or []:
+            ceiling = pinned.get(c["direction"])
+            rate = c["gb_per_s"]
+            rows.append((f"`{r['variant']}`", c["direction"], c["host_memory"] or "—", c["count"],
+                         f"{c['bytes'] / 1e6:,.1f}", f"{c['total_ns'] / 1e6:.3f}",
+                         f"{rate:.1f}" if rate is not None else "n/a", f"{c['best_copy_gb_per_s']:.1f}",
+                         f"{rate / ceiling['gb_per_s']:.0%}" if ceiling and rate is not None else "—"))
+    if not rows:
+        return None
+    return table(("variant", "direction", "host memory", "copies", "MB", "ms", "GB/s", "best copy GB/s",
+                  "of pinned ceiling"), rows)
+
+
+def findings_list(runs: Sequence[dict]) -> list[str]:
+    """Each variant's findings (analysis.findings): what is flagged, the evidence, the fix."""
+    lines = []
+    for r in runs:
+        found = r.get("findings") or []
+        if not found:
+            lines.append(f"- `{r['variant']}`: no rule flagged it.")
+            continue
+        for f in found:
+            lines.append(f"- `{r['variant']}` — **{f['title']}** ({f['severity']}, `{f['id']}`): {f['message']} "
+                         f"*Fix:* {f['fix']}")
+    return lines
+
+
 def kernel_list(runs: Sequence[dict]) -> str:
     rows = []
     for r in runs:
@@ -234,10 +267,18 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
         if recipe.seed_split:
             lines += [f"The baseline's split of GPU busy time beside the seed's ({recipe.seed_split_device}):",
                       "", seed_split_table(runs[0], recipe.seed_split, recipe.seed_split_device, gpu), ""]
+        copies = copy_throughput_table(runs, ceilings)
+        if copies:
+            lines += ["Copy throughput, every memcpy of the run by direction and host memory (nsys; GB/s = bytes "
+                      "over the copies' summed duration), against the pinned copy ceiling of that direction:", "",
+                      copies, ""]
         lines += ["Kernels launched inside the compute ranges (nsys):", "", kernel_list(runs), ""]
         ncu_lines = ncu_section(runs)
         if ncu_lines:
             lines += [f"### Nsight Compute, size {size}", "", *ncu_lines, ""]
+        lines += [f"### Findings, size {size}", "",
+                  "What the captures show is worth fixing, rule by rule (thresholds and their reasons in "
+                  "`analysis/findings.py`), with the numbers they rest on:", "", *findings_list(runs), ""]
     lines += ["## Figures", ""]
     for caption, name in figure_names.items():
         lines += [f"![{caption}](figures/{name})", "", f"*{caption}*", ""]

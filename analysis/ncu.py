@@ -37,6 +37,19 @@ EXTRA_METRICS = (
     "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
 )
 
+#: what ncu's roofline counts FLOPs from (``--set full``): executed FP instructions per cycle,
+#: summed over the SM sub-partitions, times the elapsed cycles; an FMA counts two
+FLOP_METRICS = (
+    "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum.per_cycle_elapsed",
+    "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum.per_cycle_elapsed",
+    "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed",
+    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed",
+    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed",
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed",
+    "smsp__cycles_elapsed.avg",
+    "launch__sm_count",
+)
+
 #: first bytes of every .ncu-rep file
 NCU_REP_MAGIC = b"NVR\x00"
 
@@ -99,6 +112,19 @@ def cli_kernel_name(demangled: str) -> str:
         elif depth == 0 and name.startswith("::", i):
             cut = i + 2
     return name[cut:]
+
+
+def counted_flops(metrics: dict) -> dict[str, int] | None:
+    """FP64 and FP32 floating-point operations the launch executed, as ncu's roofline counts them
+    (adds and multiplies one, FMAs two); None when the report lacks the metrics."""
+    cycles = metrics.get("smsp__cycles_elapsed.avg")
+    per_cycle = {m: metrics.get(f"smsp__sass_thread_inst_executed_op_{m}_pred_on.sum.per_cycle_elapsed")
+                 for m in ("dadd", "dmul", "dfma", "fadd", "fmul", "ffma")}
+    if cycles is None or any(v is None for v in per_cycle.values()):
+        return None
+    fp64 = (per_cycle["dadd"] + per_cycle["dmul"] + 2 * per_cycle["dfma"]) * cycles
+    fp32 = (per_cycle["fadd"] + per_cycle["fmul"] + 2 * per_cycle["ffma"]) * cycles
+    return {"fp64": int(round(fp64)), "fp32": int(round(fp32))}
 
 
 def _metric_value(metric) -> float | int | str | None:
@@ -173,7 +199,7 @@ def _read_plain(path: str, plain: str) -> list[Launch]:
         for ai in range(rng.num_actions()):
             action = rng.action_by_idx(ai)
             metrics: dict[str, Any] = {}
-            for name in SUMMARY_METRICS + EXTRA_METRICS:
+            for name in SUMMARY_METRICS + EXTRA_METRICS + FLOP_METRICS:
                 metrics[name] = _metric_value(action.metric_by_name(name))
             launches.append(Launch(
                 id=len(launches),

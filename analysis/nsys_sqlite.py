@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sqlite3
 from typing import Iterable
 
@@ -81,7 +82,7 @@ class ApiCall:
 
     @property
     def is_allocation(self) -> bool:
-        return self.name in ALLOCATION_APIS
+        return api_family(self.name) in ALLOCATION_APIS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +92,13 @@ class GpuInfo:
     memory_bandwidth_bytes_per_s: int | None
     l2_cache_bytes: int | None
     total_memory_bytes: int | None
+
+
+def api_family(name: str) -> str:
+    """The function a program called, without any version suffix (cuMemAlloc_v2 -> cuMemAlloc,
+    cudaMalloc_v3020 -> cudaMalloc): ``api_base_name`` keeps the suffixes ``nsys stats`` keeps,
+    which would hide the driver API's allocations (cuMemAlloc_v2, cuMemFree_v2) from a name list."""
+    return re.sub(r"_v\d+$", "", name)
 
 
 def api_base_name(name: str) -> str:

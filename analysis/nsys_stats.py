@@ -35,6 +35,9 @@ import math
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Sequence
 
+import numpy as np
+
+from analysis import nsys_columns as columns
 from analysis.errors import AnalysisInputError
 from analysis.nsys_sqlite import (NVTX_DOMAIN_CREATE, NVTX_PUSH_POP, NVTX_START_END, NsysExport,
                                   api_base_name)
@@ -75,22 +78,39 @@ def megabytes(nbytes: float | None) -> decimal.Decimal | None:
 
 
 class _Summary:
-    """Total, count, mean, median, min, max and sample standard deviation of integers."""
+    """Total, count, mean, median, min, max and sample standard deviation of integers (a sequence,
+    or an int64 array for millions of values: the same numbers, computed without a Python int per
+    value where int64 cannot overflow)."""
 
-    def __init__(self, values: Sequence[int]) -> None:
-        v = sorted(values)
-        n = len(v)
+    def __init__(self, values: Sequence[int] | np.ndarray) -> None:
+        if isinstance(values, np.ndarray):
+            v = np.sort(values)
+            n = len(v)
+            # exact in int64 while n * max^2 < 2^63; beyond that, Python integers
+            small = n == 0 or int(np.abs(v).max()) <= math.isqrt((1 << 62) // max(n, 1))
+            total = int(v.sum()) if small else sum(v.tolist())
+            squares = int((v * v).sum()) if small else sum(x * x for x in v.tolist())
+            lo, hi = int(v[0]), int(v[-1])
+            mid_values = (int(v[(n - 1) // 2]), int(v[n // 2]))
+        else:
+            v = sorted(values)
+            n = len(v)
+            total = sum(v)
+            squares = None
+            lo, hi = v[0], v[-1]
+            mid_values = (v[(n - 1) // 2], v[n // 2])
         self.n = n
-        self.total = sum(v)
-        self.min = v[0]
-        self.max = v[-1]
+        self.total = total
+        self.min = lo
+        self.max = hi
         self.avg = self.total / n  # the double SQLite's avg() gives for integer sums below 2^53
-        mid = n // 2
-        self.med = float(v[mid]) if n % 2 else (v[mid - 1] + v[mid]) / 2
+        self.med = float(mid_values[1]) if n % 2 else (mid_values[0] + mid_values[1]) / 2
         if n < 2:
             self.std = 0.0
         else:
-            var = Fraction(n * sum(x * x for x in v) - self.total * self.total, n * (n - 1))
+            if squares is None:
+                squares = sum(x * x for x in v)
+            var = Fraction(n * squares - self.total * self.total, n * (n - 1))
             self.std = math.sqrt(var)
 
     def time_columns(self) -> list[Any]:
@@ -135,8 +155,8 @@ def _require(ex: NsysExport, table: str, problem: str) -> None:
         raise AnalysisInputError(ex.path, f"export has no {table} table: {problem}")
 
 
-def _nonempty(ex: NsysExport, rows: list, problem: str) -> list:
-    if not rows:
+def _nonempty(ex: NsysExport, rows, problem: str):
+    if len(rows) == 0:
         raise AnalysisInputError(ex.path, problem)
     return rows
 
@@ -153,13 +173,20 @@ def _timed_rows(header: Header, groups: dict[Any, list[int]], label: Callable[[A
 # --- the reports ------------------------------------------------------------------------------
 
 def cuda_gpu_kern_sum(ex: NsysExport) -> Report:
-    """CUDA GPU Kernel Summary: kernels by (demangled) name."""
-    rows = _rows(ex, "SELECT s.value, k.start, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-                     "JOIN StringIds s ON s.id = k.demangledName", ("str", "int", "int"), "CUPTI_ACTIVITY_KIND_KERNEL")
-    _nonempty(ex, rows, "export holds no CUDA kernels: nothing ran on the GPU while nsys traced CUDA")
-    groups: dict[str, list[int]] = {}
-    for name, start, end in rows:
-        groups.setdefault(name, []).append(end - start)
+    """CUDA GPU Kernel Summary: kernels by (demangled) name. Read as columns (a trace may hold
+    millions of kernels): names are looked up once per distinct name."""
+    k = columns.int_columns(ex, "CUPTI_ACTIVITY_KIND_KERNEL", ("demangledName", "start", "end"),
+                            ("name", "start", "end"))
+    _nonempty(ex, k["name"], "export holds no CUDA kernels: nothing ran on the GPU while nsys traced CUDA")
+    names = columns.string_ids(ex, np.unique(k["name"]))
+    dur = k["end"] - k["start"]
+    order = np.argsort(k["name"], kind="stable")
+    ids, dur = k["name"][order], dur[order]
+    cut = np.flatnonzero(np.append(True, ids[1:] != ids[:-1]))
+    groups: dict[str, np.ndarray] = {}
+    for a, b in zip(cut, np.append(cut[1:], len(ids))):
+        name = names[int(ids[a])]
+        groups[name] = np.concatenate([groups[name], dur[a:b]]) if name in groups else dur[a:b]
     return _timed_rows(["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)",
                         "Max (ns)", "StdDev (ns)", "Name"], groups, lambda name: [name])
 

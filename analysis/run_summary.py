@@ -11,10 +11,14 @@ import json
 import os
 from typing import Iterable, Sequence
 
+import numpy as np
+
+from analysis import breakdown, findings
 from analysis import ncu as ncu_reader
+from analysis import nsys_columns as cols
 from analysis.errors import AnalysisInputError
 from analysis.gzfiles import existing_capture
-from analysis.nsys_sqlite import ApiCall, GpuOp, NsysExport, NvtxRange
+from analysis.nsys_sqlite import ApiCall, GpuOp, NsysExport, NvtxRange, api_base_name
 
 SUITE_DOMAIN = "cookbook"
 PHASES = ("setup", "warmup", "compute", "transfer", "check")
@@ -55,93 +59,210 @@ def ops_launched_in(rng: NvtxRange, calls: Sequence[ApiCall], call_starts: Seque
     return in_range, ops
 
 
-def _call_record(rng: NvtxRange, api: list[ApiCall], ops: list[GpuOp]) -> dict:
-    by_kind = {k: sum(o.duration_ns for o in ops if o.kind == k) for k in ("kernel", "memcpy", "memset")}
-    h2d = sum(o.duration_ns for o in ops if o.kind == "memcpy" and o.copy_kind == "Host-to-Device")
-    d2h = sum(o.duration_ns for o in ops if o.kind == "memcpy" and o.copy_kind == "Device-to-Host")
-    busy = union_ns((o.start_ns, o.end_ns) for o in ops)
-    allocs = [c for c in api if c.is_allocation]
+#: overview rows of the timeline merge intervals closer than (run span / this): a figure is
+#: about a thousand pixels wide, so finer detail would not show and only bloat the summary
+TIMELINE_BINS = 1500
+#: the zoom on the last compute call keeps at most this many GPU operations (the figure needs a few)
+TIMELINE_ZOOM_MAX_OPS = 300
+
+
+def _merged(start: np.ndarray, end: np.ndarray, tol: int, t0: int) -> list[list[int]]:
+    """Intervals relative to ``t0``, merged where less than ``tol`` apart (sorted)."""
+    if len(start) == 0:
+        return []
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], np.maximum.accumulate(end[order])
+    new = np.empty(len(s), bool)
+    new[0] = True
+    new[1:] = s[1:] > e[:-1] + tol
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return [[int(a - t0), int(b - t0)] for a, b in zip(s[first], e[last])]
+
+
+def _op_rows(ops: cols.Ops, idx: np.ndarray, h2d: int | None, d2h: int | None) -> dict[str, np.ndarray]:
+    """GPU operations by timeline row, as Nsight Systems groups them."""
+    kind, copy = ops.kind[idx], ops.copy_kind[idx]
+    memcpy = kind == cols.MEMCPY
     return {
-        "index": rng.payload,
-        "wall_ns": rng.duration_ns,
-        "gpu_kernel_ns": by_kind["kernel"],
-        "gpu_memcpy_ns": by_kind["memcpy"],
-        "gpu_memcpy_h2d_ns": h2d,
-        "gpu_memcpy_d2h_ns": d2h,
-        "gpu_memset_ns": by_kind["memset"],
-        "gpu_busy_ns": busy,
-        "gpu_idle_ns": max(rng.duration_ns - busy, 0),
-        "kernels": sum(1 for o in ops if o.kind == "kernel"),
-        "kernel_names": [o.name for o in ops if o.kind == "kernel"],
-        "allocation_calls": len(allocs),
-        "allocation_ns": sum(c.duration_ns for c in allocs),
+        "kernels": idx[kind == cols.KERNEL],
+        "memcpy HtoD": idx[memcpy & (copy == h2d)],
+        "memcpy DtoH": idx[memcpy & (copy == d2h)],
+        "memcpy other": idx[memcpy & (copy != h2d) & (copy != d2h)],
+        "memsets": idx[kind == cols.MEMSET],
     }
 
 
-def kernel_table(ops: Iterable[GpuOp]) -> list[dict]:
-    agg: dict[str, list[int]] = {}
-    for o in ops:
-        if o.kind == "kernel":
-            agg.setdefault(o.name, []).append(o.duration_ns)
-    rows = [{"name": n, "count": len(d), "total_ns": sum(d), "avg_ns": sum(d) / len(d)} for n, d in agg.items()]
+def _timeline(ops: cols.Ops, suite: list[NvtxRange], suite_ops: list[np.ndarray], compute: list[NvtxRange],
+              compute_ops: list[np.ndarray], names: dict[int, str], h2d: int | None, d2h: int | None,
+              api: list[list]) -> dict:
+    """The few hundred numbers a timeline figure needs: the whole run at figure resolution
+    (phases, and GPU operations merged per row) and the last compute call exactly."""
+    launched = np.zeros(len(ops), bool)
+    for idx in suite_ops:
+        launched[idx] = True
+    all_idx = np.flatnonzero(launched)
+    t0 = min(r.start_ns for r in suite)
+    t1 = max(max(r.end_ns for r in suite), int(ops.end[all_idx].max()) if len(all_idx) else 0)
+    tol = max((t1 - t0) // TIMELINE_BINS, 1)
+    phases: dict[str, list[NvtxRange]] = {}
+    for r in suite:
+        phases.setdefault(r.name.rsplit("/", 1)[-1], []).append(r)
+    overview = {
+        "resolution_ns": int(tol),
+        "nvtx": {ph: _merged(np.array([r.start_ns for r in rs]), np.array([r.end_ns for r in rs]), tol, t0)
+                 for ph, rs in phases.items()},
+        "gpu": {row: _merged(ops.start[i], ops.end[i], tol, t0) for row, i in _op_rows(ops, all_idx, h2d, d2h).items()},
+    }
+    last, last_idx = compute[-1], compute_ops[-1]
+    kept = last_idx[:TIMELINE_ZOOM_MAX_OPS]
+    z0 = last.start_ns
+    z1 = max(last.end_ns, int(ops.end[last_idx].max()) if len(last_idx) else 0)
+
+    def label(i: int) -> str:
+        return names.get(int(ops.name[i]), "kernel") if ops.kind[i] == cols.KERNEL else \
+            f"{int(ops.bytes[i]) / 1e6:.0f} MB" if ops.kind[i] == cols.MEMCPY else "memset"
+
+    zoom = {
+        "call": last.payload,
+        "start_ns": int(z0 - t0), "end_ns": int(z1 - t0),
+        "nvtx": [[int(last.start_ns - t0), int(last.end_ns - t0), f"compute {last.payload}"]],
+        "gpu": {row: [[int(ops.start[i] - t0), int(ops.end[i] - t0), label(i)] for i in idx.tolist()]
+                for row, idx in _op_rows(ops, kept, h2d, d2h).items()},
+        "dropped_ops": int(len(last_idx) - len(kept)),
+        # the CUDA API calls the call made on its thread: [start, end, name]
+        "api": [[a - t0, b - t0, name] for a, b, name in api[:TIMELINE_ZOOM_MAX_OPS]],
+        "dropped_api_calls": max(len(api) - TIMELINE_ZOOM_MAX_OPS, 0),
+    }
+    return {"t0_ns": int(t0), "end_ns": int(t1 - t0), "overview": overview, "zoom": zoom}
+
+
+def _api_in(ex: NsysExport, trace: cols.Trace, rng: NvtxRange) -> list[list]:
+    """[start, end, name] of the API calls made on the range's thread inside it (ns, absolute)."""
+    _, api_names = cols.calls_named(ex, lambda name: False)  # reads the API names once
+    idx = cols.calls_in_ranges(trace.calls, [rng])[0]
+    c = trace.calls
+    return [[int(c.start[i]), int(c.end[i]), api_base_name(api_names[int(c.name[i])])] for i in idx.tolist()]
+
+
+def _call_record_columns(rng: NvtxRange, ops: cols.Ops, idx: np.ndarray, t: dict, names: dict[int, str],
+                         alloc_ns: np.ndarray, sync_ns: np.ndarray) -> dict:
+    """One compute call; ``t``: the GPU time of its operations (``breakdown.ops_time``)."""
+    kernels = idx[ops.kind[idx] == cols.KERNEL]
+    return {
+        "index": rng.payload,
+        "wall_ns": rng.duration_ns,
+        "gpu_kernel_ns": t["kernel_ns"],
+        "gpu_memcpy_ns": t["memcpy_ns"],
+        "gpu_memcpy_h2d_ns": t["memcpy_h2d_ns"],
+        "gpu_memcpy_d2h_ns": t["memcpy_d2h_ns"],
+        "gpu_memset_ns": t["memset_ns"],
+        "gpu_busy_ns": t["busy_ns"],
+        "gpu_idle_ns": max(rng.duration_ns - t["busy_ns"], 0),
+        "kernels": int(len(kernels)),
+        "kernel_names": [names[i] for i in ops.name[kernels].tolist()],
+        "allocation_calls": int(len(alloc_ns)),
+        "allocation_ns": int(alloc_ns.sum()),
+        # GPU operations of the call: from the first one's start to the last one's end, and the
+        # time inside that span when the GPU ran none of them (gaps between launches)
+        "gpu_ops": int(len(idx)),
+        "gpu_span_ns": t["span_ns"],
+        "gpu_gap_ns": t["idle_in_span_ns"],
+        "gpu_gap_max_ns": t["max_gap_ns"],
+        "sync_calls": int(len(sync_ns)),
+        "sync_ns": int(sync_ns.sum()),
+    }
+
+
+def _kernel_rows(ops: cols.Ops, idx: np.ndarray, names: dict[int, str]) -> list[dict]:
+    k = idx[ops.kind[idx] == cols.KERNEL]
+    ids, counts, totals, _ = cols.grouped(ops.name[k], ops.end[k] - ops.start[k])
+    rows = [{"name": names[int(i)], "count": int(n), "total_ns": int(t), "avg_ns": int(t) / int(n)}
+            for i, n, t in zip(ids, counts, totals)]
     return sorted(rows, key=lambda r: -r["total_ns"])
 
 
-def memcpy_table(ops: Iterable[GpuOp]) -> list[dict]:
-    agg: dict[tuple, list[GpuOp]] = {}
-    for o in ops:
-        if o.kind == "memcpy":
-            agg.setdefault((o.copy_kind, o.src_kind, o.dst_kind), []).append(o)
-    rows = []
-    for (ck, sk, dk), group in agg.items():
-        nbytes = sum(o.bytes or 0 for o in group)
-        ns = sum(o.duration_ns for o in group)
-        rows.append({"direction": ck, "src_kind": sk, "dst_kind": dk, "count": len(group), "bytes": nbytes,
-                     "total_ns": ns, "gb_per_s": nbytes / ns if ns else None})
-    return sorted(rows, key=lambda r: -r["total_ns"])
+def _launch_shapes(ops: cols.Ops, idx: np.ndarray, names: dict[int, str]) -> list[dict]:
+    """Distinct (kernel, grid blocks, block threads) launched, with counts, in first-launch order."""
+    k = idx[ops.kind[idx] == cols.KERNEL]
+    if not len(k):
+        return []
+    name, grid, block = ops.name[k], ops.grid_blocks[k], ops.block_threads[k]
+    order = np.lexsort((np.arange(len(k)), block, grid, name))
+    change = np.append(True, (np.diff(name[order]) != 0) | (np.diff(grid[order]) != 0) | (np.diff(block[order]) != 0))
+    cut = np.flatnonzero(change)
+    counts = np.diff(np.append(cut, len(k)))
+    first = order[cut]
+    rows = sorted(zip(first.tolist(), counts.tolist()))
+    return [{"name": names[int(name[f])], "grid_blocks": int(grid[f]), "block_threads": int(block[f]), "launches": c}
+            for f, c in rows]
 
 
 def summarize_nsys(sqlite_path: str, workload: str, variant: str) -> dict:
     with NsysExport(sqlite_path) as ex:
         ranges = ex.nvtx_ranges()
-        api = ex.api_calls()
-        ops = ex.gpu_ops()
+        mine: dict[str, list[NvtxRange]] = {}
+        for r in ranges:
+            if r.domain != SUITE_DOMAIN:
+                continue
+            parts = r.name.split("/")
+            if len(parts) == 3 and parts[0] == workload and parts[1] == variant and parts[2] in PHASES:
+                mine.setdefault(parts[2], []).append(r)
+        if not mine.get("compute"):
+            raise AnalysisInputError(
+                sqlite_path, f"no NVTX range {SUITE_DOMAIN}:{workload}/{variant}/compute: NVTX tracing was off "
+                             "(nsys -t nvtx) or the capture is of another workload")
+        trace = cols.read_trace(ex)
+        ops = trace.ops
         gpus = ex.gpu_info()
-    mine = {}
-    for r in ranges:
-        if r.domain != SUITE_DOMAIN:
-            continue
-        parts = r.name.split("/")
-        if len(parts) == 3 and parts[0] == workload and parts[1] == variant and parts[2] in PHASES:
-            mine.setdefault(parts[2], []).append(r)
-    if not mine.get("compute"):
-        raise AnalysisInputError(
-            sqlite_path, f"no NVTX range {SUITE_DOMAIN}:{workload}/{variant}/compute: NVTX tracing was off "
-                         "(nsys -t nvtx) or the capture is of another workload")
-    call_starts = [c.start_ns for c in api]
-    ops_by_corr: dict[int, list[GpuOp]] = {}
-    for o in ops:
-        ops_by_corr.setdefault(o.correlation_id, []).append(o)
-
-    calls, compute_ops = [], []
-    for r in sorted(mine["compute"], key=lambda r: r.start_ns):
-        api_in, ops_in = ops_launched_in(r, api, call_starts, ops_by_corr)
-        calls.append(_call_record(r, api_in, ops_in))
-        compute_ops.extend(ops_in)
-    phase_ops = {}
-    for ph, rs in mine.items():
-        phase_ops[ph] = [o for r in rs for o in ops_launched_in(r, api, call_starts, ops_by_corr)[1]]
-    all_allocs = [c for c in api if c.is_allocation]
-    return {
-        "gpu": gpus[0].__dict__ if gpus else None,
-        "phases_wall_ns": {ph: sum(r.duration_ns for r in rs) for ph, rs in mine.items()},
-        "calls": calls,
-        "compute_kernels": kernel_table(compute_ops),
-        "memcpy_by_direction": memcpy_table(ops),
-        "transfer_memcpy": memcpy_table(phase_ops.get("transfer", [])),
-        "allocation_calls_total": len(all_allocs),
-        "allocation_ns_total": sum(c.duration_ns for c in all_allocs),
-    }
+        kinds, mem = cols.enum_labels(ex, "ENUM_CUDA_MEMCPY_OPER"), cols.enum_labels(ex, "ENUM_CUDA_MEM_KIND")
+        by_label = {v: k for k, v in kinds.items()}
+        h2d, d2h = by_label.get("Host-to-Device"), by_label.get("Device-to-Host")
+        compute = sorted(mine["compute"], key=lambda r: r.start_ns)
+        suite = sorted((r for rs in mine.values() for r in rs), key=lambda r: r.start_ns)
+        suite_ops = cols.ops_in_ranges(trace, suite)
+        ops_of = {id(r): i for r, i in zip(suite, suite_ops)}
+        compute_ops = [ops_of[id(r)] for r in compute]
+        compute_idx = np.concatenate(compute_ops)
+        allocs, _ = cols.calls_named(ex, cols.is_allocation_api)
+        syncs, _ = cols.calls_named(ex, cols.is_sync_api)
+        alloc_in = cols.calls_in_ranges(allocs, compute)
+        sync_in = cols.calls_in_ranges(syncs, compute)
+        kernel_ids = ops.name[compute_idx][ops.kind[compute_idx] == cols.KERNEL]
+        zoom_ids = ops.name[compute_ops[-1]][ops.kind[compute_ops[-1]] == cols.KERNEL]
+        names = cols.string_ids(ex, np.unique(np.concatenate([kernel_ids, zoom_ids])))
+        range_records = [breakdown.range_record(r, ops, i, h2d, d2h) for r, i in zip(suite, suite_ops)]
+        time_of = {id(r): rec for r, rec in zip(suite, range_records)}
+        calls = [_call_record_columns(r, ops, i, time_of[id(r)], names, (allocs.end - allocs.start)[a],
+                                      (syncs.end - syncs.start)[s])
+                 for r, i, a, s in zip(compute, compute_ops, alloc_in, sync_in)]
+        transfer = [ops_of[id(r)] for r in mine.get("transfer", [])]
+        transfer_idx = np.concatenate(transfer) if transfer else np.zeros(0, np.int64)
+        alloc_dur = allocs.end - allocs.start
+        old_keys = ("direction", "src_kind", "dst_kind", "count", "bytes", "total_ns", "gb_per_s")
+        whole_copies = breakdown.copy_rows(ops, slice(None), kinds, mem)
+        record = {
+            "gpu": gpus[0].__dict__ if gpus else None,
+            "phases_wall_ns": {ph: sum(r.duration_ns for r in rs) for ph, rs in mine.items()},
+            "calls": calls,
+            "compute_kernels": _kernel_rows(ops, compute_idx, names),
+            "memcpy_by_direction": [{k: row[k] for k in old_keys} for row in whole_copies],
+            "transfer_memcpy": [{k: row[k] for k in old_keys}
+                                for row in breakdown.copy_rows(ops, transfer_idx, kinds, mem)],
+            "allocation_calls_total": int(len(alloc_dur)),
+            "allocation_ns_total": int(alloc_dur.sum()),
+            # what nsys stats does not give (analysis.breakdown)
+            "gpu_time": breakdown.ops_time(ops, slice(None), h2d, d2h) if len(ops) else None,
+            "ranges_gpu_time": range_records,
+            "copy_throughput": whole_copies,
+            "compute_copy_throughput": breakdown.copy_rows(ops, compute_idx, kinds, mem),
+            "allocations": breakdown.allocations(ex, compute),
+            "synchronization": breakdown.synchronization(ex, compute),
+            "compute_launch_shapes": _launch_shapes(ops, compute_idx, names),
+            "timeline": _timeline(ops, suite, suite_ops, compute, compute_ops, names, h2d, d2h,
+                                  _api_in(ex, trace, compute[-1])),
+        }
+    return record
 
 
 def summarize_ncu(path: str) -> list[dict]:
@@ -152,12 +273,16 @@ def summarize_ncu(path: str) -> list[dict]:
         dram = None
         if m.get("dram__bytes_read.sum") is not None and m.get("dram__bytes_write.sum") is not None:
             dram = m["dram__bytes_read.sum"] + m["dram__bytes_write.sum"]
+        flops = ncu_reader.counted_flops(m)
         out.append({
             "id": launch.id,
             "kernel_name": launch.kernel_name,
             "metrics": m,
             "dram_bytes": dram,
             "dram_gb_per_s": dram / dur if dram and dur else None,
+            # executed FP64 / FP32 operations, as ncu's roofline counts them (None: not in the report)
+            "flops_fp64": flops["fp64"] if flops else None,
+            "flops_fp32": flops["fp32"] if flops else None,
             "findings": [f.__dict__ for f in launch.findings],
         })
     return out
@@ -203,4 +328,5 @@ def summarize_run(run_dir: str) -> dict:
     ncu_path = existing_capture(run_dir, "ncu.ncu-rep")
     if ncu_path:
         record["ncu"] = summarize_ncu(ncu_path)
+    record["findings"] = [f.as_dict() for f in findings.evaluate(record["nsys"], record["ncu"])]
     return record

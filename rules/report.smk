@@ -1,6 +1,9 @@
 # Markdown reports and figures. Live: reports/ from this run's captures. Rebuilt: the same reports
 # from the committed reference captures, checked against the committed reports/*.md.
 
+# the figures `python -m analysis report` draws for each workload: reports/figures/<workload>_<name>.png
+REPORT_FIGURES = ["gpu_time", "timing", "timeline", "roofline"]
+
 
 rule report:
     input:
@@ -9,7 +12,7 @@ rule report:
         ground_truth=live_ground_truth,
     output:
         md="reports/{workload}.md",
-        figures=expand("reports/figures/{{workload}}_{figure}.png", figure=["gpu_time", "timing"]),
+        figures=expand("reports/figures/{{workload}}_{figure}.png", figure=REPORT_FIGURES),
     log:
         f"{WORK}/logs/report/{{workload}}.log",
     params:
@@ -28,7 +31,7 @@ rule report_rebuilt:
     output:
         md=f"{WORK}/rebuilt/{{workload}}.md",
         figures=expand(
-            f"{WORK}/rebuilt/figures/{{{{workload}}}}_{{figure}}.png", figure=["gpu_time", "timing"]
+            f"{WORK}/rebuilt/figures/{{{{workload}}}}_{{figure}}.png", figure=REPORT_FIGURES
         ),
     log:
         f"{WORK}/logs/report_rebuilt/{{workload}}.log",

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis import nsys_stats
+from analysis import breakdown, nsys_stats, perfetto
 from analysis.errors import AnalysisInputError
 from analysis.ncu import NCU_REP_MAGIC, read_launches
 from analysis.nsys_sqlite import SQLITE_MAGIC, NsysExport
@@ -100,6 +100,11 @@ def _read_everything(path: str) -> None:
                 header, rows = result
                 for fmt in nsys_stats.FORMATS.values():
                     assert isinstance(fmt(header, rows), str)
+        # the columnar readers under run summaries, and the Perfetto trace
+        for fn in (breakdown.gpu_time, breakdown.range_gpu_time, breakdown.copy_throughput, breakdown.allocations,
+                   breakdown.synchronization):
+            _either(fn, ex)
+        _either(lambda e: sum(1 for _ in perfetto.trace_events(e)), ex)
 
 
 def _all_fail(path: str) -> None:

@@ -1,0 +1,209 @@
+"""An nsys SQLite export as a Chrome/Perfetto JSON trace (opens in ui.perfetto.dev or chrome://tracing).
+
+    python -m analysis perfetto FILE.sqlite[.gz] -o trace.json
+
+Complete events (``"ph": "X"``), ``ts`` and ``dur`` in µs, on these rows:
+
+- per CPU process (``pid``: the process id) and thread: one row of the thread's NVTX push/pop
+  ranges (``tid``: the thread id, nested as pushed), one of its NVTX start/end ranges (they may
+  overlap, so they get their own row) and one of its CUDA API calls (runtime and driver);
+- per GPU (``pid``: :data:`GPU_PID_BASE` + device id) and stream (``tid``: the stream id): the
+  stream's kernels, memcpys and memsets.
+
+Rows are named with metadata events (``"ph": "M"``). Each event's ``args`` carry the
+correlation id that joins a CUDA API call to the GPU work it launched. Events are written as they
+are read, so a trace of millions of operations needs little memory.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import IO, Iterator
+
+from analysis.errors import AnalysisInputError
+from analysis.nsys_sqlite import NsysExport, api_base_name
+from analysis.nsys_stats import _KINDS, _nvtx
+
+#: GPU "processes" get pids above any real one (Linux pids stay below 2^22)
+GPU_PID_BASE = 1 << 30
+#: the NVTX start/end and CUDA API rows of thread T get tids T + these (thread ids stay below 2^22)
+START_END_ROW = 1 << 24
+API_ROW = 2 << 24
+
+
+def _stream(ex: NsysExport, sql: str, kinds: tuple[str, ...], what: str) -> Iterator[tuple]:
+    """The rows of ``sql`` as they come (``fetchmany``), each value checked against ``kinds`` as
+    ``nsys_stats`` checks them: a damaged export raises AnalysisInputError naming the file."""
+    import sqlite3
+
+    allowed = [_KINDS[k] for k in kinds]
+    try:
+        cur = ex._db.execute(sql)
+        while batch := cur.fetchmany(10_000):
+            for row in batch:
+                for value, ok in zip(row, allowed):
+                    if not isinstance(value, ok) or isinstance(value, bool):
+                        raise AnalysisInputError(ex.path, f"damaged export: {what} holds {value!r} where "
+                                                          "another type belongs")
+                yield row
+    except (sqlite3.Error, UnicodeDecodeError) as e:
+        raise AnalysisInputError(ex.path, f"query on {what} failed, the export is damaged or its schema differs "
+                                          f"({e})") from None
+
+
+def _pid(global_tid: int) -> int:
+    return (global_tid >> 24) & 0xFFFFFF
+
+
+def _tid(global_tid: int) -> int:
+    return global_tid & 0xFFFFFF
+
+
+def _us(ns: int) -> float:
+    return ns / 1000
+
+
+def _meta(kind: str, pid: int, tid: int | None, name: str, sort: int | None = None) -> list[dict]:
+    args = {"name": name}
+    ev = {"ph": "M", "name": kind, "pid": pid, "args": args}
+    if tid is not None:
+        ev["tid"] = tid
+    out = [ev]
+    if sort is not None:
+        key = "thread_sort_index" if tid is not None else "process_sort_index"
+        out.append({"ph": "M", "name": key, "pid": pid, **({"tid": tid} if tid is not None else {}),
+                    "args": {"sort_index": sort}})
+    return out
+
+
+def _names(ex: NsysExport) -> tuple[dict[int, str], dict[int, str]]:
+    """Process names by pid and thread names by globalTid, where the export has them."""
+    procs, threads = {}, {}
+    if "PROCESSES" in ex.tables:
+        for gpid, pid, name in ex.query("SELECT globalPid, pid, name FROM PROCESSES"):
+            if isinstance(pid, int) and isinstance(name, str):
+                procs[pid] = os.path.basename(name) or name
+    if "ThreadNames" in ex.tables:
+        for tid, name in ex.query("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"):
+            if isinstance(tid, int) and isinstance(name, str):
+                threads[tid] = name
+    return procs, threads
+
+
+def _gpu_events(ex: NsysExport, streams: set[tuple[int, int]]) -> Iterator[dict]:
+    kinds = {i: label for i, label in ex.query("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")} \
+        if "ENUM_CUDA_MEMCPY_OPER" in ex.tables else {}
+    cur = _stream(ex, "SELECT k.start, k.end, k.deviceId, k.streamId, COALESCE(k.correlationId, -1), s.value, "
+                    "k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.registersPerThread "
+                    "FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.demangledName",
+                ("int", "int", "int", "int", "int", "str?") + ("int",) * 7, "CUPTI_ACTIVITY_KIND_KERNEL")
+    for st, en, dev, strm, corr, name, gx, gy, gz, bx, by, bz, regs in cur:
+        streams.add((dev, strm))
+        yield {"name": name or "kernel", "cat": "kernel", "ph": "X", "ts": _us(st), "dur": _us(en - st),
+               "pid": GPU_PID_BASE + dev, "tid": strm,
+               "args": {"correlationId": corr, "grid": [gx, gy, gz], "block": [bx, by, bz],
+                        "registersPerThread": regs}}
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in ex.tables:
+        cur = _stream(ex, "SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), bytes, copyKind "
+                        "FROM CUPTI_ACTIVITY_KIND_MEMCPY", ("int",) * 7, "CUPTI_ACTIVITY_KIND_MEMCPY")
+        for st, en, dev, strm, corr, nbytes, ck in cur:
+            streams.add((dev, strm))
+            yield {"name": f"[CUDA memcpy {kinds.get(ck, f'copyKind {ck}')}]", "cat": "memcpy", "ph": "X",
+                   "ts": _us(st), "dur": _us(en - st), "pid": GPU_PID_BASE + dev, "tid": strm,
+                   "args": {"correlationId": corr, "bytes": nbytes}}
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in ex.tables:
+        cur = _stream(ex, "SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), bytes "
+                        "FROM CUPTI_ACTIVITY_KIND_MEMSET", ("int",) * 6, "CUPTI_ACTIVITY_KIND_MEMSET")
+        for st, en, dev, strm, corr, nbytes in cur:
+            streams.add((dev, strm))
+            yield {"name": "[CUDA memset]", "cat": "memset", "ph": "X", "ts": _us(st), "dur": _us(en - st),
+                   "pid": GPU_PID_BASE + dev, "tid": strm, "args": {"correlationId": corr, "bytes": nbytes}}
+
+
+def _cpu_events(ex: NsysExport, rows: set[tuple[int, int, str]]) -> Iterator[dict]:
+    if "NVTX_EVENTS" in ex.tables:
+        ranges, _ = _nvtx(ex)
+        for r in ranges:
+            if r.end is None:
+                continue
+            push_pop = r.style == "PushPop"
+            pid, tid = _pid(r.tid), _tid(r.tid) + (0 if push_pop else START_END_ROW)
+            rows.add((r.tid, tid, "NVTX" if push_pop else "NVTX start/end"))
+            yield {"name": r.text, "cat": f"nvtx:{r.domain}" if r.domain else "nvtx", "ph": "X",
+                   "ts": _us(r.start), "dur": _us(r.end - r.start), "pid": pid, "tid": tid,
+                   "args": {"domain": r.domain}}
+    names = {i: api_base_name(v) for i, v in ex.query("SELECT id, value FROM StringIds WHERE id IN "
+                                                          "(SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME)")}
+    cur = _stream(ex, "SELECT start, end, globalTid, COALESCE(correlationId, -1), nameId "
+                    "FROM CUPTI_ACTIVITY_KIND_RUNTIME", ("int",) * 5, "CUPTI_ACTIVITY_KIND_RUNTIME")
+    for st, en, gtid, corr, name_id in cur:
+        tid = _tid(gtid) + API_ROW
+        rows.add((gtid, tid, "CUDA API"))
+        yield {"name": names.get(name_id, f"string {name_id}"), "cat": "cuda_api", "ph": "X", "ts": _us(st),
+               "dur": _us(en - st), "pid": _pid(gtid), "tid": tid, "args": {"correlationId": corr}}
+
+
+def trace_events(ex: NsysExport) -> Iterator[dict]:
+    """Every event of the trace: the complete events first, then the metadata naming the rows."""
+    rows: set[tuple[int, int, str]] = set()
+    streams: set[tuple[int, int]] = set()
+    yield from _cpu_events(ex, rows)
+    yield from _gpu_events(ex, streams)
+    procs, threads = _names(ex)
+    for pid in sorted({_pid(g) for g, _, _ in rows}):
+        yield from _meta("process_name", pid, None, f"{procs.get(pid, 'process')} (pid {pid})", sort=pid)
+    order = {"NVTX": 0, "NVTX start/end": 1, "CUDA API": 2}
+    for gtid, tid, what in sorted(rows):
+        thread = threads.get(gtid, f"thread {_tid(gtid)}")
+        yield from _meta("thread_name", _pid(gtid), tid, f"{thread} {what}", sort=_tid(gtid) * 4 + order[what])
+    for dev in sorted({d for d, _ in streams}):
+        yield from _meta("process_name", GPU_PID_BASE + dev, None, f"GPU {dev}", sort=GPU_PID_BASE + dev)
+    for dev, strm in sorted(streams):
+        yield from _meta("thread_name", GPU_PID_BASE + dev, strm, f"stream {strm}", sort=strm)
+
+
+def write_trace(ex: NsysExport, out: IO[str]) -> int:
+    """Write the JSON trace to ``out``, an event per line; returns the number of events."""
+    out.write('{"displayTimeUnit": "ns", "traceEvents": [\n')
+    n = 0
+    for ev in trace_events(ex):
+        out.write((",\n" if n else "") + json.dumps(ev, separators=(",", ":")))
+        n += 1
+    out.write("\n]}\n")
+    return n
+
+
+def convert(export: str, output: str) -> int:
+    """Write ``output`` (atomically) from the export at ``export``; returns the number of events."""
+    tmp = f"{output}.tmp-{os.getpid()}"
+    try:
+        with NsysExport(export) as ex, open(tmp, "w") as f:
+            n = write_trace(ex, f)
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return n
+
+
+def cmd_perfetto(a: argparse.Namespace) -> int:
+    out_dir = os.path.dirname(os.path.abspath(a.output))
+    if not os.path.isdir(out_dir):
+        raise AnalysisInputError(a.output, "the output's folder does not exist")
+    n = convert(a.export, a.output)
+    print(f"wrote {a.output}: {n} events (open it in https://ui.perfetto.dev)", file=sys.stderr)
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    """Register ``perfetto FILE.sqlite[.gz] -o trace.json``."""
+    s = subparsers.add_parser(
+        "perfetto", help="an nsys SQLite export as a Chrome/Perfetto JSON trace",
+        description="Write the export's NVTX ranges and CUDA API calls (per CPU thread) and its kernels, memcpys "
+                    "and memsets (per GPU stream) as a Chrome trace-event JSON file, for ui.perfetto.dev.")
+    s.add_argument("export", metavar="FILE.sqlite[.gz]")
+    s.add_argument("-o", "--output", required=True, metavar="trace.json")
+    s.set_defaults(func=cmd_perfetto)
+

@@ -1,0 +1,89 @@
+"""`python -m analysis ncu-summary` gives ncu's own numbers (its raw page, `ncu --page raw --csv`)
+on every committed ncu report."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from analysis.__main__ import main
+from analysis.ncu import SUMMARY_METRICS, read_launches
+from analysis.ncu_cli import HEADER
+
+from conftest import reference_runs
+
+NCU_RUNS = [r for r in reference_runs() if (r / "ncu.ncu-rep.gz").exists()]
+
+# the units ncu's raw page prints a metric in, and the factor to the summary's unit (ns, bytes, counts)
+_SCALE = {"": 1, "%": 1, "register/thread": 1, "ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6,
+          "msecond": 1e6, "s": 1e9, "second": 1e9}
+
+
+def _raw(run):
+    with open(run / "ncu-raw.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    return rows[0], rows[1], rows[2:]
+
+
+def _cli(capsys, *args) -> str:
+    assert main(["ncu-summary", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_there_are_ncu_reports():
+    assert len(NCU_RUNS) >= 5
+
+
+@pytest.mark.parametrize("run", NCU_RUNS, ids=lambda p: "/".join(p.parts[-3:]))
+def test_csv_equals_the_raw_page(run, capsys):
+    mine = list(csv.DictReader(io.StringIO(_cli(capsys, str(run / "ncu.ncu-rep.gz")))))
+    header, units, data = _raw(run)
+    assert len(mine) == len(data) > 0
+    for row, raw in zip(mine, data):
+        assert row["ID"] == raw[header.index("ID")]
+        assert row["Kernel Name"] == raw[header.index("Kernel Name")]
+        for metric in SUMMARY_METRICS:
+            i = header.index(metric)
+            unit = units[i]
+            assert unit in _SCALE, f"{metric} in a unit this test does not know: {unit!r}"
+            theirs = float(raw[i].replace(",", "")) * _SCALE[unit]
+            # the raw page rounds to 6 significant digits
+            assert float(row[metric]) == pytest.approx(theirs, rel=1e-5, abs=1e-9), (metric, row[metric], raw[i])
+            if unit in ("", "register/thread"):  # counts print as integers
+                assert row[metric].isdigit(), (metric, row[metric])
+
+
+@pytest.mark.parametrize("run", NCU_RUNS[:3], ids=lambda p: "/".join(p.parts[-3:]))
+def test_findings_column_lists_what_ncu_attached(run, capsys):
+    rows = list(csv.DictReader(io.StringIO(_cli(capsys, str(run / "ncu.ncu-rep.gz")))))
+    for row, launch in zip(rows, read_launches(run / "ncu.ncu-rep.gz")):
+        parts = [p.split(":") for p in row["Findings"].split(";")] if row["Findings"] else []
+        assert [(rule, sev) for rule, sev, _ in parts] == [(f.rule, f.severity) for f in launch.findings]
+        for (_, _, est), f in zip(parts, launch.findings):
+            if f.estimated_speedup_pct is None:
+                assert est == ""
+            else:
+                assert float(est) == pytest.approx(f.estimated_speedup_pct, rel=5e-3)
+
+
+def test_json_and_md(capsys):
+    run = NCU_RUNS[0]
+    path = str(run / "ncu.ncu-rep.gz")
+    rows = json.loads(_cli(capsys, "--format", "json", path))
+    launches = read_launches(path)
+    assert [r["ID"] for r in rows] == [launch.id for launch in launches]
+    assert list(rows[0]) == HEADER
+    assert rows[0]["gpu__time_duration.sum"] == launches[0].metrics["gpu__time_duration.sum"]
+    assert [f["rule"] for f in rows[0]["Findings"]] == [f.rule for f in launches[0].findings]
+    md = _cli(capsys, "--format", "md", path).splitlines()
+    assert md[0].startswith("| ID | Kernel Name | gpu__time_duration.sum")
+    assert len(md) == 2 + len(launches)
+
+
+def test_not_an_ncu_report_exits_2_and_names_the_file(capsys):
+    src = str(NCU_RUNS[0] / "nsys.sqlite.gz")
+    assert main(["ncu-summary", src]) == 2
+    err = capsys.readouterr().err
+    assert "nsys.sqlite.gz" in err and "not an Nsight Compute report" in err

@@ -1,0 +1,122 @@
+"""What the run summaries keep for the new figures and report sections, and that the figures are
+deterministic (the committed PNGs are rebuilt byte for byte)."""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from analysis import figures, markdown
+from analysis.ncu import read_launches
+
+from conftest import REFERENCE, reference_runs
+
+RUNS = reference_runs()
+
+
+@functools.lru_cache(maxsize=None)
+def _summary(run) -> dict:
+    from analysis.run_summary import summarize_run
+
+    return summarize_run(str(run))
+
+
+def _by_size(workload) -> dict[int, list[dict]]:
+    from workloads.registry import BY_NAME
+
+    order = BY_NAME[workload].variants
+    out: dict[int, list[dict]] = {}
+    for run in RUNS:
+        if run.parts[-3] == workload:
+            s = _summary(run)
+            out.setdefault(s["size"], []).append(s)
+    for runs in out.values():
+        runs.sort(key=lambda r: order.index(r["variant"]))
+    return out
+
+
+@pytest.fixture(params=RUNS, ids=lambda p: "/".join(p.parts[-3:]))
+def run(request):
+    return request.param
+
+
+def test_timeline_is_compact_and_inside_the_run(run):
+    s = _summary(run)
+    t = s["nsys"]["timeline"]
+    ov, zoom = t["overview"], t["zoom"]
+    intervals = [iv for spans in ov["nvtx"].values() for iv in spans] + \
+                [iv for spans in ov["gpu"].values() for iv in spans]
+    assert len(intervals) + sum(len(v) for v in zoom["gpu"].values()) + len(zoom["api"]) < 500
+    for a, b in intervals:
+        assert 0 <= a <= b <= t["end_ns"]
+    # the zoom is the last compute call, with all of its GPU operations
+    last = s["nsys"]["calls"][-1]
+    assert zoom["call"] == last["index"]
+    assert len(zoom["gpu"]["kernels"]) == last["kernels"]
+    assert sum(len(v) for v in zoom["gpu"].values()) == last["gpu_ops"]
+    assert zoom["start_ns"] <= min((a for v in zoom["gpu"].values() for a, _, _ in v), default=zoom["start_ns"])
+    assert "compute" in ov["nvtx"] and "setup" in ov["nvtx"]
+
+
+def test_counted_flops_of_the_fused_kernel_are_the_declared_work():
+    """ncu counts one FP64 subtract and one multiply per element in the fused kernel: exactly the
+    FLOPs the variant declares per call (one kernel per call); pow() costs far more."""
+    fused = next(r for r in RUNS if r.parts[-3:] == ("cupy_sqdiff", "fused", "n16384"))
+    s = _summary(fused)
+    for launch in s["ncu"]:
+        assert launch["flops_fp64"] == s["work"]["flops"]
+        assert launch["flops_fp32"] == 0
+    pow_run = next(r for r in RUNS if r.parts[-3:] == ("cupy_sqdiff", "fused_pow", "n16384"))
+    assert _summary(pow_run)["ncu"][0]["flops_fp64"] > 10 * _summary(pow_run)["work"]["flops"]
+
+
+def test_roofline_points_come_from_ncu():
+    by_size = _by_size("pycuda_kernel")
+    points = figures.roofline_points(by_size)
+    profiled = {(r.parts[-2], launch.kernel_name) for r in RUNS if r.parts[-3] == "pycuda_kernel"
+                and (r / "ncu.ncu-rep.gz").exists() for launch in read_launches(r / "ncu.ncu-rep.gz")}
+    assert {(p["variant"], p["kernel"]) for p in points} == {(v, k) for v, k in profiled}
+    for p in points:
+        assert p["intensity"] == pytest.approx(p["flops"] / p["dram_bytes"])
+        assert p["flop_per_s"] == pytest.approx(p["flops"] / p["duration_ns"] * 1e9)
+        assert p["fp32"]  # PyCUDA's kernels scale float32 arrays
+
+
+@pytest.mark.parametrize("draw", ["timeline", "roofline"])
+def test_figures_are_deterministic(tmp_path, draw):
+    import json
+
+    by_size = _by_size("cupy_sqdiff")
+    with open(REFERENCE / "ceilings.json") as f:
+        ceilings = json.load(f)["ceilings"]
+    paths = [tmp_path / f"{draw}{i}.png" for i in range(2)]
+    for p in paths:
+        if draw == "timeline":
+            figures.timeline_figure(by_size, str(p), "title")
+        else:
+            figures.roofline_figure(by_size, ceilings, str(p), "title")
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_lists_findings_and_copy_throughput():
+    import json
+
+    from workloads.registry import BY_NAME
+
+    with open(REFERENCE / "ceilings.json") as f:
+        ceilings = json.load(f)
+    md = markdown.workload_report(BY_NAME["numba_ufunc"], _by_size("numba_ufunc"), ceilings,
+                                  {"a timeline": "numba_ufunc_timeline.png"})
+    assert "### Findings, size" in md
+    assert "Copies from or to pageable host memory" in md and "*Fix:*" in md
+    assert "| `baseline` | Host-to-Device | pageable |" in md
+    assert "| `pinned` | Host-to-Device | pinned |" in md
+    assert "figures/numba_ufunc_timeline.png" in md
+
+
+def test_short_kernel_names():
+    assert figures.short_kernel_name("void ns::k<int>(float)") == "k"
+    assert figures.short_kernel_name("cupy_square__float64_float64") == "cupy_square__float64_float64"
+    long = _summary(next(r for r in RUNS if r.parts[-3] == "numba_ufunc"))["nsys"]["compute_kernels"][0]["name"]
+    assert figures.short_kernel_name(long) in long and "(" not in figures.short_kernel_name(long)
