@@ -90,8 +90,10 @@ def cmd_index(a) -> None:
     summaries = [load_json(p) for p in a.summaries]
     workloads = [w for w in BY_NAME if any(s["workload"] == w for s in summaries)]
     runs = {w: _by_size(summaries, w) for w in workloads}
+    coldstart = load_json(a.coldstart) if a.coldstart else []
+    extra = [("The NVTX blog's multi-process example", "nvtx_multiprocess.md")] if a.multiprocess else []
     md = markdown.index_report(runs, {w: BY_NAME[w].title for w in workloads}, load_json(a.ceilings),
-                               load_json(a.preflight))
+                               load_json(a.preflight), coldstart, extra)
     _write_text(a.output, md)
     print(f"wrote {a.output}")
 
@@ -127,6 +129,8 @@ def main(argv=None) -> int:
     s = sub.add_parser("index")
     s.add_argument("--ceilings", required=True)
     s.add_argument("--preflight", required=True)
+    s.add_argument("--coldstart", help="the capture set's coldstart.json (python -m analysis coldstart)")
+    s.add_argument("--multiprocess", action="store_true", help="link the multi-process page")
     s.add_argument("--output", required=True)
     s.add_argument("summaries", nargs="+")
     s.set_defaults(func=cmd_index)

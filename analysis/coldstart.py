@@ -18,6 +18,8 @@ from analysis.run_summary import SUITE_DOMAIN, load_json, ops_launched_in
 MODULE_LOAD_APIS = ("cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoad", "cuModuleLoadFatBinary",
                     "cuLibraryLoadData", "cuLibraryLoadFromFile", "cudaLibraryLoadData")
 LAUNCH_APIS = ("cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernel", "cudaLaunchKernelExC")
+#: synchronous and asynchronous copies and memsets (a pageable copy waits for the GPU and the DMA)
+COPY_API_PREFIXES = ("cudaMemcpy", "cuMemcpy", "cudaMemset", "cuMemset")
 SYNC_APIS = ("cudaStreamSynchronize", "cuStreamSynchronize", "cudaDeviceSynchronize", "cuCtxSynchronize",
              "cudaEventSynchronize", "cuEventSynchronize")
 
@@ -46,9 +48,10 @@ def first_call_costs(sqlite_path: str, workload: str, variant: str) -> dict:
         launch = sum(c.duration_ns for c in calls if c.name in LAUNCH_APIS)
         sync = sum(c.duration_ns for c in calls if c.name in SYNC_APIS)
         alloc = sum(c.duration_ns for c in calls if c.is_allocation)
-        accounted = module + launch + sync + alloc
+        copies = sum(c.duration_ns for c in calls if c.name.startswith(COPY_API_PREFIXES))
+        accounted = module + launch + sync + alloc + copies
         return {"wall_ns": rng.duration_ns, "module_load_ns": module, "launch_api_ns": launch,
-                "synchronize_ns": sync, "allocation_ns": alloc,
+                "synchronize_ns": sync, "allocation_ns": alloc, "copy_api_ns": copies,
                 "other_ns": max(rng.duration_ns - accounted, 0)}
 
     out = {"first": split(ranges[0])}

@@ -298,8 +298,57 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
     return "\n".join(lines)
 
 
+def coldstart_section(rows: Sequence[dict]) -> list[str]:
+    """The cross-recipe cold-start table, and where the first call of a cold process went."""
+    if not rows:
+        return []
+    table_rows, split_rows = [], []
+    for r in rows:
+        runs = r["runs"]
+        cold, warm, off = (runs[k]["phases"] for k in ("cold", "warm", "warm_driver_cache_off"))
+        table_rows.append((
+            f"`{r['workload']}`", f"`{r['variant']}`", r["size"],
+            f"{cold['time_to_first_result_s']:.2f}", f"{warm['time_to_first_result_s']:.2f}",
+            f"{cold['time_to_first_result_s'] - warm['time_to_first_result_s']:+.2f}",
+            f"{off['time_to_first_result_s']:.2f}",
+            f"{cold['interpreter_and_suite_import_s']:.2f} / {cold['setup_s']:.2f} / {cold['first_call_s']:.2f}",
+            f"{warm['interpreter_and_suite_import_s']:.2f} / {warm['setup_s']:.2f} / {warm['first_call_s']:.2f}",
+            f"{runs['warm']['steady_call_ms']:.3f}",
+        ))
+        split = r.get("nsys_first_call")
+        if split:
+            first, later = split["first"], split.get("later")
+            split_rows.append((
+                f"`{r['workload']}`", f"`{r['variant']}`", split["size"], f"{first['wall_ns'] / 1e6:.1f}",
+                f"{first['module_load_ns'] / 1e6:.2f}", f"{first['launch_api_ns'] / 1e6:.2f}",
+                f"{first['allocation_ns'] / 1e6:.2f}", f"{first.get('copy_api_ns', 0) / 1e6:.2f}",
+                f"{first['synchronize_ns'] / 1e6:.2f}",
+                f"{first['other_ns'] / 1e6:.1f}", f"{later['wall_ns'] / 1e6:.2f}" if later else "n/a"))
+    return [
+        "## Cold and warm starts",
+        "",
+        "Time to the first result of a new process (`python -m workloads.tools.coldwarm`): caches empty "
+        "(cold), filled by the cold run (warm), and filled but with the CUDA driver's compute cache off "
+        "(`CUDA_CACHE_DISABLE=1`). Each is split into interpreter start and suite import / setup (GPU "
+        "library import, context, inputs) / first call (JIT compilation, module load, launch, run).",
+        "",
+        table(("recipe", "variant", "size", "cold s", "warm s", "cold − warm s", "driver cache off s",
+               "cold: start / setup / first call s", "warm: start / setup / first call s",
+               "steady call ms"), table_rows),
+        "",
+        "Where the first call of a cold process went, from its nsys capture (CPU time inside the first "
+        "`compute` range, by CUDA API; \"other\" is time outside those calls: Python and, in a cold "
+        "process, JIT compilation, which CUDA tracing does not show as API time):",
+        "",
+        table(("recipe", "variant", "size", "first call ms", "module load ms", "launch API ms",
+               "allocation ms", "copy API ms", "synchronize ms", "other (compile, Python) ms", "a later call ms"),
+              split_rows),
+        "",
+    ]
+
+
 def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[str, str], ceilings_record: dict,
-                 preflight: dict) -> str:
+                 preflight: dict, coldstart_rows: Sequence[dict] = (), extra_pages: Sequence[tuple[str, str]] = ()) -> str:
     ceilings = ceilings_record["ceilings"]
     rows = []
     for w, by_size in workload_runs.items():
@@ -325,6 +374,9 @@ def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[s
     ]
     if skipped:
         lines += ["Skipped on this host:", ""] + [f"- `{w}`: {why}" for w, why in skipped] + [""]
+    if extra_pages:
+        lines += ["Also:", ""] + [f"- [{title}]({page})" for title, page in extra_pages] + [""]
+    lines += coldstart_section(coldstart_rows)
     lines += [
         "## Ceilings measured in the same run",
         "",

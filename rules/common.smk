@@ -42,6 +42,8 @@ def _missing(recipe):
 
 # Recipes whose packages are importable here; the others are skipped (the preflight records why).
 RUNNABLE_WORKLOADS = [w for w in config["workloads"] if not _missing(RECIPES[w])]
+# the multi-process example (rules/multiprocess.smk) needs CuPy
+MULTIPROCESS_RUNNABLE = importlib.util.find_spec("cupy") is not None
 
 
 def runs(workload):
@@ -143,6 +145,8 @@ REFERENCE_RUNS = {}
 for _w, _v, _s in zip(_ref.workload, _ref.variant, _ref.size):
     REFERENCE_RUNS.setdefault(_w, []).append((_v, int(_s)))
 REFERENCE_WORKLOADS = [w for w in RECIPES if w in REFERENCE_RUNS]
+REFERENCE_HAS_COLDSTART = bool(glob.glob(f"{REF_DIR}/coldstart/*.json"))
+REFERENCE_HAS_MULTIPROCESS = os.path.exists(f"{REF_DIR}/nvtx_multiprocess/nsys.sqlite.gz")
 
 
 def analyses(capture_set, workload):

@@ -1,9 +1,6 @@
 # The NVTX blog's multi-process example (workloads/nvtx_multiprocess): two processes on one GPU,
 # traced together by nsys; the page shows both processes' ranges and GPU work on one timeline.
 
-MULTIPROCESS_RUNNABLE = importlib.util.find_spec("cupy") is not None
-
-
 rule nsys_multiprocess:
     input:
         rules.preflight.output,

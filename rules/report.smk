@@ -51,17 +51,20 @@ rule index:
         analyses=[a for w in RUNNABLE_WORKLOADS for a in analyses("live", w)],
         ceilings=f"{CAPTURES}/ceilings.json",
         preflight=f"{CAPTURES}/preflight.json",
+        coldstart=f"{WORK}/analysis/live/coldstart.json",
+        multiprocess=["reports/nvtx_multiprocess.md"] if MULTIPROCESS_RUNNABLE else [],
     output:
         "reports/index.md",
     log:
         f"{WORK}/logs/report/index.log",
     params:
         python=PYTHON,
+        multiprocess="--multiprocess" if MULTIPROCESS_RUNNABLE else "",
     conda:
         CONDA_ENV
     shell:
         "{params.python} -m analysis index --ceilings {input.ceilings} --preflight {input.preflight}"
-        " --output {output} {input.analyses} > {log} 2>&1"
+        " --coldstart {input.coldstart} {params.multiprocess} --output {output} {input.analyses} > {log} 2>&1"
 
 
 rule index_rebuilt:
@@ -70,17 +73,21 @@ rule index_rebuilt:
         analyses=[a for w in REFERENCE_WORKLOADS for a in analyses("reference", w)],
         ceilings=f"{REF_DIR}/ceilings.json",
         preflight=f"{REF_DIR}/preflight.json",
+        coldstart=[f"{WORK}/analysis/reference/coldstart.json"] if REFERENCE_HAS_COLDSTART else [],
+        multiprocess=[f"{WORK}/rebuilt/nvtx_multiprocess.md"] if REFERENCE_HAS_MULTIPROCESS else [],
     output:
         f"{WORK}/rebuilt/index.md",
     log:
         f"{WORK}/logs/report_rebuilt/index.log",
     params:
         python=PYTHON,
+        coldstart=lambda wc, input: f"--coldstart {input.coldstart}" if input.coldstart else "",
+        multiprocess="--multiprocess" if REFERENCE_HAS_MULTIPROCESS else "",
     conda:
         CONDA_ENV
     shell:
         "{params.python} -m analysis index --ceilings {input.ceilings} --preflight {input.preflight}"
-        " --output {output} {input.analyses} > {log} 2>&1"
+        " {params.coldstart} {params.multiprocess} --output {output} {input.analyses} > {log} 2>&1"
 
 
 rule check_rebuild:

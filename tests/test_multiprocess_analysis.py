@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import csv
 import gzip
+import tempfile
+import os
+import contextlib
 import shutil
 import sqlite3
 
@@ -68,7 +71,23 @@ def test_one_process_per_reference_capture_agrees_with_nsys_stats(run):
 
 # --- two processes ------------------------------------------------------------------------------
 
-P1, P2 = 825, 4321
+def _capture_pid() -> int:
+    """The pid of the process that made the fused n4096 capture (its NVTX ranges' thread)."""
+    with gzip.open(FUSED / "nsys.sqlite.gz", "rb") as f:
+        data = f.read()
+    fd, path = tempfile.mkstemp(suffix=".sqlite")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            return db.execute("SELECT (globalTid >> 24) & 16777215 FROM NVTX_EVENTS WHERE eventType = 59 "
+                              "LIMIT 1").fetchone()[0]
+    finally:
+        os.unlink(path)
+
+
+P1 = _capture_pid()
+P2 = 4321 if P1 != 4321 else 4322  # a pid no thread of the capture has
 SHIFT_NS = 100_000_000
 
 
@@ -126,9 +145,10 @@ def test_two_processes_keep_their_own_threads_ranges_domains_and_gpu_work(tmp_pa
     procs = mp.read_processes(_two_process_export(tmp_path))
     assert [p.pid for p in procs] == [P1, P2]  # ordered by first activity
     one, two = procs
-    assert one.label == "pid 825 python3" and two.label == "pid 4321 matrix-1024"
+    assert one.label == f"pid {P1} python3" and two.label == f"pid {P2} matrix-1024"
     assert two.main_thread.names == ("python3", "matrix-1024")  # renamed: both names, newest last
-    assert {t.tid for t in two.threads} >= {P2, 843 + 5000}
+    # every thread of the copied process, moved: the main thread to the new pid, the others by 5000
+    assert {t.tid for t in two.threads} == {P2 if t.tid == P1 else t.tid + 5000 for t in one.threads}
     # the same suite ranges in both, each in its own process, the second 100 ms later
     assert [r.name for r in one.suite_ranges] == [r.name for r in two.suite_ranges]
     assert [r.start_ns + SHIFT_NS for r in one.suite_ranges] == [r.start_ns for r in two.suite_ranges]
@@ -156,8 +176,8 @@ def test_report_page_and_timeline_for_two_processes(tmp_path):
     assert main(argv) == 0
     text = md.read_text()
     assert "![NVTX ranges and GPU work of each process on one time axis](figures/mp.png)" in text
-    assert "## pid 825 python3" in text and "## pid 4321 matrix-1024" in text
-    assert "| 4321 | python3 → matrix-1024 |" in text
+    assert f"## pid {P1} python3" in text and f"## pid {P2} matrix-1024" in text
+    assert f"| {P2} | python3 → matrix-1024 |" in text
     assert "| cupy.mean | 1 |" in text and "| nvtx_multiprocess/n1024/checked |" in text
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     first_png, first_md = png.read_bytes(), text
