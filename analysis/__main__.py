@@ -20,15 +20,11 @@ from analysis import coldstart_cli, stats_cli
 from analysis import multiprocess_cli
 from analysis import ncu_cli, perfetto
 from analysis.errors import AnalysisInputError
+from analysis.outputs import write_text_atomic
 from analysis.run_summary import load_json, summarize_run
 
 
-def _write_text(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+_write_text = write_text_atomic
 
 
 def _by_size(summaries: list[dict], workload: str) -> dict[int, list[dict]]:

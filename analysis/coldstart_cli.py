@@ -2,19 +2,14 @@
 from __future__ import annotations
 
 import json
-import os
 
 from analysis import coldstart
+from analysis.outputs import write_text_atomic
 
 
 def _run(a) -> None:
     rows = coldstart.summarize(a.records, a.captures)
-    os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
-    tmp = f"{a.output}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(rows, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, a.output)
+    write_text_atomic(a.output, json.dumps(rows, indent=1, sort_keys=True) + "\n")
     for r in rows:
         cold, warm = r["runs"]["cold"]["phases"], r["runs"]["warm"]["phases"]
         print(f"{r['workload']}/{r['variant']}: first result cold {cold['time_to_first_result_s']:.2f} s, "

@@ -16,9 +16,10 @@ import bisect
 import dataclasses
 import os
 import zlib
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from analysis.errors import AnalysisInputError
+from analysis.run_summary import union_ns
 from analysis.nsys_sqlite import NVTX_DOMAIN_CREATE, NVTX_PUSH_POP, NVTX_START_END, NsysExport, api_base_name
 from workloads.annotate import (DOMAIN, MARK_COLOR, PHASE_COLORS, THIRDPARTY_COLOR, THIRDPARTY_DOMAIN,
                                 parse_range_name)
@@ -133,7 +134,7 @@ class ProcessActivity:
     @property
     def gpu_busy_ns(self) -> int:
         """Time at least one of this process's GPU operations was running (overlaps counted once)."""
-        return _union_ns((o.start_ns, o.end_ns) for o in self.gpu_ops)
+        return union_ns((o.start_ns, o.end_ns) for o in self.gpu_ops)
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
@@ -149,18 +150,6 @@ class ProcessActivity:
         return self.suite_ranges + self.thirdparty_ranges + self.other_ranges
 
 
-def _union_ns(intervals: Iterable[tuple[int, int]]) -> int:
-    total, cur_start, cur_end = 0, None, None
-    for s, e in sorted(intervals):
-        if cur_end is None or s > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = s, e
-        else:
-            cur_end = max(cur_end, e)
-    if cur_end is not None:
-        total += cur_end - cur_start
-    return total
 
 
 # --- readers ------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 nsys SQLite export, as a markdown page and a timeline figure (see :mod:`analysis.multiprocess`)."""
 from __future__ import annotations
 
+from analysis.outputs import write_text_atomic
+
 import argparse
 import json
 import os
@@ -9,13 +11,7 @@ import os
 from analysis import multiprocess
 
 
-def _write_text(path: str, text: str) -> None:
-    """Write so that a reader never sees half a file."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+_write_text = write_text_atomic
 
 
 def cmd_multiprocess_report(a: argparse.Namespace) -> int:
