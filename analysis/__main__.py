@@ -24,7 +24,6 @@ from analysis.outputs import write_text_atomic
 from analysis.run_summary import load_json, summarize_run
 
 
-_write_text = write_text_atomic
 
 
 def _by_size(summaries: list[dict], workload: str) -> dict[int, list[dict]]:
@@ -42,7 +41,7 @@ def _by_size(summaries: list[dict], workload: str) -> dict[int, list[dict]]:
 
 def cmd_summarize_run(a) -> None:
     record = summarize_run(a.run_dir)
-    _write_text(a.output, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(a.output, json.dumps(record, indent=1, sort_keys=True) + "\n")
     n = record["nsys"]["calls"]
     print(f"{a.run_dir}: median {record['timing']['median_ms']:.4f} ms, "
           f"{record['achieved_gb_per_s']:.0f} GB/s, kernels per call {[c['kernels'] for c in n]}")
@@ -75,7 +74,7 @@ def cmd_report(a) -> None:
     figures.roofline_figure(by_size, ceilings["ceilings"], os.path.join(fig_dir, f"{a.workload}_roofline.png"),
                             recipe.title)
     md = markdown.workload_report(recipe, by_size, ceilings, names)
-    _write_text(os.path.join(a.out_dir, f"{a.workload}.md"), md)
+    write_text_atomic(os.path.join(a.out_dir, f"{a.workload}.md"), md)
     print(f"wrote {os.path.join(a.out_dir, a.workload + '.md')}")
 
 
@@ -90,7 +89,7 @@ def cmd_index(a) -> None:
     extra = [("The NVTX blog's multi-process example", "nvtx_multiprocess.md")] if a.multiprocess else []
     md = markdown.index_report(runs, {w: BY_NAME[w].title for w in workloads}, load_json(a.ceilings),
                                load_json(a.preflight), coldstart, extra)
-    _write_text(a.output, md)
+    write_text_atomic(a.output, md)
     print(f"wrote {a.output}")
 
 

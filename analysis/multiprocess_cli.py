@@ -11,7 +11,6 @@ import os
 from analysis import multiprocess
 
 
-_write_text = write_text_atomic
 
 
 def cmd_multiprocess_report(a: argparse.Namespace) -> int:
@@ -20,9 +19,9 @@ def cmd_multiprocess_report(a: argparse.Namespace) -> int:
     # the page links the figure relative to itself, so both can move together
     figure_link = os.path.relpath(os.path.abspath(a.figure), os.path.dirname(os.path.abspath(a.output)))
     multiprocess.timeline_figure(procs, a.figure, a.title)
-    _write_text(a.output, multiprocess.markdown_report(procs, a.export, figure_link.replace(os.sep, "/")))
+    write_text_atomic(a.output, multiprocess.markdown_report(procs, a.export, figure_link.replace(os.sep, "/")))
     if a.json:
-        _write_text(a.json, json.dumps(multiprocess.summary(procs), indent=1, sort_keys=True) + "\n")
+        write_text_atomic(a.json, json.dumps(multiprocess.summary(procs), indent=1, sort_keys=True) + "\n")
     print(f"wrote {a.output} and {a.figure}: " + ", ".join(p.label for p in procs))
     return 0
 

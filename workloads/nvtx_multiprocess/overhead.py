@@ -35,6 +35,8 @@ import tempfile
 import time
 from typing import Sequence
 
+from workloads.nvtx_multiprocess.recipe import positive
+
 #: the repository root: subprocesses run there so that ``-m workloads...`` resolves
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SETTINGS = {"on": "1", "off": "0"}
@@ -269,37 +271,25 @@ def run_all(args: argparse.Namespace) -> dict:
     }
 
 
-def _positive(kind):
-    def parse(text: str):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        return v
-    return parse
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m workloads.nvtx_multiprocess.overhead",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--output", help="write the JSON record here (atomically); required unless --measure-ranges")
-    p.add_argument("--pairs", type=_positive(int), default=5, help="on/off pairs per setting (default %(default)s)")
+    p.add_argument("--pairs", type=positive(int), default=5, help="on/off pairs per setting (default %(default)s)")
     p.add_argument("--workload", default="workloads.cupy_sqdiff", help="the recipe module (default %(default)s)")
     p.add_argument("--variant", default="fused")
-    p.add_argument("--size", type=_positive(int), default=4096)
+    p.add_argument("--size", type=positive(int), default=4096)
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--repeats", type=_positive(int), default=200)
+    p.add_argument("--repeats", type=positive(int), default=200)
     p.add_argument("--nsys", metavar="PATH", help="also run every pair under nsys profile -t cuda,nvtx -s none "
                                                   "--cpuctxsw none (this nsys)")
     p.add_argument("--python", default=sys.executable, help="interpreter for the runs (default: this one)")
-    p.add_argument("--timeout-s", type=_positive(float), default=600.0, help="limit per subprocess")
-    p.add_argument("--loop-ranges", type=_positive(int), default=50_000, help="ranges per trial of the cost loop")
-    p.add_argument("--loop-trials", type=_positive(int), default=5)
+    p.add_argument("--timeout-s", type=positive(float), default=600.0, help="limit per subprocess")
+    p.add_argument("--loop-ranges", type=positive(int), default=50_000, help="ranges per trial of the cost loop")
+    p.add_argument("--loop-trials", type=positive(int), default=5)
     # internal: what each range-cost subprocess runs
-    p.add_argument("--measure-ranges", type=_positive(int), help=argparse.SUPPRESS)
-    p.add_argument("--trials", type=_positive(int), default=5, help=argparse.SUPPRESS)
+    p.add_argument("--measure-ranges", type=positive(int), help=argparse.SUPPRESS)
+    p.add_argument("--trials", type=positive(int), default=5, help=argparse.SUPPRESS)
     return p
 
 

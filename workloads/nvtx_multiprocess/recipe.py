@@ -37,39 +37,10 @@ PLAUSIBLE_SIGMAS = 8.0
 PARENT_ROLE = "nvtx-parent"
 
 
-class CupyBackend:
-    """The recipe on the GPU. Functions are looked up on the module at each call, so that
-    wrappers installed by annotate_functions (``cupy.mean``) are the ones called."""
-
-    name = "cupy"
-    default_functions = CUPY_FUNCTIONS
-
-    def __init__(self) -> None:
-        import cupy
-
-        self.xp = cupy
-
-    def generator(self, seed: int):
-        return self.xp.random.default_rng(seed)
-
-    def random(self, generator, shape: tuple[int, int]):
-        return generator.random(shape, dtype=self.xp.float64)
-
-    def mean(self, x):
-        return self.xp.mean(x)
-
-    def to_host(self, x) -> np.ndarray:
-        return self.xp.asnumpy(x)
-
-    def synchronize(self) -> None:
-        self.xp.cuda.get_current_stream().synchronize()
-
-    def version(self) -> str | None:
-        return provenance.package_version("cupy")
-
-
 class NumpyBackend:
-    """The same steps on the CPU with NumPy: no GPU work, the same processes, threads and ranges."""
+    """The steps on the CPU with NumPy: no GPU work, the same processes, threads and ranges.
+    Functions are looked up on the module at each call, so that wrappers installed by
+    annotate_functions (``cupy.mean``) are the ones called."""
 
     name = "numpy"
     default_functions = NUMPY_FUNCTIONS
@@ -94,6 +65,27 @@ class NumpyBackend:
 
     def version(self) -> str | None:
         return np.__version__
+
+
+class CupyBackend(NumpyBackend):
+    """The recipe on the GPU: the same calls on CuPy's NumPy-like API."""
+
+    name = "cupy"
+    default_functions = CUPY_FUNCTIONS
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.xp = cupy
+
+    def to_host(self, x) -> np.ndarray:
+        return self.xp.asnumpy(x)
+
+    def synchronize(self) -> None:
+        self.xp.cuda.get_current_stream().synchronize()
+
+    def version(self) -> str | None:
+        return provenance.package_version("cupy")
 
 
 BACKENDS = {"cupy": CupyBackend, "numpy": NumpyBackend}
@@ -255,14 +247,19 @@ def run_parent(sizes: Sequence[int], seed: int, backend_name: str, functions: Se
     }
 
 
-def _positive_size(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size {text!r} is not an integer") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"size must be positive, got {n}")
-    return n
+def positive(kind, what: str = "value"):
+    """An argparse type: ``kind`` (int or float) parsed and required to be positive."""
+    noun = "an integer" if kind is int else "a number"
+
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} {text!r} is not {noun}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"{what} must be positive, got {text}")
+        return v
+    return parse
 
 
 def parser() -> argparse.ArgumentParser:
@@ -271,7 +268,7 @@ def parser() -> argparse.ArgumentParser:
         description="The NVTX blog's multi-process example (seed 000): one spawned process per matrix "
                     "size builds an n x n random float64 matrix and takes its mean, in named threads "
                     "and the suite's NVTX ranges.")
-    p.add_argument("--sizes", type=_positive_size, nargs="+", default=list(DEFAULT_SIZES), metavar="N",
+    p.add_argument("--sizes", type=positive(int, "size"), nargs="+", default=list(DEFAULT_SIZES), metavar="N",
                    help="matrix side n of each child, one process per size (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the first child (+1 per child)")
     p.add_argument("--output", help="write the run's JSON record here (atomically)")
