@@ -48,7 +48,7 @@ def cmd_summarize_run(a) -> None:
 
 
 def cmd_report(a) -> None:
-    from analysis import figures, markdown  # matplotlib: imported only by the commands that draw
+    from analysis import figures, markdown, report_sections  # matplotlib: only the commands that draw
     from workloads.registry import BY_NAME
 
     recipe = BY_NAME[a.workload]
@@ -74,6 +74,9 @@ def cmd_report(a) -> None:
     figures.roofline_figure(by_size, ceilings["ceilings"], os.path.join(fig_dir, f"{a.workload}_roofline.png"),
                             recipe.title)
     md = markdown.workload_report(recipe, by_size, ceilings, names)
+    parts = report_sections.render_all(recipe, a.captures, fig_dir)
+    if parts:
+        md = md.rstrip("\n") + "\n\n" + "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
     write_text_atomic(os.path.join(a.out_dir, f"{a.workload}.md"), md)
     print(f"wrote {os.path.join(a.out_dir, a.workload + '.md')}")
 
@@ -119,6 +122,7 @@ def main(argv=None) -> int:
     s.add_argument("--workload", required=True)
     s.add_argument("--ceilings", required=True)
     s.add_argument("--out-dir", required=True)
+    s.add_argument("--captures", help="the workload's capture folder, for the recipe's own report sections")
     s.add_argument("summaries", nargs="+")
     s.set_defaults(func=cmd_report)
     s = sub.add_parser("index")

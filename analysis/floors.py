@@ -6,6 +6,14 @@ from __future__ import annotations
 import dataclasses
 
 
+#: Work.flops_kind -> (resource named in reports, ceiling in ceilings.json). Integer work has none.
+ARITHMETIC_CEILINGS = {
+    "fp64": ("FP64 arithmetic", "fp64_fma"),
+    "fp32": ("FP32 arithmetic", "fp32_fma"),
+    "fp16_tensor": ("16-bit tensor-core matmul", "fp16_gemm"),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Term:
     resource: str  # human-readable, e.g. "device memory"
@@ -39,7 +47,10 @@ def floor(work: dict, ceilings: dict) -> Floor:
     add("device memory", work["bytes_read"] + work["bytes_written"], "d2d_copy", "gb_per_s", "GB/s", 1e6)
     add("host-to-device link", work.get("bytes_h2d", 0), "h2d_pinned", "gb_per_s", "GB/s", 1e6)
     add("device-to-host link", work.get("bytes_d2h", 0), "d2h_pinned", "gb_per_s", "GB/s", 1e6)
-    add("FP64 arithmetic", work.get("flops", 0), "fp64_fma", "tflop_per_s", "TFLOP/s", 1e9)
+    kind = work.get("flops_kind", "fp64")
+    if kind in ARITHMETIC_CEILINGS:
+        resource, key = ARITHMETIC_CEILINGS[kind]
+        add(resource, work.get("flops", 0), key, "tflop_per_s", "TFLOP/s", 1e9)
     if not terms:
         raise ValueError("no ceiling matches the declared work")
     binding = max(terms, key=lambda t: t.ms)

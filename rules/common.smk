@@ -28,7 +28,7 @@ for _name, _c in config["workloads"].items():
         raise ValueError(
             f"rules/config.yaml: workloads.{_name}: no such workload (have: {', '.join(RECIPES)})"
         )
-    for _v in _c["ncu"].get("variants", []):
+    for _v in list(_c["ncu"].get("variants", [])) + list(_c.get("variant_sizes", {})):
         if _v not in RECIPES[_name].variants:
             raise ValueError(
                 f"rules/config.yaml: workloads.{_name}.ncu.variants: no variant {_v!r} "
@@ -47,10 +47,18 @@ MULTIPROCESS_RUNNABLE = importlib.util.find_spec("cupy") is not None
 
 
 def runs(workload):
-    """(variant, size) pairs of one workload, in recipe order."""
+    """(variant, size) pairs of one workload, in recipe order. ``variant_sizes`` narrows the sizes
+    of a variant (an eager int32 baseline at a size that fills the GPU would take minutes)."""
+    c = config["workloads"][workload]
+    only = c.get("variant_sizes", {})
     return [
-        (v, s) for s in config["workloads"][workload]["sizes"] for v in RECIPES[workload].variants
+        (v, s) for s in c["sizes"] for v in RECIPES[workload].variants if s in only.get(v, [s])
     ]
+
+
+def experiment_dirs(root, workload):
+    """The recipe's extra GPU runs (Recipe.experiments), one folder each."""
+    return [f"{root}/{workload}/experiments/{e}" for e in RECIPES[workload].experiments]
 
 
 def profiled_by_ncu(workload, variant, size):
@@ -65,12 +73,22 @@ def run_dir(root, w, v, s):
 # --- profiling flags ---------------------------------------------------------------------------
 
 
-def nsys_flags():
+def nsys_flags(wc=None):
+    """nsys flags of the suite; with a rule's wildcards, the workload's own additions."""
     o = config["nsys_profile"]
-    return (
+    flags = (
         f"-t {o['trace']} --cuda-memory-usage {'true' if o['cuda_memory_usage'] else 'false'}"
         f" {o['extra_args']}"
     )
+    if wc is not None and RECIPES[wc.workload].capture_range:
+        # seed 001's method: record only between cuProfilerStart and cuProfilerStop, which the
+        # runner calls around the compute calls when COOKBOOK_CAPTURE_RANGE=1
+        flags += " --capture-range=cudaProfilerApi --capture-range-end=stop"
+    return flags
+
+
+def capture_range_env(wc):
+    return "COOKBOOK_CAPTURE_RANGE=1" if RECIPES[wc.workload].capture_range else ""
 
 
 def nvtx_include(workload, variant):
@@ -176,3 +194,4 @@ wildcard_constraints:
     workload="|".join(RECIPES),
     variant="[a-z0-9_]+",
     size="[0-9]+",
+    experiment="[a-z0-9_]+",

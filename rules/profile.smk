@@ -75,7 +75,8 @@ rule nsys:
         cold=COLD,
         python=PYTHON,
         nsys=NSYS,
-        flags=nsys_flags(),
+        flags=nsys_flags,
+        env=capture_range_env,
         calls=profiled_calls,
         # nsys adds the extension itself
         prefix=lambda wc, output: output.rep.removesuffix(".nsys-rep"),
@@ -84,7 +85,7 @@ rule nsys:
     conda:
         CONDA_ENV
     shell:
-        "({params.cold} --tag nsys -- {params.nsys} profile {params.flags} --force-overwrite true"
+        "({params.env} {params.cold} --tag nsys -- {params.nsys} profile {params.flags} --force-overwrite true"
         " -o {params.prefix} {params.python} -m workloads.{wildcards.workload}"
         " --variant {wildcards.variant} --size {wildcards.size} --calls {params.calls}"
         " --output {output.run}"
@@ -171,3 +172,28 @@ rule coldwarm:
         "{params.coldwarm} --output {output} --"
         " {params.python} -m workloads.{wildcards.workload} --variant {wildcards.variant}"
         " --size {params.size} > {log} 2>&1"
+
+
+rule experiment:
+    """A recipe's extra GPU run (Recipe.experiments): workloads/<workload>/exp_<experiment>.py writes
+    its JSON and captures into the folder."""
+    input:
+        rules.preflight.output,
+        rules.ceilings.output,
+    output:
+        directory(f"{CAPTURES}/{{workload}}/experiments/{{experiment}}"),
+    log:
+        f"{WORK}/logs/experiment/{{workload}}_{{experiment}}.log",
+    params:
+        cold=COLD,
+        python=PYTHON,
+        nsys=NSYS,
+        ncu=NCU,
+    resources:
+        gpu=1,
+    conda:
+        CONDA_ENV
+    shell:
+        "{params.cold} --tag experiment -- {params.python} -m workloads.{wildcards.workload}"
+        ".exp_{wildcards.experiment} --out-dir {output} --nsys {params.nsys} --ncu {params.ncu}"
+        " --python {params.python} > {log} 2>&1"

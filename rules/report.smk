@@ -10,6 +10,7 @@ rule report:
         analyses=lambda wc: analyses("live", wc.workload),
         ceilings=f"{CAPTURES}/ceilings.json",
         ground_truth=live_ground_truth,
+        experiments=lambda wc: experiment_dirs(CAPTURES, wc.workload),
     output:
         md="reports/{workload}.md",
         figures=expand("reports/figures/{{workload}}_{figure}.png", figure=REPORT_FIGURES),
@@ -17,11 +18,13 @@ rule report:
         f"{WORK}/logs/report/{{workload}}.log",
     params:
         python=PYTHON,
+        captures=lambda wc: f"{CAPTURES}/{wc.workload}",
     conda:
         CONDA_ENV
     shell:
         "{params.python} -m analysis report --workload {wildcards.workload}"
-        " --ceilings {input.ceilings} --out-dir reports {input.analyses} > {log} 2>&1"
+        " --ceilings {input.ceilings} --captures {params.captures} --out-dir reports {input.analyses}"
+        " > {log} 2>&1"
 
 
 rule report_rebuilt:
@@ -38,11 +41,13 @@ rule report_rebuilt:
     params:
         python=PYTHON,
         out_dir=lambda wc, output: os.path.dirname(output.md),
+        captures=lambda wc: f"{REF_DIR}/{wc.workload}",
     conda:
         CONDA_ENV
     shell:
         "{params.python} -m analysis report --workload {wildcards.workload}"
-        " --ceilings {input.ceilings} --out-dir {params.out_dir} {input.analyses} > {log} 2>&1"
+        " --ceilings {input.ceilings} --captures {params.captures} --out-dir {params.out_dir}"
+        " {input.analyses} > {log} 2>&1"
 
 
 rule index:

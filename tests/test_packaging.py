@@ -9,7 +9,7 @@ import yaml
 from conftest import REPO
 
 # conda names of PyPI packages whose names differ
-CONDA_NAME = {"cupy-cuda13x": "cupy", "rmm-cu13": "rmm"}
+CONDA_NAME = {"cupy-cuda13x": "cupy", "rmm-cu13": "rmm", "cudf-cu13": "cudf"}
 
 
 def _split(req: str) -> tuple[str, str]:

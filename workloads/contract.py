@@ -35,6 +35,9 @@ class ResultMismatch(WorkloadError):
     """The variant's result disagrees with the float64 reference."""
 
 
+FLOPS_KINDS = ("fp64", "fp32", "fp16_tensor", "int32")
+
+
 @dataclasses.dataclass(frozen=True)
 class Work:
     """What one call of a variant must do at minimum (nvbench's 'declared bytes').
@@ -50,6 +53,14 @@ class Work:
     flops: int
     bytes_h2d: int = 0
     bytes_d2h: int = 0
+    #: what the FLOPs run on, which picks the ceiling they are measured against: "fp64" (FP64 FMA
+    #: rate), "fp32" (FP32 FMA rate), "fp16_tensor" (dense 16-bit matrix multiply through cuBLAS:
+    #: bf16/fp16 tensor cores), "int32" (no ceiling measured: integer work gets no arithmetic floor)
+    flops_kind: str = "fp64"
+
+    def __post_init__(self) -> None:
+        if self.flops_kind not in FLOPS_KINDS:
+            raise WorkloadError(f"Work.flops_kind must be one of {', '.join(FLOPS_KINDS)}, not {self.flops_kind!r}")
 
     @property
     def bytes_moved(self) -> int:
@@ -140,6 +151,16 @@ class Recipe:
     #: ((activity, percent), ...) with activities "H2D", "kernel", "D2H"
     seed_split: tuple[tuple[str, float], ...] = ()
     seed_split_device: str = ""
+    #: extra GPU runs beyond the timed/nsys/ncu runs of every variant: modules
+    #: ``workloads/<name>/exp_<experiment>.py``, run as ``python -m workloads.<name>.exp_<experiment>
+    #: --out-dir DIR --nsys NSYS --ncu NCU --python PYTHON``
+    experiments: tuple[str, ...] = ()
+    #: parts the recipe adds to its report: modules ``analysis/sections/<name>_<section>.py``, each with
+    #: ``render(workload_root, figure_dir) -> str`` (pure functions of the recipe's capture folder)
+    sections: tuple[str, ...] = ()
+    #: the compute calls run inside cuProfilerStart/Stop (workloads/profiler_range.py), and nsys
+    #: captures only that range (``--capture-range=cudaProfilerApi``), as seed 001 does
+    capture_range: bool = False
 
     def variant_class(self, variant: str) -> type[Variant]:
         if variant not in self.variants:

@@ -18,6 +18,7 @@ Two modes:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -72,6 +73,17 @@ def _summary_ms(times_ms: Sequence[float]) -> dict:
         "max_ms": float(a.max()),
         "mean_ms": float(a.mean()),
     }
+
+
+def _capture_range(recipe: Recipe):
+    """The profiler capture range around the compute calls, for recipes that declare one (seed 001's
+    method: nsys --capture-range=cudaProfilerApi then records only these calls). It starts only when
+    COOKBOOK_CAPTURE_RANGE=1, which the pipeline's nsys rule sets."""
+    if not recipe.capture_range:
+        return contextlib.nullcontext()
+    from workloads.profiler_range import cuda_profiler_range
+
+    return cuda_profiler_range()
 
 
 def _check(v: Variant, recipe: Recipe, ph) -> float:
@@ -131,11 +143,12 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         }
     elif args.mode == "run":
         t0 = time.perf_counter()
-        for i in range(args.calls):
-            with ph("compute", payload=i):
-                v.step()
-                # one synchronize per call, so each compute range holds its own GPU work
-                v.synchronize()
+        with _capture_range(recipe):
+            for i in range(args.calls):
+                with ph("compute", payload=i):
+                    v.step()
+                    # one synchronize per call, so each compute range holds its own GPU work
+                    v.synchronize()
         wall_s["compute"] = time.perf_counter() - t0
         record["calls"] = args.calls
     else:
