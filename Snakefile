@@ -51,8 +51,10 @@ rule capture_reference:
         python=PYTHON,
         captures=lambda wc, input: os.path.dirname(input[0]),
         reference=REF_DIR,
+        # a run of some workloads (only_workloads) is merged in; a run of all replaces the reference
+        merge=f"--merge {' '.join(RUNNABLE_WORKLOADS)}" if ONLY else "",
     conda:
         "environment.yml"
     shell:
         "{params.python} -m analysis copy-captures --from {params.captures} --to {params.reference}"
-        " > {log} 2>&1"
+        " {params.merge} > {log} 2>&1"

@@ -90,14 +90,21 @@ def cmd_index(a) -> None:
     runs = {w: _by_size(summaries, w) for w in workloads}
     coldstart = load_json(a.coldstart) if a.coldstart else []
     extra = [("The NVTX blog's multi-process example", "nvtx_multiprocess.md")] if a.multiprocess else []
+    own = {}
+    for item in a.workload_ceilings or []:
+        w, _, path = item.partition("=")
+        own[w] = load_json(path)
     md = markdown.index_report(runs, {w: BY_NAME[w].title for w in workloads}, load_json(a.ceilings),
-                               load_json(a.preflight), coldstart, extra)
+                               load_json(a.preflight), coldstart, extra, own)
     write_text_atomic(a.output, md)
     print(f"wrote {a.output}")
 
 
 def cmd_copy_captures(a) -> None:
-    copied = captures.replace_reference(a.src, a.dst)
+    if a.merge:
+        copied = captures.merge_reference(a.src, a.dst, a.merge)
+    else:
+        copied = captures.replace_reference(a.src, a.dst)
     print(f"copied {len(copied)} files from {a.src} to {a.dst}")
 
 
@@ -130,12 +137,16 @@ def main(argv=None) -> int:
     s.add_argument("--preflight", required=True)
     s.add_argument("--coldstart", help="the capture set's coldstart.json (python -m analysis coldstart)")
     s.add_argument("--multiprocess", action="store_true", help="link the multi-process page")
+    s.add_argument("--workload-ceilings", action="append", metavar="WORKLOAD=PATH",
+                   help="a workload captured in a later run: the ceilings of that run")
     s.add_argument("--output", required=True)
     s.add_argument("summaries", nargs="+")
     s.set_defaults(func=cmd_index)
     s = sub.add_parser("copy-captures")
     s.add_argument("--from", dest="src", required=True)
     s.add_argument("--to", dest="dst", required=True)
+    s.add_argument("--merge", nargs="+", metavar="WORKLOAD",
+                   help="merge only these workloads' captures into the existing reference")
     s.set_defaults(func=cmd_copy_captures)
     s = sub.add_parser("check-rebuild")
     s.add_argument("--rebuilt", required=True)

@@ -33,6 +33,46 @@ def replace_reference(src: str, dst: str) -> list[str]:
     return copied
 
 
+def merge_reference(src: str, dst: str, workloads: list[str]) -> list[str]:
+    """Put the captures of a run that profiled only ``workloads`` into an existing reference: each
+    workload's folder is replaced whole, its cold-start records replace the old ones, and the run's
+    ceilings are kept beside its captures (``<workload>/ceilings.json``): the floors of its report
+    are then those measured in the same run, while the other workloads keep theirs."""
+    dst = os.path.normpath(dst)
+    if os.path.basename(os.path.dirname(os.path.abspath(dst))) != "reference":
+        raise AnalysisInputError(dst, "a reference folder must be reports/reference/<name>; refusing to merge into it")
+    if not os.path.isdir(dst):
+        raise AnalysisInputError(dst, "no reference to merge into; copy a whole run first (replace_reference)")
+    ceilings = os.path.join(src, "ceilings.json")
+    if not os.path.isfile(ceilings):
+        raise AnalysisInputError(ceilings, "missing: a merged workload needs the ceilings of its own run")
+    copied = []
+    for w in workloads:
+        w_src = os.path.join(src, w)
+        if not os.path.isdir(w_src):
+            raise AnalysisInputError(w_src, f"no captures of workload {w!r} in this run")
+        w_dst = os.path.join(dst, w)
+        fresh = w_dst + ".new"
+        if os.path.isdir(fresh):
+            shutil.rmtree(fresh)
+        copied += [f"{w}/{rel}" for rel in copy_captures(w_src, fresh)]
+        shutil.copy2(ceilings, os.path.join(fresh, "ceilings.json"))
+        copied.append(f"{w}/ceilings.json")
+        if os.path.isdir(w_dst):
+            shutil.rmtree(w_dst)
+        os.rename(fresh, w_dst)
+        cold_src, cold_dst = os.path.join(src, "coldstart"), os.path.join(dst, "coldstart")
+        for name in sorted(os.listdir(cold_dst)) if os.path.isdir(cold_dst) else []:
+            if name.startswith(f"{w}_") and name.endswith(".json"):
+                os.unlink(os.path.join(cold_dst, name))
+        for name in sorted(os.listdir(cold_src)) if os.path.isdir(cold_src) else []:
+            if name.startswith(f"{w}_") and name.endswith(".json"):
+                os.makedirs(cold_dst, exist_ok=True)
+                shutil.copy2(os.path.join(cold_src, name), os.path.join(cold_dst, name))
+                copied.append(f"coldstart/{name}")
+    return sorted(copied)
+
+
 def copy_captures(src: str, dst: str) -> list[str]:
     """Copy the small capture files from ``src`` into ``dst`` (same layout); returns what was copied."""
     if not os.path.isdir(src):

@@ -348,15 +348,18 @@ def coldstart_section(rows: Sequence[dict]) -> list[str]:
 
 
 def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[str, str], ceilings_record: dict,
-                 preflight: dict, coldstart_rows: Sequence[dict] = (), extra_pages: Sequence[tuple[str, str]] = ()) -> str:
+                 preflight: dict, coldstart_rows: Sequence[dict] = (), extra_pages: Sequence[tuple[str, str]] = (),
+                 workload_ceilings: dict[str, dict] | None = None) -> str:
+    """``workload_ceilings``: for workloads captured in a later run than the rest, that run's ceilings."""
     ceilings = ceilings_record["ceilings"]
+    own = workload_ceilings or {}
     rows = []
     for w, by_size in workload_runs.items():
         size = max(by_size)
         runs = by_size[size]
         best = min(runs, key=lambda r: r["timing"]["median_ms"])
         v = verdicts.compare(runs[0]["times_ms"], best["times_ms"]) if best is not runs[0] else None
-        fl = floor(best["work"], ceilings)
+        fl = floor(best["work"], own[w]["ceilings"] if w in own else ceilings)
         rows.append((f"[{titles[w]}]({w}.md)", len(runs), size, f"`{best['variant']}`",
                      f"{best['timing']['median_ms']:.4f}",
                      f"{v.label} {v.speedup:.2f}×" if v else "baseline is best",
@@ -382,6 +385,14 @@ def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[s
         "",
         ceilings_table(ceilings),
         "",
+    ]
+    if own:
+        lines += [
+            "Captured in a later run, with the ceilings measured there (in their reports): "
+            + ", ".join(f"`{w}`" for w in sorted(own)) + ".",
+            "",
+        ]
+    lines += [
         "## Provenance",
         "",
         provenance_table(preflight["provenance"], preflight.get("tools")),

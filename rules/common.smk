@@ -41,7 +41,13 @@ def _missing(recipe):
 
 
 # Recipes whose packages are importable here; the others are skipped (the preflight records why).
-RUNNABLE_WORKLOADS = [w for w in config["workloads"] if not _missing(RECIPES[w])]
+ONLY = config.get("only_workloads")
+for _name in ONLY or []:
+    if _name not in config["workloads"]:
+        raise ValueError(f"only_workloads: no workload {_name!r} in the config (have: {', '.join(config['workloads'])})")
+RUNNABLE_WORKLOADS = [
+    w for w in config["workloads"] if not _missing(RECIPES[w]) and (ONLY is None or w in ONLY)
+]
 # the multi-process example (rules/multiprocess.smk) needs CuPy
 MULTIPROCESS_RUNNABLE = importlib.util.find_spec("cupy") is not None
 
@@ -195,3 +201,10 @@ wildcard_constraints:
     variant="[a-z0-9_]+",
     size="[0-9]+",
     experiment="[a-z0-9_]+",
+
+
+def reference_ceilings(workload):
+    """The ceilings a reference workload's floors use: those of its own run when it was merged in
+    from a partial run (analysis.captures.merge_reference), else the reference's."""
+    own = f"{REF_DIR}/{workload}/ceilings.json"
+    return own if os.path.exists(own) else f"{REF_DIR}/ceilings.json"

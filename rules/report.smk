@@ -30,7 +30,7 @@ rule report:
 rule report_rebuilt:
     input:
         analyses=lambda wc: analyses("reference", wc.workload),
-        ceilings=f"{REF_DIR}/ceilings.json",
+        ceilings=lambda wc: reference_ceilings(wc.workload),
     output:
         md=f"{WORK}/rebuilt/{{workload}}.md",
         figures=expand(
@@ -87,12 +87,18 @@ rule index_rebuilt:
     params:
         python=PYTHON,
         coldstart=lambda wc, input: f"--coldstart {input.coldstart}" if input.coldstart else "",
+        own_ceilings=" ".join(
+            f"--workload-ceilings {w}={reference_ceilings(w)}"
+            for w in REFERENCE_WORKLOADS
+            if reference_ceilings(w) != f"{REF_DIR}/ceilings.json"
+        ),
         multiprocess="--multiprocess" if REFERENCE_HAS_MULTIPROCESS else "",
     conda:
         CONDA_ENV
     shell:
         "{params.python} -m analysis index --ceilings {input.ceilings} --preflight {input.preflight}"
-        " {params.coldstart} {params.multiprocess} --output {output} {input.analyses} > {log} 2>&1"
+        " {params.own_ceilings} {params.coldstart} {params.multiprocess} --output {output} {input.analyses}"
+        " > {log} 2>&1"
 
 
 rule check_rebuild:

@@ -76,3 +76,35 @@ def test_a_new_reference_replaces_the_old_one_whole(tmp_path):
     assert not (dst / "w" / "gone").exists()
     with pytest.raises(AnalysisInputError, match="refusing"):
         replace_reference(str(tmp_path / "captures"), str(tmp_path / "reports"))
+
+
+def test_a_partial_run_merges_into_the_reference_with_its_own_ceilings(tmp_path):
+    from analysis.captures import merge_reference
+    from analysis.errors import AnalysisInputError
+
+    src = tmp_path / "captures"
+    (src / "new" / "v" / "n1").mkdir(parents=True)
+    (src / "new" / "v" / "n1" / "timing.json").write_text("{}")
+    (src / "ceilings.json").write_text('{"run": "new"}')
+    (src / "coldstart").mkdir()
+    (src / "coldstart" / "new_v.json").write_text("{}")
+    dst = tmp_path / "reports" / "reference" / "h200"
+    for w in ("old", "new"):
+        (dst / w / "stale" / "n1").mkdir(parents=True)
+        (dst / w / "stale" / "n1" / "timing.json").write_text("{}")
+    (dst / "ceilings.json").write_text('{"run": "old"}')
+    (dst / "coldstart").mkdir()
+    (dst / "coldstart" / "new_stale.json").write_text("{}")
+    (dst / "coldstart" / "old_v.json").write_text("{}")
+    copied = merge_reference(str(src), str(dst), ["new"])
+    assert copied == ["coldstart/new_v.json", "new/ceilings.json", "new/v/n1/timing.json"]
+    # the merged workload is replaced whole and carries its run's ceilings; the others are untouched
+    assert not (dst / "new" / "stale").exists()
+    assert (dst / "new" / "ceilings.json").read_text() == '{"run": "new"}'
+    assert (dst / "ceilings.json").read_text() == '{"run": "old"}'
+    assert (dst / "old" / "stale" / "n1" / "timing.json").exists()
+    assert sorted(p.name for p in (dst / "coldstart").iterdir()) == ["new_v.json", "old_v.json"]
+    with pytest.raises(AnalysisInputError, match="no captures of workload 'absent'"):
+        merge_reference(str(src), str(dst), ["absent"])
+    with pytest.raises(AnalysisInputError, match="refusing"):
+        merge_reference(str(src), str(tmp_path / "reports"), ["new"])
