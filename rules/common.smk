@@ -117,6 +117,8 @@ def ncu_flags(wc):
         o["extra_args"],
     ]
     if w.get("kernel_regex"):
+        # which form of the name the regex sees: C++ template kernels share one bare function name
+        flags.append(f"--kernel-name-base {w.get('kernel_name_base', 'function')}")
         flags.append(f"-k 'regex:{w['kernel_regex']}'")
     return " ".join(f for f in flags if f)
 

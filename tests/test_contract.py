@@ -16,7 +16,9 @@ from conftest import REPO
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)
 def test_every_variant_loads_without_a_gpu(recipe):
-    assert recipe.variants[0] == "baseline", "a recipe starts with its baseline"
+    # the first variant is the baseline every report compares with; it is called "baseline" unless
+    # the seed names it (cuDF's split_agg)
+    assert recipe.variants[0] in ("baseline", "split_agg"), "a recipe starts with its baseline"
     for name in recipe.variants:
         cls = recipe.variant_class(name)
         assert issubclass(cls, Variant) and cls.name == name

@@ -1,0 +1,162 @@
+# One kernel of one workload variant under ncu, with line information and the sources imported, and
+# its page: key metrics and the hottest source lines (workloads/tools/kernel_profile.py,
+# analysis/kernel_page.py).
+#
+#   snakemake kernel_page --config kernel_workload=warp_sph kernel_variant=baseline kernel_name=get_acceleration
+#   snakemake kernel_page --config ... kernel_line_directives=False   # Warp: lines of the generated CUDA-C
+#   snakemake reports/kernels/pycuda_kernel_vectorized_scale_vec4.md  # or name the page itself
+#   snakemake rebuild_kernel_pages       # no GPU: pages from the committed captures, checked against reports/kernels
+#
+# A page is named <workload>_<variant>_<kernel>[_cuda_c]; its capture is
+# <work_dir>/captures/kernels/<page>/ (kernel.ncu-rep, kernel-run.json), and `capture_reference`
+# copies it into the reference with the rest.
+
+
+def parse_kernel_page(page):
+    """(workload, variant, kernel, line_directives) of a page name; the longest workload and
+    variant names that fit win, so that variants sharing a prefix (fused, fused_pool) resolve."""
+    for w in sorted(RECIPES, key=len, reverse=True):
+        if not page.startswith(w + "_"):
+            continue
+        rest = page[len(w) + 1 :]
+        for v in sorted(RECIPES[w].variants, key=len, reverse=True):
+            if rest.startswith(v + "_"):
+                kernel = rest[len(v) + 1 :]
+                line_directives = not kernel.endswith("_cuda_c")
+                kernel = kernel if line_directives else kernel[: -len("_cuda_c")]
+                if kernel:
+                    return w, v, kernel, line_directives
+    raise ValueError(
+        f"kernel page {page!r}: not <workload>_<variant>_<kernel>[_cuda_c] with a known workload and variant"
+        f" (workloads: {', '.join(RECIPES)})"
+    )
+
+
+def kernel_page_name(workload, variant, kernel, line_directives=True):
+    return f"{workload}_{variant}_{kernel}" + ("" if line_directives else "_cuda_c")
+
+
+def requested_kernel_page(wc):
+    """The page the --config kernel_* keys ask for."""
+    keys = ("kernel_workload", "kernel_variant", "kernel_name")
+    missing = [k for k in keys if not config.get(k)]
+    if missing:
+        raise ValueError(
+            "kernel_page needs --config kernel_workload=W kernel_variant=V kernel_name=NAME"
+            f" (missing: {', '.join(missing)})"
+        )
+    w, v = config["kernel_workload"], config["kernel_variant"]
+    if w not in RECIPES:
+        raise ValueError(f"kernel_workload={w}: no such workload (have: {', '.join(RECIPES)})")
+    if v not in RECIPES[w].variants:
+        raise ValueError(f"kernel_variant={v}: {w} has {', '.join(RECIPES[w].variants)}")
+    # line directives are Warp's; other frameworks' pages have one name whatever the key says
+    ld = config["kernel_line_directives"] or RECIPES[w].framework != "warp"
+    page = kernel_page_name(w, v, config["kernel_name"], ld)
+    return f"reports/kernels/{page}.md"
+
+
+def kernel_profile_args(wc):
+    w, v, kernel, line_directives = parse_kernel_page(wc.page)
+    size = config.get("kernel_size") or RECIPES[w].default_size
+    ld = "--line-directives" if line_directives else "--no-line-directives"
+    return f"--workload {w} --variant {v} --kernel {kernel} --size {size} {ld}"
+
+
+# Pages whose captures are committed, found from the files (config may have moved on).
+REFERENCE_KERNEL_PAGES = glob_wildcards(f"{REF_DIR}/kernels/{{page}}/kernel-run.json").page
+
+
+wildcard_constraints:
+    page="[A-Za-z0-9_]+",
+
+
+rule kernel_capture:
+    """One cold run of the variant under ncu (--set full, sources imported), one launch of the kernel."""
+    input:
+        f"{CAPTURES}/preflight.json",
+    output:
+        rep=f"{CAPTURES}/kernels/{{page}}/kernel.ncu-rep",
+        run=f"{CAPTURES}/kernels/{{page}}/kernel-run.json",
+    log:
+        f"{WORK}/logs/kernels/{{page}}.log",
+    params:
+        python=PYTHON,
+        ncu=NCU,
+        work=WORK,
+        gpus=config["gpus"],
+        args=kernel_profile_args,
+        out_dir=lambda wc, output: os.path.dirname(output.rep),
+    resources:
+        gpu=1,
+    conda:
+        CONDA_ENV
+    shell:
+        "{params.python} -m workloads.tools.kernel_profile {params.args} --ncu {params.ncu}"
+        " --python {params.python} --work-dir {params.work} --gpus {params.gpus}"
+        " --output-dir {params.out_dir} > {log} 2>&1"
+
+
+rule kernel_page_md:
+    input:
+        rep=f"{CAPTURES}/kernels/{{page}}/kernel.ncu-rep",
+        run=f"{CAPTURES}/kernels/{{page}}/kernel-run.json",
+    output:
+        "reports/kernels/{page}.md",
+    log:
+        f"{WORK}/logs/kernels/{{page}}_page.log",
+    params:
+        python=PYTHON,
+        top=config["kernel_top_lines"],
+    conda:
+        CONDA_ENV
+    shell:
+        "{params.python} -m analysis kernel-page --report {input.rep} --run {input.run}"
+        " --top {params.top} --output {output} > {log} 2>&1"
+
+
+rule kernel_page:
+    """The page the --config kernel_* keys name (see the top of rules/kernel.smk)."""
+    input:
+        requested_kernel_page,
+
+
+rule kernel_page_rebuilt:
+    input:
+        rep=f"{REF_DIR}/kernels/{{page}}/kernel.ncu-rep.gz",
+        run=f"{REF_DIR}/kernels/{{page}}/kernel-run.json",
+    output:
+        f"{WORK}/rebuilt/kernels/{{page}}.md",
+    log:
+        f"{WORK}/logs/report_rebuilt/kernels/{{page}}.log",
+    params:
+        python=PYTHON,
+        top=config["kernel_top_lines"],
+    conda:
+        CONDA_ENV
+    shell:
+        "{params.python} -m analysis kernel-page --report {input.rep} --run {input.run}"
+        " --top {params.top} --output {output} > {log} 2>&1"
+
+
+rule check_kernel_pages:
+    input:
+        expand(f"{WORK}/rebuilt/kernels/{{page}}.md", page=REFERENCE_KERNEL_PAGES),
+    output:
+        touch(f"{WORK}/rebuilt/kernels/CHECKED"),
+    log:
+        f"{WORK}/logs/report_rebuilt/kernels/check.log",
+    params:
+        python=PYTHON,
+        rebuilt=lambda wc, output: os.path.dirname(output[0]),
+    conda:
+        CONDA_ENV
+    shell:
+        "{params.python} -m analysis check-rebuild --rebuilt {params.rebuilt} --committed reports/kernels"
+        " 2>&1 | tee {log}"
+
+
+rule rebuild_kernel_pages:
+    """The kernel pages rebuilt from the committed captures (no GPU), checked against reports/kernels."""
+    input:
+        [f"{WORK}/rebuilt/kernels/CHECKED"] if REFERENCE_KERNEL_PAGES else [],

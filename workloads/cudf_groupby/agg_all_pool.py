@@ -1,0 +1,19 @@
+"""Step 3: ``agg_all`` on the RMM pool (both steps together).
+
+Prediction: one groupby pass and no cudaMalloc/cudaFree inside the compute ranges: the fastest
+step, agg_all's time less its allocation time (0.5-2 ms). With pandas the pool step is skipped.
+"""
+from workloads.cudf_groupby.agg_all import all_aggregations
+from workloads.cudf_groupby.common import GroupbyVariant
+
+
+class AggAllPool(GroupbyVariant):
+    name = "agg_all_pool"
+    summary = "agg_all with allocations from an RMM pool"
+    use_pool = True
+
+    def compute(self, lib, grouped):
+        return all_aggregations(lib, grouped)
+
+
+VARIANT = AggAllPool
