@@ -16,6 +16,7 @@ include: "rules/profile.smk"
 include: "rules/analysis.smk"
 include: "rules/report.smk"
 include: "rules/multiprocess.smk"
+include: "rules/kernel.smk"
 
 
 rule profile_all:
@@ -37,6 +38,7 @@ rule rebuild_reports:
     that they equal the committed reports/*.md."""
     input:
         f"{WORK}/rebuilt/CHECKED",
+        rules.rebuild_kernel_pages.input,
 
 
 rule capture_reference:

@@ -7,6 +7,7 @@
   check-rebuild   compare rebuilt reports with the committed ones
   ncu-summary     one row per profiled launch of an ncu report (metrics and ncu's rule findings)
   perfetto        an nsys SQLite export as a Chrome/Perfetto JSON trace
+  kernel-page     one kernel's metrics and hottest source lines -> markdown
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import sys
 from analysis import captures
 from analysis import coldstart_cli, stats_cli
 from analysis import multiprocess_cli
-from analysis import ncu_cli, perfetto
+from analysis import kernel_page_cli, ncu_cli, perfetto
 from analysis.errors import AnalysisInputError
 from analysis.outputs import write_text_atomic
 from analysis.run_summary import load_json, summarize_run
@@ -157,6 +158,7 @@ def main(argv=None) -> int:
     multiprocess_cli.add_parser(sub)
     ncu_cli.add_parser(sub)
     perfetto.add_parser(sub)
+    kernel_page_cli.add_parser(sub)
     a = p.parse_args(argv)
     try:
         rc = a.func(a)

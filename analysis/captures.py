@@ -70,6 +70,13 @@ def merge_reference(src: str, dst: str, workloads: list[str]) -> list[str]:
                 os.makedirs(cold_dst, exist_ok=True)
                 shutil.copy2(os.path.join(cold_src, name), os.path.join(cold_dst, name))
                 copied.append(f"coldstart/{name}")
+    # single-kernel pages captured in this run (rules/kernel.smk) replace their older captures
+    k_src = os.path.join(src, "kernels")
+    for page in sorted(os.listdir(k_src)) if os.path.isdir(k_src) else []:
+        p_dst = os.path.join(dst, "kernels", page)
+        if os.path.isdir(p_dst):
+            shutil.rmtree(p_dst)
+        copied += [f"kernels/{page}/{rel}" for rel in copy_captures(os.path.join(k_src, page), p_dst)]
     return sorted(copied)
 
 

@@ -210,3 +210,61 @@ def reference_ceilings(workload):
     from a partial run (analysis.captures.merge_reference), else the reference's."""
     own = f"{REF_DIR}/{workload}/ceilings.json"
     return own if os.path.exists(own) else f"{REF_DIR}/ceilings.json"
+
+
+# --- single-kernel pages (rules/kernel.smk) -----------------------------------------------------
+
+
+def parse_kernel_page(page):
+    """(workload, variant, kernel, line_directives) of a page name; the longest workload and
+    variant names that fit win, so that variants sharing a prefix (fused, fused_pool) resolve."""
+    for w in sorted(RECIPES, key=len, reverse=True):
+        if not page.startswith(f"{w}_"):
+            continue
+        rest = page[len(w) + 1 :]
+        for v in sorted(RECIPES[w].variants, key=len, reverse=True):
+            if rest.startswith(f"{v}_"):
+                kernel = rest[len(v) + 1 :]
+                line_directives = not kernel.endswith("_cuda_c")
+                kernel = kernel if line_directives else kernel[: -len("_cuda_c")]
+                if kernel:
+                    return w, v, kernel, line_directives
+    raise ValueError(
+        f"kernel page {page!r}: not <workload>_<variant>_<kernel>[_cuda_c] with a known workload and variant"
+        f" (workloads: {', '.join(RECIPES)})"
+    )
+
+
+def kernel_page_name(workload, variant, kernel, line_directives=True):
+    return f"{workload}_{variant}_{kernel}" + ("" if line_directives else "_cuda_c")
+
+
+def requested_kernel_page(wc):
+    """The page the --config kernel_* keys ask for."""
+    keys = ("kernel_workload", "kernel_variant", "kernel_name")
+    missing = [k for k in keys if not config.get(k)]
+    if missing:
+        raise ValueError(
+            "kernel_page needs --config kernel_workload=W kernel_variant=V kernel_name=NAME"
+            f" (missing: {', '.join(missing)})"
+        )
+    w, v = config["kernel_workload"], config["kernel_variant"]
+    if w not in RECIPES:
+        raise ValueError(f"kernel_workload={w}: no such workload (have: {', '.join(RECIPES)})")
+    if v not in RECIPES[w].variants:
+        raise ValueError(f"kernel_variant={v}: {w} has {', '.join(RECIPES[w].variants)}")
+    # line directives are Warp's; other frameworks' pages have one name whatever the key says
+    ld = config["kernel_line_directives"] or RECIPES[w].framework != "warp"
+    page = kernel_page_name(w, v, config["kernel_name"], ld)
+    return f"reports/kernels/{page}.md"
+
+
+def kernel_profile_args(wc):
+    w, v, kernel, line_directives = parse_kernel_page(wc.page)
+    size = config.get("kernel_size") or RECIPES[w].default_size
+    ld = "--line-directives" if line_directives else "--no-line-directives"
+    return f"--workload {w} --variant {v} --kernel {kernel} --size {size} {ld}"
+
+
+# Pages whose captures are committed, found from the files (config may have moved on).
+REFERENCE_KERNEL_PAGES = glob_wildcards(f"{REF_DIR}/kernels/{{page}}/kernel-run.json").page

@@ -96,8 +96,14 @@ def test_a_partial_run_merges_into_the_reference_with_its_own_ceilings(tmp_path)
     (dst / "coldstart").mkdir()
     (dst / "coldstart" / "new_stale.json").write_text("{}")
     (dst / "coldstart" / "old_v.json").write_text("{}")
+    (src / "kernels" / "new_v_k").mkdir(parents=True)
+    (src / "kernels" / "new_v_k" / "kernel-run.json").write_text("{}")
+    (dst / "kernels" / "new_v_k").mkdir(parents=True)
+    (dst / "kernels" / "new_v_k" / "stale.json").write_text("{}")
     copied = merge_reference(str(src), str(dst), ["new"])
-    assert copied == ["coldstart/new_v.json", "new/ceilings.json", "new/v/n1/timing.json"]
+    assert copied == ["coldstart/new_v.json", "kernels/new_v_k/kernel-run.json", "new/ceilings.json",
+                      "new/v/n1/timing.json"]
+    assert not (dst / "kernels" / "new_v_k" / "stale.json").exists()
     # the merged workload is replaced whole and carries its run's ceilings; the others are untouched
     assert not (dst / "new" / "stale").exists()
     assert (dst / "new" / "ceilings.json").read_text() == '{"run": "new"}'

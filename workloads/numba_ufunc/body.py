@@ -4,6 +4,7 @@ ufunc for the tests (the CUDA simulator cannot run CUDA ufuncs)."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 # a module-level name: the CUDA simulator swaps the kernels' global `cuda` for its own
@@ -29,12 +30,46 @@ def reference(x: np.ndarray) -> np.ndarray:
 _compiled: dict[str, object] = {}
 
 
+def jit_options() -> dict:
+    """Extra ``cuda.jit`` options: ``lineinfo=True`` when ``COOKBOOK_LINEINFO=1`` (the kernel page's
+    ncu run, workloads.tools.kernel_profile), so that Nsight Compute maps SASS to these Python lines.
+    Line information leaves the generated code as it is. Nothing under the CUDA simulator, whose
+    ``jit`` has no such option."""
+    from numba.cuda import config  # noqa: PLC0415
+
+    if os.environ.get("COOKBOOK_LINEINFO") == "1" and not config.ENABLE_CUDASIM:
+        return {"lineinfo": True}
+    return {}
+
+
+def _lineinfo_ufunc(signature: str):
+    """The CUDA ufunc ``vectorize(target="cuda")`` builds, with line information: the CUDA vectorize
+    target accepts no options, so its builder is subclassed to pass ``lineinfo=True`` to the two
+    ``cuda.jit`` calls it makes (the core device function and the ``__vectorized_<name>`` kernel)."""
+    from numba.cuda.vectorizers import CUDAVectorize  # noqa: PLC0415
+
+    class LineinfoCUDAVectorize(CUDAVectorize):
+        def _compile_core(self, sig):
+            fn = cuda.jit(sig, device=True, inline="always", lineinfo=True)(self.pyfunc)
+            return fn, fn.overloads[sig.args].signature.return_type
+
+        def _compile_kernel(self, fnobj, sig):
+            return cuda.jit(fnobj, lineinfo=True)
+
+    builder = LineinfoCUDAVectorize(mycalculation)
+    builder.add(signature)
+    return builder.build_ufunc()
+
+
 def cuda_ufunc():
     """``mycalculation`` as the seed builds it: ``@vectorize(["float64(float64)"], target="cuda")``."""
     if "ufunc" not in _compiled:
         from numba import vectorize  # noqa: PLC0415
 
-        _compiled["ufunc"] = vectorize(["float64(float64)"], target="cuda")(mycalculation)
+        if jit_options():
+            _compiled["ufunc"] = _lineinfo_ufunc("float64(float64)")
+        else:
+            _compiled["ufunc"] = vectorize(["float64(float64)"], target="cuda")(mycalculation)
     return _compiled["ufunc"]
 
 
@@ -42,9 +77,9 @@ def cuda_kernel():
     """An elementwise ``@cuda.jit`` kernel (grid-stride loop) calling ``mycalculation`` on the device."""
     if "kernel" not in _compiled:
 
-        device_fn = cuda.jit(device=True)(mycalculation)
+        device_fn = cuda.jit(device=True, **jit_options())(mycalculation)
 
-        @cuda.jit
+        @cuda.jit(**jit_options())
         def mycalculation_kernel(x, out):
             start = cuda.grid(1)
             stride = cuda.gridsize(1)
@@ -60,7 +95,7 @@ def fill_kernel():
     alone (a float hash and Box-Muller), so device-resident data never cross the host link."""
     if "fill" not in _compiled:
 
-        @cuda.jit
+        @cuda.jit(**jit_options())
         def fill_normal(out, seed):
             start = cuda.grid(1)
             stride = cuda.gridsize(1)
@@ -80,7 +115,7 @@ def poison_kernel():
     """A ``@cuda.jit`` kernel that fills an array with NaN, so that unwritten elements fail the check."""
     if "poison" not in _compiled:
 
-        @cuda.jit
+        @cuda.jit(**jit_options())
         def fill_nan(out):
             start = cuda.grid(1)
             for i in range(start, out.shape[0], cuda.gridsize(1)):

@@ -1,0 +1,114 @@
+"""The kernel page (analysis/kernel_page.py and `kernel-page` of analysis/kernel_page_cli.py) on the
+committed ncu reports, and on a capture kernel_profile wrote around one of them."""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+
+import pytest
+
+from analysis import kernel_page_cli
+from analysis.errors import AnalysisInputError
+from analysis.kernel_page import capture_name, display_path, kernel_page
+from analysis.ncu_source import read_kernel_profile
+
+from conftest import REFERENCE
+from test_kernel_profile import make_vectorized_capture
+
+VECTORIZED = REFERENCE / "pycuda_kernel" / "vectorized" / "n268435456" / "ncu.ncu-rep.gz"
+NUMBA = REFERENCE / "numba_ufunc" / "baseline" / "n268435456" / "ncu.ncu-rep.gz"
+
+
+@pytest.fixture
+def vectorized_capture(tmp_path):
+    return make_vectorized_capture(tmp_path)
+
+
+def _cli(*args: str) -> int:
+    p = argparse.ArgumentParser()
+    kernel_page_cli.add_parser(p.add_subparsers(dest="command", required=True))
+    a = p.parse_args(["kernel-page", *args])
+    return a.func(a)
+
+
+def _row(page: str, first_cell: str) -> list[str]:
+    line = next(ln for ln in page.splitlines() if ln.startswith(f"| {first_cell} |"))
+    return [c.strip() for c in line.strip("|").split(" | ")]
+
+
+def test_page_of_a_capture_shows_metrics_hottest_lines_and_how_it_was_made(vectorized_capture, tmp_path):
+    out = tmp_path / "page.md"
+    assert _cli("--report", str(vectorized_capture / "kernel.ncu-rep"), "--run",
+                str(vectorized_capture / "kernel-run.json"), "--output", str(out)) == 0
+    page = out.read_text()
+    assert page.startswith("# Kernel `scale_vec4`: pycuda_kernel / vectorized\n")
+    assert _row(page, "Duration")[1] == "536.0 µs"
+    assert _row(page, "Registers per thread")[1] == "20"
+    hottest = _row(page, "1")
+    assert hottest[1] == "`kernel.cu:32`" and hottest[3:6] == ["62,516", "97.1 %", "long_scoreboard 100 %"]
+    assert "No text was imported for `kernel.cu`" in page
+    assert "## Python or CUDA-C lines" not in page  # PyCUDA: no line directives to choose
+    assert "ncu-ui results/captures/kernels/pycuda_kernel_vectorized_scale_vec4/kernel.ncu-rep" in page
+    assert ("gunzip -k reports/reference/h200/kernels/pycuda_kernel_vectorized_scale_vec4/kernel.ncu-rep.gz"
+            in page)
+    # the command with machine-specific paths replaced by their role
+    cmd = next(ln for ln in page.splitlines() if ln.startswith("ncu --set full"))
+    assert "--export <output-dir>/kernel" in cmd and "--source-folders <fresh cache>/warp" in cmd
+    assert "-k 'regex:^scale_vec4$'" in cmd and cmd.endswith("--size 268435456 --calls 1")
+    assert "`COOKBOOK_LINEINFO=1`" in page
+
+
+def test_the_page_depends_on_the_capture_not_where_it_is_read_from(vectorized_capture, tmp_path):
+    # the committed copy is gzipped; a page rebuilt from it must equal the live one
+    run = json.loads((vectorized_capture / "kernel-run.json").read_text())
+    live = kernel_page(read_kernel_profile(str(vectorized_capture / "kernel.ncu-rep")), run, report_hint="a")
+    ref = kernel_page(read_kernel_profile(str(VECTORIZED)), run, report_hint="b")
+    assert live == ref
+
+
+def test_a_report_without_line_information_gets_the_hottest_sass_instead(tmp_path):
+    out = tmp_path / "numba.md"
+    assert _cli("--report", str(NUMBA), "--output", str(out), "--json", str(tmp_path / "numba.json")) == 0
+    page = out.read_text()
+    assert "**No line information**: no instruction of this kernel maps to a source line" in page
+    assert _row(page, "0x0180")[1:4] == ["`DMUL R4, R6, R6`", "78,722", "22.8 %"]
+    record = json.loads((tmp_path / "numba.json").read_text())
+    assert record["source"]["has_line_info"] is False and record["source"]["lines"] == []
+    assert "No `kernel-run.json` came with this report" in page
+
+
+def test_a_run_record_of_another_kernel_is_refused(vectorized_capture, tmp_path):
+    with pytest.raises(AnalysisInputError, match="do not belong together"):
+        _cli("--report", str(NUMBA), "--run", str(vectorized_capture / "kernel-run.json"),
+             "--output", str(tmp_path / "x.md"))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(AnalysisInputError, match="missing"):
+        _cli("--report", str(NUMBA), "--run", str(bad), "--output", str(tmp_path / "x.md"))
+
+
+def test_warp_pages_explain_and_offer_the_other_line_view(vectorized_capture):
+    run = json.loads((vectorized_capture / "kernel-run.json").read_text())
+    k = read_kernel_profile(str(VECTORIZED))
+    warp = copy.deepcopy(run)
+    warp.update(workload="warp_sph", variant="baseline", kernel="get_acceleration", framework="warp",
+                line_directives=True)
+    page = kernel_page(k, warp)
+    assert "## Python or CUDA-C lines" in page and "line directives on: the lines are Python lines" in page
+    assert ("snakemake kernel_page --config kernel_workload=warp_sph kernel_variant=baseline "
+            "kernel_name=get_acceleration kernel_line_directives=False") in page
+    assert "results/captures/kernels/warp_sph_baseline_get_acceleration_cuda_c" in page
+    warp["line_directives"] = False
+    page = kernel_page(k, warp)
+    assert "line directives off: the lines are generated CUDA-C lines" in page
+    assert "kernel_line_directives=True" in page
+    assert "ncu-ui results/captures/kernels/warp_sph_baseline_get_acceleration_cuda_c/kernel.ncu-rep" in page
+
+
+def test_names_and_paths_as_the_page_shows_them():
+    assert capture_name("warp_sph", "baseline", "get_acceleration") == "warp_sph_baseline_get_acceleration"
+    assert capture_name("warp_sph", "baseline", "get_acceleration", False).endswith("_cuda_c")
+    assert capture_name("pycuda_kernel", "vectorized", "scale_vec4", None) == "pycuda_kernel_vectorized_scale_vec4"
+    assert display_path("/home/u/repo/workloads/warp_sph/kernels.py") == "workloads/warp_sph/kernels.py"
+    assert display_path("/tmp/tmpabc/kernel.cu") == "kernel.cu"

@@ -1,0 +1,57 @@
+"""rules/kernel.smk, dry-run: the kernel_page target turns --config keys into one kernel_profile run
+and one page; a page can also be named directly; the rebuild from committed captures needs no GPU."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+pytestmark = pytest.mark.skipif('include: "rules/kernel.smk"' not in (REPO / "Snakefile").read_text(),
+                                reason="the Snakefile does not include rules/kernel.smk yet")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    """A copy of the checkout, so that Snakemake's metadata stays out of it."""
+    dst = tmp_path_factory.mktemp("kernel-rules") / "repo"
+    shutil.copytree(REPO, dst, ignore=shutil.ignore_patterns(".git", ".snakemake", "results", "__pycache__"))
+    return dst
+
+
+def _dry(repo, *args):
+    r = subprocess.run(SNAKEMAKE + ["-n", "-p", *args], cwd=repo, capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_kernel_page_target_runs_one_profile_and_one_page(repo):
+    rc, out = _dry(repo, "kernel_page", "--config", "kernel_workload=pycuda_kernel", "kernel_variant=vectorized",
+                   "kernel_name=scale_vec4")
+    assert rc == 0, out
+    assert ("-m workloads.tools.kernel_profile --workload pycuda_kernel --variant vectorized --kernel scale_vec4"
+            " --size 268435456 --line-directives") in out
+    assert "--output-dir results/captures/kernels/pycuda_kernel_vectorized_scale_vec4" in out
+    assert "--output reports/kernels/pycuda_kernel_vectorized_scale_vec4.md" in out
+
+
+def test_kernel_page_without_its_config_says_what_to_pass(repo):
+    rc, out = _dry(repo, "kernel_page")
+    assert rc != 0 and "kernel_page needs --config kernel_workload=W kernel_variant=V kernel_name=NAME" in out
+
+
+def test_a_page_named_directly_resolves_variants_that_share_a_prefix(repo):
+    rc, out = _dry(repo, "reports/kernels/cupy_sqdiff_fused_pool_cookbook_squared_diff.md",
+                   "--config", "kernel_size=4096")
+    assert rc == 0, out
+    assert "--workload cupy_sqdiff --variant fused_pool --kernel cookbook_squared_diff --size 4096" in out
+
+
+def test_rebuilding_kernel_pages_needs_no_gpu(repo):
+    rc, out = _dry(repo, "rebuild_kernel_pages")
+    assert rc == 0, out
+    assert "kernel_capture" not in out and "preflight" not in out

@@ -1,0 +1,210 @@
+"""The per-source-line reader (analysis/ncu_source.py) on the committed ncu reports: PyCUDA's kernels
+were compiled with -lineinfo, Numba's and CuPy's without; all were captured with --set full and
+--import-source yes. Totals are checked against the kernel-level metrics of the same report (there
+is no ncu here to print its Source page)."""
+from __future__ import annotations
+
+import gzip
+import inspect
+import re
+import shutil
+
+import pytest
+
+from analysis.errors import AnalysisInputError
+from analysis.ncu_source import (PythonLine, has_warp_comments, kernel_names, read_kernel_profile,
+                                 warp_python_lines)
+
+from conftest import REFERENCE, reference_runs
+
+NCU_RUNS = [r for r in reference_runs() if (r / "ncu.ncu-rep.gz").exists()]
+PYCUDA = REFERENCE / "pycuda_kernel"
+SIZE = 268435456  # the PyCUDA and Numba captures' size
+
+
+def _report(run):
+    return str(run / "ncu.ncu-rep.gz")
+
+
+def _ids(run):
+    return "/".join(run.parts[-3:-1])
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    return {_ids(r): read_kernel_profile(_report(r)) for r in NCU_RUNS}
+
+
+def test_every_committed_report_is_read(profiles):
+    assert len(profiles) >= 8
+    assert {k.split("/")[0] for k in profiles} >= {"pycuda_kernel", "numba_ufunc", "cupy_sqdiff"}
+
+
+@pytest.mark.parametrize("run", NCU_RUNS, ids=_ids)
+def test_per_address_counters_add_up_to_the_kernel_level_metrics(run, profiles):
+    k = profiles[_ids(run)]
+    s = k.source
+    assert s.total_samples == k.metrics["smsp__pcsamp_sample_count"] > 0
+    assert s.total_instructions == k.metrics["smsp__inst_executed.sum"] > 0
+    # every sample and instruction is on a line or counted as unattributed, none twice
+    assert sum(sl.samples for sl in s.lines) + s.unattributed_samples == s.total_samples
+    assert sum(sl.instructions for sl in s.lines) + s.unattributed_instructions == s.total_instructions
+    # the stall reasons split the samples: their sum is the sample count, per kernel and per line
+    assert sum(n for _, n in k.stalls) == s.total_samples
+    for sl in s.lines:
+        assert sum(n for _, n in sl.stalls) == sl.samples
+        assert 0 <= sl.not_issued_samples <= sl.samples
+    assert sum(sl.samples_pct for sl in s.lines) == pytest.approx(
+        100.0 * (1 - s.unattributed_samples / s.total_samples))
+    assert [sl.samples for sl in s.lines] == sorted((sl.samples for sl in s.lines), reverse=True)
+
+
+@pytest.mark.parametrize("variant", ["baseline", "device_resident", "vectorized"])
+def test_pycuda_lines_fall_inside_the_profiled_kernels_source(variant, profiles):
+    from workloads.pycuda_kernel.kernels import SOURCE
+
+    k = profiles[f"pycuda_kernel/{variant}"]
+    s = k.source
+    assert s.has_line_info and s.unattributed_samples == 0
+    # PyCUDA compiles `extern "C" {` + SOURCE + `}` as kernel.cu in a temporary folder it deletes
+    # before ncu imports sources: the line numbers are there, the text is not
+    assert len(s.files) == 1 and re.fullmatch(r"/tmp/tmp\w+/kernel\.cu", s.files[0].name)
+    assert not s.files[0].imported and all(sl.text is None for sl in s.lines)
+    cu = ('extern "C" {\n' + SOURCE).splitlines()
+    start = next(i for i, t in enumerate(cu, 1) if f"void {k.function_name}(" in t)
+    end = next(i for i, t in enumerate(cu, 1) if i > start and t == "}")
+    assert all(start <= sl.line <= end for sl in s.lines), [sl.line for sl in s.lines]
+    assert s.lines[0].samples_pct > 90  # one line holds nearly all samples: a streaming kernel
+
+
+def test_vectorized_kernel_stalls_at_the_use_of_the_float4_load(profiles):
+    from workloads.pycuda_kernel.kernels import SOURCE
+
+    cu = ('extern "C" {\n' + SOURCE).splitlines()
+    s = profiles["pycuda_kernel/vectorized"].source
+    text = {sl.line: cu[sl.line - 1].strip() for sl in s.lines}
+    hottest = s.lines[0]
+    # the samples wait on the multiply that uses the loaded float4, not on the load itself
+    assert text[hottest.line].startswith("v.x *= 2.0f")
+    assert hottest.stalls[0][0] == "long_scoreboard"
+    # the load and the store each need n*4 bytes of 32-byte L2 sectors, nothing else touches memory
+    by_l2 = {text[sl.line]: sl.l2_sectors for sl in s.lines if sl.l2_sectors}
+    assert by_l2 == {"float4 v = in4[i];": SIZE * 4 // 32, "out4[i] = v;": SIZE * 4 // 32}
+
+
+@pytest.mark.parametrize("variant", ["baseline", "device_resident"])
+def test_scalar_pycuda_kernels_are_hottest_on_their_load_store_line(variant, profiles):
+    from workloads.pycuda_kernel.kernels import SOURCE
+
+    cu = ('extern "C" {\n' + SOURCE).splitlines()
+    s = profiles[f"pycuda_kernel/{variant}"].source
+    assert cu[s.lines[0].line - 1].strip() == "out[i] = 2.0f * in[i];"
+    assert s.lines[0].l2_sectors == 2 * SIZE * 4 // 32
+
+
+@pytest.mark.parametrize("run", [r for r in NCU_RUNS if r.parts[-3] in ("numba_ufunc", "cupy_sqdiff")], ids=_ids)
+def test_kernels_without_lineinfo_give_a_typed_no_line_information_result(run, profiles):
+    k = profiles[_ids(run)]
+    s = k.source
+    assert not s.has_line_info and s.lines == () and s.files == ()
+    assert "without line information" in s.reason
+    assert s.unattributed_samples == s.total_samples > 0
+    # the fallback: SASS instructions by samples, each with its text and no source location
+    hot = s.hottest_instructions
+    assert hot and hot[0].samples == max(i.samples for i in hot) and hot[0].sass
+    assert all(i.file is None and i.line is None and i.offset >= 0 for i in hot)
+
+
+def test_numba_names_keep_the_python_name_before_the_abi_tags(profiles):
+    assert profiles["numba_ufunc/baseline"].function_name.startswith("__vectorized_mycalculation[abi:")
+    assert profiles["numba_ufunc/streams"].function_name.startswith("mycalculation_kernel[abi:")
+    # the ncu CLI's form (raw page) drops "abi:"
+    assert profiles["numba_ufunc/streams"].display_name.startswith("mycalculation_kernel[v1,")
+
+
+def test_a_report_with_two_kernels_reads_each_launch():
+    run = REFERENCE / "cupy_sqdiff" / "baseline" / "n16384"
+    names = kernel_names(_report(run))
+    assert len(names) >= 2
+    for i, name in enumerate(names[:2]):
+        k = read_kernel_profile(_report(run), launch=i)
+        assert k.function_name == name and k.launches_in_report == len(names)
+    with pytest.raises(AnalysisInputError, match="no launch"):
+        read_kernel_profile(_report(run), launch=len(names))
+
+
+def test_plain_and_gzipped_reports_read_the_same(tmp_path):
+    gz = PYCUDA / "vectorized" / "n268435456" / "ncu.ncu-rep.gz"
+    plain = tmp_path / "r.ncu-rep"
+    with gzip.open(gz, "rb") as src, open(plain, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    a, b = read_kernel_profile(str(gz)), read_kernel_profile(str(plain))
+    assert a.source == b.source and a.metrics == b.metrics
+
+
+def test_bad_inputs_raise_typed_errors(tmp_path):
+    with pytest.raises(AnalysisInputError, match="no such file"):
+        read_kernel_profile(str(tmp_path / "missing.ncu-rep"))
+    bogus = tmp_path / "x.ncu-rep"
+    bogus.write_bytes(b"not a report")
+    with pytest.raises(AnalysisInputError, match="magic"):
+        read_kernel_profile(str(bogus))
+
+
+# --- Warp's generated source: map lines back to Python ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def warp_generated(tmp_path_factory):
+    """Real Warp output: a kernel compiled for Warp's CPU device, whose generated C++ carries the same
+    per-statement ``// <python>  <L n>`` comments as the CUDA it generates for a GPU."""
+    wp = pytest.importorskip("warp")
+    cache = tmp_path_factory.mktemp("warp-cache")
+    saved = wp.config.kernel_cache_dir
+    wp.config.kernel_cache_dir = str(cache)
+
+    @wp.kernel
+    def pairwise(x: wp.array(dtype=float), out: wp.array(dtype=float), n: int):
+        i = wp.tid()
+        s = float(0.0)  # a variable, not a constant: the loop below changes it
+        for j in range(n):
+            d = x[j] - x[i]
+            s += d * d
+        out[i] = wp.sqrt(s)
+
+    x = wp.array([1.0, 2.0, 4.0], dtype=float, device="cpu")
+    out = wp.zeros(3, dtype=float, device="cpu")
+    wp.launch(pairwise, dim=3, inputs=[x, out, 3], device="cpu")
+    assert out.numpy().tolist() == pytest.approx([10 ** 0.5, 5 ** 0.5, 13 ** 0.5])
+    generated = list(cache.rglob("*.cpp"))
+    assert len(generated) == 1
+    src_lines, first = inspect.getsourcelines(pairwise.func)
+    yield generated[0].read_text(), {first + i: t.strip() for i, t in enumerate(src_lines)}
+    wp.config.kernel_cache_dir = saved
+
+
+def test_warp_generated_lines_map_to_the_python_statement_above_them(warp_generated):
+    text, python = warp_generated
+    assert has_warp_comments(text)
+    mapping = warp_python_lines(text)
+    lines = text.splitlines()
+    assert len(mapping) == len(lines)
+    mapped = [(c, p) for c, p in zip(lines, mapping) if p is not None]
+    assert mapped
+    for _, p in mapped:
+        # the comment quotes the Python line it names (backward-pass comments prefix "adj: ")
+        assert python[p.line] == p.text.removeprefix("adj: "), (p, python.get(p.line))
+    # the CUDA/C++ of `d = x[j] - x[i]` (a wp::sub) maps to that Python line
+    d_line = next(n for n, t in python.items() if t == "d = x[j] - x[i]")
+    subs = [p for c, p in mapped if "wp::sub(" in c and "adj_" not in c]
+    assert subs and all(p == PythonLine(d_line, "d = x[j] - x[i]") for p in subs)
+    # the kernel's signature and Warp's own prologue map to no statement
+    sig = next(i for i, c in enumerate(lines) if "_cpu_kernel_forward(" in c)
+    assert mapping[sig] is None
+
+
+def test_source_without_warp_comments_maps_nothing():
+    from workloads.pycuda_kernel.kernels import SOURCE
+
+    assert not has_warp_comments(SOURCE)
+    assert set(warp_python_lines(SOURCE)) == {None}
