@@ -180,7 +180,10 @@ def warp_generated(tmp_path_factory):
     assert len(generated) == 1
     src_lines, first = inspect.getsourcelines(pairwise.func)
     yield generated[0].read_text(), {first + i: t.strip() for i, t in enumerate(src_lines)}
-    wp.config.kernel_cache_dir = saved
+    # Warp resolved its cache folder at initialisation: setting None back afterwards breaks later
+    # Warp tests of the session, so only a real previous folder is restored
+    if saved is not None:
+        wp.config.kernel_cache_dir = saved
 
 
 def test_warp_generated_lines_map_to_the_python_statement_above_them(warp_generated):

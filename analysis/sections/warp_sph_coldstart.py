@@ -1,0 +1,124 @@
+"""Report section: cold and warm starts of the Warp recipe, per module.
+
+Input: ``experiments/coldstart/coldstart.json`` of the recipe's capture folder, written by
+``workloads/warp_sph/exp_coldstart.py``: per variant, new processes with Warp's kernel cache and
+the CUDA driver's compute cache empty (a fresh ``CUDA_CACHE_PATH``, or ``CUDA_CACHE_DISABLE=1``),
+then warm; each with Warp's own per-module load messages and wall-clock phases. Parsing is
+:func:`read_coldstart` and :func:`table_data`; :func:`render_markdown` only formats.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from analysis.errors import AnalysisInputError
+from analysis.markdown import table
+
+EXPERIMENT = "coldstart"
+#: the states shown, in column order, with their headings
+COLUMNS = (
+    ("cold_fresh_cache", "cold, fresh CUDA_CACHE_PATH"),
+    ("cold_cache_disabled", "cold, CUDA_CACHE_DISABLE=1"),
+    ("warm", "warm"),
+)
+PHASE_ROWS = (
+    ("warp_import_s", "import warp"),
+    ("warp_init_s", "wp.init()"),
+    ("setup_s", "setup (inputs; graph variants: module loads and capture)"),
+    ("first_frame_s", "first frame (eager variants: module loads)"),
+    ("second_frame_s", "second frame"),
+    ("time_to_first_result_s", "time to first result (process start to first frame done)"),
+)
+
+
+def read_coldstart(folder: str) -> dict:
+    path = os.path.join(folder, "coldstart.json")
+    if not os.path.isfile(path):
+        raise AnalysisInputError(path, "no such file (run: python -m workloads.warp_sph.exp_coldstart)")
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise AnalysisInputError(path, f"not valid JSON ({e})") from None
+    runs = record.get("runs")
+    if not isinstance(runs, list) or not runs:
+        raise AnalysisInputError(path, "no runs recorded")
+    for r in runs:
+        for key in ("variant", "state", "phases", "module_loads"):
+            if key not in r:
+                raise AnalysisInputError(path, f"a run lacks {key!r}")
+    return record
+
+
+def table_data(record: dict) -> dict:
+    """variant -> {"modules": {module: {state: (ms, how)}}, "phases": {phase: {state: s}},
+    "binaries": {state: [...]}, "traces": [...]}"""
+    out: dict = {}
+    for r in record["runs"]:
+        v = out.setdefault(r["variant"], {"modules": {}, "phases": {}, "binaries": {}, "traces": []})
+        state = r["state"]
+        for m in r["module_loads"]:
+            cell = v["modules"].setdefault(m["module"], {})
+            ms, how = cell.get(state, (0.0, m["how"]))
+            # a module loaded twice in one process (rare) counts both loads
+            cell[state] = (ms + float(m["ms"]), how if how == m["how"] else f"{how}+{m['how']}")
+        for key, value in r["phases"].items():
+            v["phases"].setdefault(key, {})[state] = value
+        v["binaries"][state] = r.get("binaries", [])
+        if r.get("traces"):
+            v["traces"] = r["traces"]
+    return out
+
+
+def _binary_kinds(names: list[str]) -> str:
+    kinds = sorted({os.path.splitext(n)[1] for n in names})
+    return ", ".join(kinds) if kinds else "none found"
+
+
+def render_markdown(record: dict, data: dict) -> str:
+    lines = [
+        "## Cold starts, per module",
+        "",
+        f"New processes of the recipe ({record.get('size')} particles, one frame each). Cold: Warp's kernel "
+        "cache pointed at a fresh folder (so its kernel and LTO caches are empty) and the CUDA driver's "
+        "compute cache emptied one of the two ways the Warp guide names: a fresh `CUDA_CACHE_PATH` "
+        "(the driver still looks up and writes entries) or `CUDA_CACHE_DISABLE=1` (no cache at all). Warm: "
+        "the first cold run's folders again, now filled. Module times are Warp's own "
+        "(\"Module ... took ... ms (compiled|cached)\"): code generation, compilation when not cached, and "
+        "loading the binary into the context.",
+        "",
+    ]
+    for variant, v in data.items():
+        heads = [h for _, h in COLUMNS]
+        rows = []
+        for module, cells in sorted(v["modules"].items()):
+            row = [f"`{module}` (ms)"]
+            for state, _ in COLUMNS:
+                ms, how = cells.get(state, (None, None))
+                row.append("n/a" if ms is None else f"{ms:.1f} ({how})")
+            rows.append(row)
+        for key, label in PHASE_ROWS:
+            cells = v["phases"].get(key, {})
+            rows.append([f"{label} (s)"] + ["n/a" if cells.get(s) is None else f"{cells[s]:.3f}" for s, _ in COLUMNS])
+        lines += [f"**{variant}**", "", table(["", *heads], rows), ""]
+        kinds = _binary_kinds(v["binaries"].get("cold_fresh_cache", []))
+        note = f"Binaries Warp cached for `{variant}`: {kinds}. "
+        if kinds == ".cubin":
+            note += ("Warp compiled to SASS (cubin) itself, so the driver had no PTX to JIT for these modules: "
+                     "the two cold columns differ only by what else the driver caches and by cache I/O.")
+        elif kinds == ".o":
+            note += "CPU object files: the CUDA driver and its cache play no part on Warp's CPU device."
+        elif ".ptx" in kinds:
+            note += ("Warp handed the driver PTX, which the driver JIT-compiles at load; that work is what the "
+                     "compute cache keeps, so the two cold columns and the warm one differ by it.")
+        lines += [note, ""]
+        if v["traces"]:
+            lines += ["NVRTC compile-time traces (Trace Event Format, open in Perfetto or chrome://tracing), "
+                      "from a separate cold run with `warp.config.compile_time_trace = True`: "
+                      + ", ".join(f"`experiments/coldstart/{t}`" for t in v["traces"]), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def render(workload_root: str, figure_dir: str) -> str:
+    record = read_coldstart(os.path.join(workload_root, "experiments", EXPERIMENT))
+    return render_markdown(record, table_data(record))
