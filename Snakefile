@@ -12,6 +12,7 @@ configfile: "rules/config.yaml"
 validate(config, "rules/schemas/config.schema.yaml")
 
 include: "rules/common.smk"
+include: "rules/cluster.smk"
 include: "rules/profile.smk"
 include: "rules/analysis.smk"
 include: "rules/report.smk"

@@ -35,6 +35,8 @@ rule kernel_capture:
         out_dir=lambda wc, output: os.path.dirname(output.rep),
     resources:
         gpu=1,
+    envmodules:
+        *ENVMODULES,
     conda:
         CONDA_ENV
     shell:

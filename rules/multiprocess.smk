@@ -20,6 +20,8 @@ rule nsys_multiprocess:
         functions="cupy.random.Generator.random,cupy.mean",
     resources:
         gpu=1,
+    envmodules:
+        *ENVMODULES,
     conda:
         CONDA_ENV
     shell:

@@ -11,6 +11,8 @@ rule preflight:
         python=PYTHON,
         nsys=NSYS,
         ncu=NCU,
+    envmodules:
+        *ENVMODULES,
     conda:
         CONDA_ENV
     # the message goes to the console as well as the log: it is what the user must read
@@ -31,6 +33,8 @@ rule ceilings:
         python=PYTHON,
     resources:
         gpu=1,
+    envmodules:
+        *ENVMODULES,
     conda:
         CONDA_ENV
     shell:
@@ -54,6 +58,8 @@ rule timed:
         repeats=timing_setting("repeats"),
     resources:
         gpu=1,
+    envmodules:
+        *ENVMODULES,
     conda:
         CONDA_ENV
     shell:
@@ -82,6 +88,8 @@ rule nsys:
         prefix=lambda wc, output: output.rep.removesuffix(".nsys-rep"),
     resources:
         gpu=1,
+    envmodules:
+        *ENVMODULES,
     conda:
         CONDA_ENV
     shell:
@@ -113,6 +121,8 @@ rule nsys_stats:
                 "cuda_gpu_trace",
             ]
         ),
+    envmodules:
+        *ENVMODULES,
     conda:
         CONDA_ENV
     shell:
@@ -138,6 +148,8 @@ rule ncu:
         prefix=lambda wc, output: output.rep.removesuffix(".ncu-rep"),
     resources:
         gpu=1,
+    envmodules:
+        *ENVMODULES,
     conda:
         CONDA_ENV
     shell:
@@ -166,6 +178,8 @@ rule coldwarm:
         size=coldwarm_size,
     resources:
         gpu=1,
+    envmodules:
+        *ENVMODULES,
     conda:
         CONDA_ENV
     shell:
@@ -191,6 +205,8 @@ rule experiment:
         ncu=NCU,
     resources:
         gpu=1,
+    envmodules:
+        *ENVMODULES,
     conda:
         CONDA_ENV
     shell:

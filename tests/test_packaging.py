@@ -13,7 +13,8 @@ CONDA_NAME = {"cupy-cuda13x": "cupy", "rmm-cu13": "rmm", "cudf-cu13": "cudf"}
 
 
 def _split(req: str) -> tuple[str, str]:
-    m = re.match(r"^\s*([A-Za-z0-9_.-]+)\s*(.*?)\s*$", req)
+    # extras stay in the name: jax (CPU) and jax[cuda13] (GPU) are different requirements
+    m = re.match(r"^\s*([A-Za-z0-9_.-]+(?:\[[^\]]*\])?)\s*(.*?)\s*$", req)
     return m.group(1).lower(), m.group(2).replace(" ", "")
 
 
