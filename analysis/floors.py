@@ -51,6 +51,9 @@ def floor(work: dict, ceilings: dict) -> Floor:
     if kind in ARITHMETIC_CEILINGS:
         resource, key = ARITHMETIC_CEILINGS[kind]
         add(resource, work.get("flops", 0), key, "tflop_per_s", "TFLOP/s", 1e9)
+    elif work.get("flops") and terms:
+        # integer work: no ceiling is measured, so the floor is memory alone; say so where it is shown
+        terms[0] = dataclasses.replace(terms[0], resource=f"{terms[0].resource}; no {kind} ceiling")
     if not terms:
         raise ValueError("no ceiling matches the declared work")
     binding = max(terms, key=lambda t: t.ms)

@@ -48,8 +48,8 @@ for _name in ONLY or []:
 RUNNABLE_WORKLOADS = [
     w for w in config["workloads"] if not _missing(RECIPES[w]) and (ONLY is None or w in ONLY)
 ]
-# the multi-process example (rules/multiprocess.smk) needs CuPy
-MULTIPROCESS_RUNNABLE = importlib.util.find_spec("cupy") is not None
+# the multi-process example (rules/multiprocess.smk) needs CuPy; a run of some workloads skips it
+MULTIPROCESS_RUNNABLE = importlib.util.find_spec("cupy") is not None and ONLY is None
 
 
 def runs(workload):

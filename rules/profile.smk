@@ -153,7 +153,9 @@ rule ncu:
     conda:
         CONDA_ENV
     shell:
-        "({params.cold} --tag ncu -- {params.ncu} {params.flags} --force-overwrite"
+        # JAX preallocates 75% of the GPU by default: ncu's kernel replay then saves and restores
+        # ~105 GB per pass and makes no progress; other frameworks ignore the variable
+        "(XLA_PYTHON_CLIENT_PREALLOCATE=false {params.cold} --tag ncu -- {params.ncu} {params.flags} --force-overwrite"
         " --export {params.prefix} {params.python} -m workloads.{wildcards.workload}"
         " --variant {wildcards.variant} --size {wildcards.size} --calls {params.calls}"
         " --output {output.run}"

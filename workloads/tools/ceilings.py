@@ -9,7 +9,15 @@ delivered today:
   read plus bytes written (the usual STREAM-copy convention);
 * ``h2d_pinned`` / ``d2h_pinned``: copies between pinned host memory and the device;
 * ``fp64_fma``: float64 FMA throughput of a register-only kernel (two FLOPs per FMA), the
-  ceiling for float64 arithmetic.
+  ceiling for float64 arithmetic;
+* ``fp32_fma``: the same kernel in float32 (``fmaf``), the ceiling for float32 arithmetic off the
+  tensor cores;
+* ``fp16_gemm``: a dense 16-bit matrix multiply through cuBLAS (CuPy float16 ``matmul`` of two
+  8192 x 8192 matrices, float32 accumulation, 2 n^3 FLOPs), the ceiling for bf16/fp16 tensor-core
+  work. CuPy has no bfloat16; on Hopper the dense fp16 and bf16 tensor-core rates are the same;
+* ``bf16_gemm``: the same product as bfloat16 in, float32 out, through ``cublasGemmEx`` (what XLA
+  asks cuBLAS for in a bf16 dot with float32 accumulation): the like-for-like reference of the JAX
+  recipe's bf16 step (cuBLAS picks its kernel per type, and the fp16 pick can be slower).
 """
 from __future__ import annotations
 
@@ -41,35 +49,131 @@ def _median_time_ms(launch: Callable[[], None], warmup: int, repeats: int) -> tu
     return float(med), float(q3 - q1)
 
 
-# Eight independent FMA chains per thread keep the FP64 pipes busy; nothing touches memory
-# but the final store, which the compiler needs to keep the loop.
-_FMA_SOURCE = r"""
-extern "C" __global__ void fp64_fma(double *out, double a, double b, int iters)
+# Eight independent FMA chains per thread keep the FP64 (or FP32) pipes busy; nothing touches
+# memory but the final store, which the compiler needs to keep the loop.
+_FMA_TEMPLATE = r"""
+extern "C" __global__ void @NAME@(@T@ *out, @T@ a, @T@ b, int iters)
 {
-    double x0 = threadIdx.x * 1e-9, x1 = x0 + 1e-9, x2 = x0 + 2e-9, x3 = x0 + 3e-9;
-    double x4 = x0 + 4e-9, x5 = x0 + 5e-9, x6 = x0 + 6e-9, x7 = x0 + 7e-9;
+    @T@ x0 = threadIdx.x * (@T@)1e-9, x1 = x0 + (@T@)1e-9, x2 = x0 + (@T@)2e-9, x3 = x0 + (@T@)3e-9;
+    @T@ x4 = x0 + (@T@)4e-9, x5 = x0 + (@T@)5e-9, x6 = x0 + (@T@)6e-9, x7 = x0 + (@T@)7e-9;
     for (int i = 0; i < iters; ++i) {
-        x0 = fma(x0, a, b); x1 = fma(x1, a, b); x2 = fma(x2, a, b); x3 = fma(x3, a, b);
-        x4 = fma(x4, a, b); x5 = fma(x5, a, b); x6 = fma(x6, a, b); x7 = fma(x7, a, b);
+        x0 = @FMA@(x0, a, b); x1 = @FMA@(x1, a, b); x2 = @FMA@(x2, a, b); x3 = @FMA@(x3, a, b);
+        x4 = @FMA@(x4, a, b); x5 = @FMA@(x5, a, b); x6 = @FMA@(x6, a, b); x7 = @FMA@(x7, a, b);
     }
     out[blockIdx.x * blockDim.x + threadIdx.x] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
 }
 """
 FMA_CHAINS = 8
+#: ceiling name -> (C type, FMA function, NumPy dtype name)
+_FMA_KINDS = {"fp64_fma": ("double", "fma", "float64"), "fp32_fma": ("float", "fmaf", "float32")}
 
 
-def measure_fp64(warmup: int, repeats: int, iters: int = 4096) -> dict:
+def fma_source(name: str) -> str:
+    """The FMA kernel of one ceiling (``fp64_fma`` or ``fp32_fma``)."""
+    ctype, fma, _ = _FMA_KINDS[name]
+    return _FMA_TEMPLATE.replace("@NAME@", name).replace("@FMA@", fma).replace("@T@", ctype)
+
+
+def _measure_fma(name: str, warmup: int, repeats: int, iters: int) -> dict:
     import cupy
 
-    kernel = cupy.RawKernel(_FMA_SOURCE, "fp64_fma")
+    dtype = getattr(cupy, _FMA_KINDS[name][2])
+    kernel = cupy.RawKernel(fma_source(name), name)
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     blocks, threads = sms * 16, 256
-    out = cupy.empty(blocks * threads, dtype=cupy.float64)
-    args = (out, cupy.float64(0.999999), cupy.float64(1e-7), cupy.int32(iters))
-    with annotate.phase("ceilings", "fp64_fma", "measure"):
+    out = cupy.empty(blocks * threads, dtype=dtype)
+    args = (out, dtype(0.999999), dtype(1e-7), cupy.int32(iters))
+    with annotate.phase("ceilings", name, "measure"):
         med, iqr = _median_time_ms(lambda: kernel((blocks,), (threads,), args), warmup, repeats)
     flops = 2 * FMA_CHAINS * iters * blocks * threads
     return {"flops": flops, "median_ms": med, "iqr_ms": iqr, "tflop_per_s": flops / med / 1e9}
+
+
+def measure_fp64(warmup: int, repeats: int, iters: int = 4096) -> dict:
+    return _measure_fma("fp64_fma", warmup, repeats, iters)
+
+
+def measure_fp32(warmup: int, repeats: int, iters: int = 4096) -> dict:
+    return _measure_fma("fp32_fma", warmup, repeats, iters)
+
+
+#: values of the GEMM's inputs: arange % 7, the jax_matmul recipe's float inputs. A tensor core's
+#: power draw, and so its clock, depends on the bits it multiplies (on an H200, bf16 8192^3 ran
+#: ~10% faster on zeros than on random data), so the ceiling multiplies what the recipe multiplies.
+GEMM_INPUT_MODULUS = 7
+
+
+def _cupy_compute_type(cupy) -> str | None:
+    """CuPy's compute type for float16 matmul (its default accumulates in float32), if it says."""
+    try:
+        from cupy._core import _routines_linalg as linalg
+
+        return str(linalg.compute_type_to_str(linalg.get_compute_type(cupy.float16)))
+    except (ImportError, AttributeError):  # a private API: record nothing rather than guess
+        return None
+
+
+def measure_fp16_gemm(warmup: int, repeats: int, n: int = 8192) -> dict:
+    """Dense float16 matmul of two n x n matrices through CuPy (cuBLAS), timed with CUDA events."""
+    import cupy
+
+    a = (cupy.arange(n * n, dtype=cupy.int32) % GEMM_INPUT_MODULUS).astype(cupy.float16).reshape(n, n)
+    b = a.copy()
+    c = cupy.empty((n, n), dtype=cupy.float16)
+    with annotate.phase("ceilings", "fp16_gemm", "measure"):
+        med, iqr = _median_time_ms(lambda: cupy.matmul(a, b, out=c), warmup, repeats)
+    flops = 2 * n ** 3
+    return {"flops": flops, "median_ms": med, "iqr_ms": iqr, "tflop_per_s": flops / med / 1e9,
+            "n": n, "dtype": "float16", "inputs": f"arange(n*n) % {GEMM_INPUT_MODULUS}",
+            "cupy_compute_type": _cupy_compute_type(cupy)}
+
+
+# cuBLAS/CUDA enum values (cublas_api.h, library_types.h)
+_CUDA_R_32F, _CUDA_R_16BF = 0, 14
+_CUBLAS_COMPUTE_32F = 68
+_CUBLAS_OP_N = 0
+_CUBLAS_GEMM_DEFAULT = -1
+
+
+def gemm_spot_values(n: int, rows: Sequence[int], cols: Sequence[int]) -> np.ndarray:
+    """Exact C[i, j] of C = A @ A, A = arange(n*n) % 7 reshaped n x n, at the given (i, j) pairs."""
+    k = np.arange(n, dtype=np.int64)
+    return np.array([float(np.dot((i * n + k) % GEMM_INPUT_MODULUS, (k * n + j) % GEMM_INPUT_MODULUS))
+                     for i, j in zip(rows, cols)])
+
+
+def measure_bf16_gemm(warmup: int, repeats: int, n: int = 8192) -> dict:
+    """bfloat16 inputs, float32 output and accumulation: cublasGemmEx as XLA calls it for a bf16 dot
+    with preferred_element_type=float32. CuPy has no bfloat16 dtype, so the operands are uint16
+    arrays holding bfloat16 bits (the top half of float32's: exact for these small integers)."""
+    import cupy
+    from cupy.cuda import cublas, device
+
+    vals = (cupy.arange(n * n, dtype=cupy.int32) % GEMM_INPUT_MODULUS).astype(cupy.float32)
+    a = (vals.view(cupy.uint32) >> 16).astype(cupy.uint16).reshape(n, n)
+    del vals
+    c = cupy.empty((n, n), dtype=cupy.float32)
+    handle = device.get_cublas_handle()
+    alpha, beta = np.array(1.0, dtype=np.float32), np.array(0.0, dtype=np.float32)
+
+    def launch() -> None:
+        # row-major C = A @ B is column-major C^T = B^T A^T: B's pointer goes first (here B = A)
+        cublas.gemmEx(handle, _CUBLAS_OP_N, _CUBLAS_OP_N, n, n, n, alpha.ctypes.data,
+                      a.data.ptr, _CUDA_R_16BF, n, a.data.ptr, _CUDA_R_16BF, n, beta.ctypes.data,
+                      c.data.ptr, _CUDA_R_32F, n, _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT)
+
+    with annotate.phase("ceilings", "bf16_gemm", "measure"):
+        med, iqr = _median_time_ms(launch, warmup, repeats)
+    # a wrong operand order or type would still run: check a few products exactly
+    rows, cols = [0, 1, n // 2, n - 1], [0, n - 1, 3, n - 2]
+    got = cupy.asnumpy(c[cupy.array(rows), cupy.array(cols)]).astype(np.float64)
+    want = gemm_spot_values(n, rows, cols)
+    if not np.array_equal(got, want):
+        raise RuntimeError(f"bf16_gemm: cublasGemmEx gave {got.tolist()} where {want.tolist()} is exact")
+    flops = 2 * n ** 3
+    return {"flops": flops, "median_ms": med, "iqr_ms": iqr, "tflop_per_s": flops / med / 1e9,
+            "n": n, "dtype": "bfloat16 in, float32 out (CUBLAS_COMPUTE_32F)",
+            "inputs": f"arange(n*n) % {GEMM_INPUT_MODULUS}"}
 
 
 def measure(nbytes: int, warmup: int, repeats: int) -> dict:
@@ -111,9 +215,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--bytes", type=int, default=2 << 30, help="buffer size (default 2 GiB: far beyond L2)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--gemm-size", type=int, default=8192, help="side of the fp16 GEMM's square matrices")
     args = p.parse_args(argv)
     ceilings = measure(args.bytes, args.warmup, args.repeats)
     ceilings["fp64_fma"] = measure_fp64(args.warmup, args.repeats)
+    ceilings["fp32_fma"] = measure_fp32(args.warmup, args.repeats)
+    ceilings["fp16_gemm"] = measure_fp16_gemm(args.warmup, args.repeats, args.gemm_size)
+    ceilings["bf16_gemm"] = measure_bf16_gemm(args.warmup, args.repeats, args.gemm_size)
     record = {"ceilings": ceilings, "buffer_bytes": args.bytes, "provenance": provenance.collect(("cupy",))}
     for k, v in ceilings.items():
         rate = f"{v['gb_per_s']:8.1f} GB/s" if "gb_per_s" in v else f"{v['tflop_per_s']:8.1f} TFLOP/s"

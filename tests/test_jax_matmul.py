@@ -1,0 +1,324 @@
+"""The JAX matmul recipe (seed 001) on JAX's CPU backend, its capture-range switch, the allocator
+experiment's child process, and the section readers on the committed real nsys exports."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+jax = pytest.importorskip("jax")
+
+from analysis.gzfiles import plain_file  # noqa: E402
+from analysis.sections import jax_matmul_readers as readers  # noqa: E402
+from workloads import profiler_range  # noqa: E402
+from workloads.contract import WorkloadError, check_result  # noqa: E402
+from workloads.jax_backend import HostClockPair  # noqa: E402
+from workloads.jax_matmul import RECIPE  # noqa: E402
+from workloads.jax_matmul import common  # noqa: E402
+from workloads.jax_matmul import exp_allocator  # noqa: E402
+
+from conftest import REFERENCE, REPO  # noqa: E402
+
+CPU_ENV = dict(os.environ, JAX_PLATFORMS="cpu")
+
+
+def _run(variant: str, size: int):
+    v = RECIPE.variant_class(variant)(size=size)
+    v.setup()
+    v.step()
+    v.synchronize()
+    return v
+
+
+@pytest.mark.parametrize("variant", RECIPE.variants)
+def test_every_variant_matches_its_reference_exactly(variant):
+    v = _run(variant, 64)
+    # int32: exact modulo 2^32; float32/bf16: small integers, every sum exact in float32
+    assert v.tolerance == 0.0
+    assert check_result(v.result(), v.reference(), v.tolerance, variant) == 0.0
+    v.teardown()
+
+
+def test_seed_sizes_are_the_seeds_loop():
+    assert common.seed_sizes(512) == tuple(2 ** i for i in range(1, 10))
+    assert common.seed_sizes(2) == (2,)
+
+
+def test_baseline_runs_every_side_of_the_seeds_loop():
+    v = _run("baseline", 64)
+    assert [p.shape for p in v.pending] == [(n, n) for n in (2, 4, 8, 16, 32, 64)]
+    for n, product in zip(v.sizes, v.pending):
+        assert str(product.dtype) == "int32"
+        a = common.seed_values(n)
+        np.testing.assert_array_equal(np.asarray(product, dtype=np.float64), common.int32_wrapped_matmul(a, a))
+
+
+def test_int32_products_wrap_around_as_in_the_seed():
+    # side 64 peaks at 5.4e8 (fits int32); side 128 at 1.7e10 (does not)
+    v = _run("baseline", 128)
+    n = 128
+    out = np.asarray(v.pending[-1]).astype(np.int64)
+    a = np.arange(n * n, dtype=object).reshape(n, n)
+    exact = a.dot(a)  # Python integers: no overflow
+    assert int(exact.max()) > 2 ** 31 - 1
+    wrapped = np.vectorize(lambda x: ((int(x) + 2 ** 31) % 2 ** 32) - 2 ** 31, otypes=[np.int64])(exact)
+    np.testing.assert_array_equal(out, wrapped)
+    # a closed form, derived apart: C[i,j] = n^2 i S1 + n^2 i j + n S2 + j S1 (S1 = sum k, S2 = sum k^2)
+    s1, s2 = n * (n - 1) // 2, (n - 1) * n * (2 * n - 1) // 6
+    i, j = np.meshgrid(np.arange(n, dtype=object), np.arange(n, dtype=object), indexing="ij")
+    closed = n * n * i * s1 + n * n * i * j + n * s2 + j * s1
+    assert (closed == exact).all()
+    np.testing.assert_array_equal(v.reference(), wrapped.astype(np.float64))
+    small = _run("baseline", 64)
+    a64 = np.arange(64 * 64, dtype=object).reshape(64, 64)
+    np.testing.assert_array_equal(np.asarray(small.pending[-1]).astype(np.int64), a64.dot(a64).astype(np.int64))
+
+
+def test_int32_wrapped_matmul_is_twos_complement_on_any_int32():
+    rng = np.random.default_rng(7)
+    a = rng.integers(-2 ** 31, 2 ** 31, size=(5, 9), dtype=np.int64)
+    b = rng.integers(-2 ** 31, 2 ** 31, size=(9, 4), dtype=np.int64)
+    exact = a.astype(object).dot(b.astype(object))
+    wrapped = np.vectorize(lambda x: ((int(x) + 2 ** 31) % 2 ** 32) - 2 ** 31, otypes=[np.int64])(exact)
+    np.testing.assert_array_equal(common.int32_wrapped_matmul(a, b), wrapped.astype(np.float64))
+
+
+def test_a_wrong_product_fails_the_exact_check():
+    v = _run("bf16", 32)
+    out = v.result()
+    out[3, 5] += 1.0
+    with pytest.raises(WorkloadError, match="relative error"):
+        check_result(out, v.reference(), v.tolerance, "bf16")
+
+
+@pytest.mark.parametrize("variant,item_in,kind", [("baseline", 4, "int32"), ("jit", 4, "int32"),
+                                                   ("float32", 4, "fp32"), ("bf16", 2, "fp16_tensor")])
+def test_work_sums_over_the_sides(variant, item_in, kind):
+    w = RECIPE.variant_class(variant)(size=8192).work()
+    sides = [2 ** i for i in range(1, 14)]
+    assert w.flops == sum(2 * n ** 3 for n in sides)
+    assert w.flops_kind == kind
+    assert w.bytes_read == sum(2 * item_in * n * n for n in sides)
+    assert w.bytes_written == sum(4 * n * n for n in sides)
+    # the last product holds 7/8 of the loop's FLOPs, nearly
+    assert 2 * 8192 ** 3 / w.flops == pytest.approx(7 / 8, rel=1e-3)
+
+
+@pytest.mark.parametrize("size", [0, 1, 3, 96, 513, 1 << 16])
+def test_sizes_that_are_not_a_power_of_two_or_too_large_are_refused(size):
+    with pytest.raises(WorkloadError):
+        RECIPE.variant_class("jit")(size=size)
+
+
+def test_the_runner_refuses_a_non_power_of_two_with_one_line():
+    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul", "--variant", "baseline", "--size", "96"],
+                       cwd=REPO, env=CPU_ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert "power of two" in r.stderr
+
+
+def test_timed_run_through_the_runner(tmp_path):
+    out = tmp_path / "t.json"
+    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul", "--variant", "jit", "--size", "128", "--mode",
+                        "timed", "--warmup", "1", "--repeats", "3", "--output", str(out)],
+                       cwd=REPO, env=CPU_ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads(out.read_text())
+    assert rec["relative_error"] == 0.0
+    assert len(rec["times_ms"]) == 3 and all(t > 0 for t in rec["times_ms"])
+    assert rec["work"]["flops"] == sum(2 * n ** 3 for n in (2, 4, 8, 16, 32, 64, 128))
+
+
+def test_host_clock_pair_waits_and_refuses_early_reads():
+    waited = []
+    ev = HostClockPair(lambda: waited.append(1))
+    with pytest.raises(WorkloadError):
+        ev.elapsed_ms()
+    ev.start()
+    ev.stop()
+    assert waited == [1, 1]
+    assert ev.elapsed_ms() >= 0.0
+
+
+# --- capture range ---------------------------------------------------------------------------
+
+def test_capture_range_is_a_no_op_unless_switched_on(monkeypatch):
+    monkeypatch.setenv(profiler_range.ENV_LIBRARY, "libcuda-not-here.so.1")
+    ran = []
+    for value in (None, "0", "true", ""):
+        if value is None:
+            monkeypatch.delenv(profiler_range.ENV_SWITCH, raising=False)
+        else:
+            monkeypatch.setenv(profiler_range.ENV_SWITCH, value)
+        # no library is loaded: the missing one would raise otherwise
+        with profiler_range.cuda_profiler_range() as on:
+            ran.append(on)
+    assert ran == [False] * 4
+
+
+def test_capture_range_names_a_missing_driver_library(monkeypatch):
+    monkeypatch.setenv(profiler_range.ENV_SWITCH, "1")
+    body = []
+    with pytest.raises(profiler_range.ProfilerRangeError, match="libcuda-not-here.so.1"):
+        with profiler_range.cuda_profiler_range(library="libcuda-not-here.so.1"):
+            body.append(1)
+    assert body == []
+    monkeypatch.setenv(profiler_range.ENV_LIBRARY, "libcuda-also-missing.so.1")
+    with pytest.raises(profiler_range.ProfilerRangeError, match="libcuda-also-missing.so.1"):
+        with profiler_range.cuda_profiler_range():
+            pass
+    # a WorkloadError, so the runner reports it as one line
+    assert issubclass(profiler_range.ProfilerRangeError, WorkloadError)
+
+
+# --- the allocator experiment ----------------------------------------------------------------
+
+def test_allocator_settings_start_from_a_clean_environment():
+    parent = {"PATH": "/bin", "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_CLIENT_MEM_FRACTION": "0.5",
+              "TF_GPU_ALLOCATOR": "cuda_malloc_async"}
+    assert exp_allocator.child_environment(parent, "default") == {"PATH": "/bin"}
+    assert exp_allocator.child_environment(parent, "allocator_platform") == {
+        "PATH": "/bin", "XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}
+    assert exp_allocator.child_environment(parent, "mem_fraction_0.25")["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.25"
+    with pytest.raises(WorkloadError, match="no setting"):
+        exp_allocator.child_environment(parent, "huge_pages")
+
+
+def test_allocator_child_records_time_memory_and_the_check(tmp_path):
+    out = tmp_path / "child.json"
+    env = dict(CPU_ENV, XLA_PYTHON_CLIENT_PREALLOCATE="false",
+               COOKBOOK_CUDA_DRIVER_LIBRARY="libcuda-not-here.so.1")
+    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul.exp_allocator", "--child", "--setting",
+                        "preallocate_false", "--size", "64", "--warmup", "1", "--repeats", "3", "--output", str(out)],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads(out.read_text())
+    assert rec["environment"] == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    assert rec["variant"] == "float32" and rec["relative_error"] == 0.0
+    assert len(rec["times_ms"]) == 3 and rec["timing"]["median_ms"] > 0
+    # no driver here: the record says why instead of a number
+    assert "libcuda-not-here.so.1" in rec["driver_memory_after_calls"]["error"]
+    assert rec["provenance"]["packages"]["jax"] == jax.__version__
+
+
+def test_allocator_parent_refuses_unknown_settings_before_running_anything(tmp_path):
+    rc = exp_allocator.main(["--out-dir", str(tmp_path), "--nsys", "/nonexistent/nsys", "--settings",
+                             "default,huge_pages"])
+    assert rc == 1
+    assert not list(tmp_path.iterdir())
+
+
+# --- section readers on real captures (CuPy exports from the H200; the JAX ones come later) -----
+
+def _sql(path, query):
+    with plain_file(str(path)) as p:
+        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        try:
+            return db.execute(query).fetchall()
+        finally:
+            db.close()
+
+
+DEVICE_KINDS_SQL = "(SELECT id FROM ENUM_CUDA_MEM_KIND WHERE label IN ('Device', 'Device Static', 'Array'))"
+
+
+@pytest.mark.parametrize("run", ["cupy_sqdiff/rmm_pool/n4096", "cupy_sqdiff/baseline/n16384",
+                                 "pycuda_kernel/baseline/n268435456", "numba_ufunc/streams/n268435456"])
+def test_device_memory_peak_matches_a_running_sum_in_sql(run):
+    path = REFERENCE / run / "nsys.sqlite.gz"
+    mem = readers.device_memory(str(path))
+    # the same peak by a window function over the events, signed by their operation's label
+    (peak,), = _sql(path, f"""
+        SELECT MAX(held) FROM (SELECT SUM(CASE o.label WHEN 'Allocation' THEN e.bytes ELSE -e.bytes END)
+            OVER (ORDER BY e.start, e.rowid) AS held
+            FROM CUDA_GPU_MEMORY_USAGE_EVENTS e JOIN ENUM_CUDA_DEV_MEM_EVENT_OPER o ON o.id = e.memoryOperationType
+            WHERE e.memKind IN {DEVICE_KINDS_SQL})""")
+    assert mem["peak_bytes"] == peak
+    (allocated,), = _sql(path, f"""SELECT SUM(bytes) FROM CUDA_GPU_MEMORY_USAGE_EVENTS
+        WHERE memoryOperationType = 0 AND memKind IN {DEVICE_KINDS_SQL}""")
+    assert mem["allocated_bytes"] == allocated
+    assert mem["gpu_total_memory_bytes"] > 140 * 10 ** 9  # an H200
+
+
+def test_the_rmm_pool_is_one_large_device_allocation():
+    mem = readers.device_memory(str(REFERENCE / "cupy_sqdiff/rmm_pool/n4096/nsys.sqlite.gz"))
+    assert mem["by_kind"]["Device"]["allocations"] == 1
+    assert mem["largest_allocation_bytes"] == mem["by_kind"]["Device"]["allocated_bytes"]
+    # the pool, not the 3 x 128 MiB the run needs, is what the process holds
+    assert mem["peak_bytes"] > 100 * 3 * 4096 * 4096 * 8
+
+
+def test_large_allocations_are_listed_in_order_and_doubling_runs_found():
+    mem = readers.device_memory(str(REFERENCE / "cupy_sqdiff/rmm_pool/n4096/nsys.sqlite.gz"))
+    assert mem["large_allocations_bytes"] == [mem["largest_allocation_bytes"]]
+    # CuPy's own pool takes one block per array it keeps (128 MiB at 4096^2 float64): no doubling
+    mem = readers.device_memory(str(REFERENCE / "cupy_sqdiff/baseline/n4096/nsys.sqlite.gz"))
+    assert mem["large_allocations_bytes"].count(4096 * 4096 * 8) >= 3
+    assert len(readers.longest_doubling(mem["large_allocations_bytes"])) == 1
+    assert readers.longest_doubling([2, 4, 8, 5, 10, 20, 40, 3]) == [5, 10, 20, 40]
+    assert readers.longest_doubling([7]) == [7] and readers.longest_doubling([]) == []
+
+
+def test_pycuda_frees_what_it_allocates_so_the_peak_is_below_the_total():
+    mem = readers.device_memory(str(REFERENCE / "pycuda_kernel/baseline/n268435456/nsys.sqlite.gz"))
+    assert mem["frees"] == mem["allocations"] and mem["freed_bytes"] == mem["allocated_bytes"]
+    assert mem["peak_bytes"] <= mem["allocated_bytes"]
+
+
+def test_compute_calls_find_the_kernels_inside_each_range():
+    path = str(REFERENCE / "cupy_sqdiff/baseline/n4096/nsys.sqlite.gz")
+    calls = readers.compute_calls(path, "cupy_sqdiff", "baseline")
+    assert len(calls) == 3
+    for c in calls:
+        # (a - b) ** 2: a subtract and a square kernel per call, no copies
+        assert [name for name, _ in c.kernel_names] == ["cupy_square__float64_float64",
+                                                        "cupy_subtract__float64_float64_float64"]
+        assert c.launches == 2 and c.memcpys == 0 and c.graph_launches == 0
+        assert c.busy_ns <= c.kernel_ns <= c.range_ns
+        assert not readers.is_library_gemm(c.longest.name)
+    # the same kernels by SQL: those that ran inside the compute ranges' time spans
+    (n,), = _sql(REFERENCE / "cupy_sqdiff/baseline/n4096/nsys.sqlite.gz", """
+        SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN NVTX_EVENTS r
+        ON k.start >= r.start AND k.end <= r.end LEFT JOIN StringIds s ON s.id = r.textId
+        WHERE COALESCE(r.text, s.value) = 'cupy_sqdiff/baseline/compute'""")
+    assert n == sum(c.kernels for c in calls)
+    assert readers.allocations_per_call(path, "cupy_sqdiff", "baseline")[1:] == [1, 0]
+
+
+def test_readers_name_what_is_missing(tmp_path):
+    from analysis.errors import AnalysisInputError
+
+    with pytest.raises(AnalysisInputError, match="no NVTX range"):
+        readers.compute_calls(str(REFERENCE / "cupy_sqdiff/baseline/n4096/nsys.sqlite.gz"), "jax_matmul", "bf16")
+    with pytest.raises(AnalysisInputError, match="allocator.json"):
+        readers.allocator_experiment(str(tmp_path))
+    with pytest.raises(AnalysisInputError, match="ceilings.json"):
+        readers.ceilings(str(tmp_path / "jax_matmul"))
+
+
+# --- the ceilings this recipe is measured against (the GPU parts run in the pipeline) -------------
+
+def test_the_gemm_ceilings_spot_check_is_the_exact_product():
+    from workloads.tools import ceilings
+
+    n = 96
+    a = (np.arange(n * n) % ceilings.GEMM_INPUT_MODULUS).reshape(n, n).astype(np.float64)
+    rows, cols = [0, 1, 48, 95], [0, 95, 3, 94]
+    np.testing.assert_array_equal(ceilings.gemm_spot_values(n, rows, cols), (a @ a)[rows, cols])
+    # the same values as the recipe's float inputs, so the ceiling multiplies what the recipe does
+    np.testing.assert_array_equal(common.float_values(n), a)
+
+
+def test_fma_kernels_differ_only_in_type_and_function():
+    from workloads.tools import ceilings
+
+    fp64, fp32 = ceilings.fma_source("fp64_fma"), ceilings.fma_source("fp32_fma")
+    assert "@" not in fp64 + fp32
+    assert "void fp64_fma(double *out" in fp64 and "fma(x0, a, b)" in fp64 and "fmaf" not in fp64
+    assert "void fp32_fma(float *out" in fp32 and "fmaf(x0, a, b)" in fp32 and "double" not in fp32

@@ -1,0 +1,39 @@
+"""JAX matrix multiply, from the HPC-center page on GPU profiling (seed 001).
+
+The seed's program, profiled with nsys::
+
+    for size in [2**i for i in range(1, 10)]:
+        A = jnp.arange(size**2).reshape(size, size)
+        B = jnp.arange(size**2).reshape(size, size)
+        C = A @ B
+
+Nine int32 products of sides 2 .. 512, each dispatched eagerly: the seed's trace shows "a speckling
+of small kernel executions" (a ``dot`` kernel of about 2 us). ``--size N`` is the largest side; every
+variant runs the loop over 2, 4, ..., N, so all do the same work and N = 512 is the seed itself.
+
+Recipe steps:
+  baseline  the seed: eager jnp.arange inputs and A @ B, int32
+  jit       the whole loop as one jax.jit program over inputs made once, int32
+  float32   the same program on float32 inputs, precision=HIGHEST (true float32, no TF32)
+  bf16      bfloat16 inputs, float32 accumulation (preferred_element_type): tensor cores
+
+The seed's other two lessons are here too: its capture range (cuProfilerStart/Stop around the
+loop, ``nsys --capture-range=cudaProfilerApi``; workloads/profiler_range.py) and its warning about
+XLA's allocator (experiment ``allocator``: GPU memory and time under each allocator setting).
+"""
+from workloads.contract import Recipe
+
+RECIPE = Recipe(
+    name="jax_matmul",
+    title="JAX matrix multiply",
+    seed_document="001",
+    framework="jax",
+    requires=("jax",),
+    variants=("baseline", "jit", "float32", "bf16"),
+    default_size=512,
+    size_meaning="largest matrix side N (a power of two): one product per side 2, 4, ..., N "
+                 "(the seed's loop is N = 512)",
+    experiments=("allocator",),
+    sections=("dispatch", "rate", "allocator"),
+    capture_range=True,
+)

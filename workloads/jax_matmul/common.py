@@ -1,0 +1,147 @@
+"""What every JAX matmul variant shares: the seed's sizes, the inputs, the reference, the work.
+
+Every variant's step() runs seed 001's loop, one product per side n = 2, 4, ..., N (``--size N``,
+a power of two), so all variants do the same work; N = 512 is the seed's own loop, and at
+N = 8192 the last product holds 7/8 of the FLOPs (sum of 2n^3 over the sides = 2N^3 * 8/7 nearly).
+
+Inputs keep the seed's ``arange(n*n).reshape(n, n)``, with A and B equal, as the seed has them:
+
+* int32 (baseline, jit): exactly the seed's values 0 .. n^2-1. From n = 128 on, the sums overflow
+  int32 (n = 64 peaks at 5.4e8, n = 128 at 1.7e10, n = 512 at 1.8e13) and wrap around (two's
+  complement, modulo 2^32), on the GPU as in the seed. The check compares with the exact product
+  reduced modulo 2^32 (:func:`int32_wrapped_matmul`), so a wrong kernel still fails while the
+  seed's overflow is reproduced, not hidden. Tolerance 0.
+* float32, bf16: ``arange(n*n) % 7``: small integers, exact in bfloat16 (8 significant bits) and
+  float32. Every partial sum is an integer of at most 36 n (below 2^19 at n = 8192), far under the
+  2^24 up to which float32 holds every integer, so any accumulation order in float32 gives the
+  exact product: the reference (float64 NumPy) must match *exactly*, and the tolerance is 0.
+  With 7 (odd) as the modulus the columns of B are not constant for power-of-two n, so a
+  transposed or shifted operand changes the result.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from workloads import hostmath
+from workloads.contract import Variant, Work, WorkloadError
+from workloads.jax_backend import JaxDevice
+
+#: values of the float inputs: arange(n*n) % FLOAT_MODULUS
+FLOAT_MODULUS = 7
+#: the largest side this recipe accepts: exactness of the float check (36 n < 2^24) and
+#: int32 arange (n^2 < 2^31) both hold up to here
+MAX_SIZE = 1 << 15
+
+
+def seed_sizes(largest: int) -> tuple[int, ...]:
+    """The sides 2, 4, ..., ``largest`` (the seed: ``[2**i for i in range(1, 10)]`` for 512)."""
+    if not isinstance(largest, (int, np.integer)) or largest < 2 or largest & (largest - 1):
+        raise WorkloadError(f"jax_matmul: --size is the largest matrix side and must be a power of two >= 2, "
+                            f"got {largest}")
+    if largest > MAX_SIZE:
+        raise WorkloadError(f"jax_matmul: --size {largest} is over {MAX_SIZE} (int32 arange and the exact "
+                            "float check need n^2 < 2^31)")
+    return tuple(1 << i for i in range(1, int(largest).bit_length()))
+
+
+def seed_values(n: int) -> np.ndarray:
+    """The seed's matrix: arange(n*n).reshape(n, n), int64 on the host (the device gets int32)."""
+    return np.arange(n * n, dtype=np.int64).reshape(n, n)
+
+
+def float_values(n: int) -> np.ndarray:
+    """The float variants' matrix: arange(n*n) % 7, as float64 on the host."""
+    return (np.arange(n * n, dtype=np.int64) % FLOAT_MODULUS).astype(np.float64).reshape(n, n)
+
+
+def parallel_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` in float64, row blocks on threads: BLAS releases the GIL, and GPU hosts often
+    pin BLAS to one thread (OMP_NUM_THREADS=1), where one 8192^3 product would take ~20 s."""
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    b = np.ascontiguousarray(b, dtype=np.float64)
+    out = np.empty((a.shape[0], b.shape[1]), dtype=np.float64)
+
+    def rows(_i: int, start: int, stop: int) -> None:
+        np.matmul(a[start:stop], b, out=out[start:stop])
+
+    hostmath.parallel_chunks(a.shape[0], rows)
+    return out
+
+
+def int32_wrapped_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` in int32 arithmetic that wraps modulo 2^32, computed exactly; returned as float64.
+
+    A 32-bit integer matmul has no BLAS, and NumPy's integer loop would take minutes at 8192. So:
+    each operand, as unsigned 32-bit (two's complement), splits into 16-bit halves a = a1*2^16 + a0;
+    mod 2^32, a@b = a0@b0 + 2^16 (a1@b0 + a0@b1), the a1@b1 term being a multiple of 2^32. Each of
+    the three products has terms below 2^32 summed over n <= 2^20 of them, under 2^52: exact in
+    float64, hence three float64 BLAS products. The sum is reduced mod 2^32 and read as int32."""
+    if a.shape[1] != b.shape[0]:
+        raise WorkloadError(f"int32_wrapped_matmul: shapes {a.shape} and {b.shape} do not chain")
+    if a.shape[1] > (1 << 20):
+        raise WorkloadError("int32_wrapped_matmul: inner dimension over 2^20 is not exact in float64")
+    ua = a.astype(np.int64).astype(np.uint32).astype(np.uint64)
+    ub = b.astype(np.int64).astype(np.uint32).astype(np.uint64)
+    a0, a1 = (ua & 0xFFFF).astype(np.float64), (ua >> 16).astype(np.float64)
+    b0, b1 = (ub & 0xFFFF).astype(np.float64), (ub >> 16).astype(np.float64)
+    del ua, ub
+    low = parallel_matmul(a0, b0).astype(np.uint64)
+    mid = parallel_matmul(a1, b0).astype(np.uint64)
+    mid += parallel_matmul(a0, b1).astype(np.uint64)
+    total = (low + (mid << np.uint64(16))) & np.uint64(0xFFFFFFFF)
+    return total.astype(np.uint32).view(np.int32).astype(np.float64)
+
+
+class MatmulLoop(JaxDevice, Variant):
+    """Seed 001's loop over sides 2 .. N. Subclasses set the dtypes and :meth:`step`.
+
+    ``self.pending`` holds the products of the last call, smallest first (what synchronize waits for)."""
+
+    #: "int32", "float32" or "bfloat16": the inputs' dtype
+    input_dtype: str = "int32"
+    #: the products' dtype
+    output_dtype: str = "int32"
+    #: Work.flops_kind: the ceiling the FLOPs are measured against
+    flops_kind: str = "int32"
+    #: int32: exact modulo 2^32; float32/bf16: exact, see the module doc
+    tolerance = 0.0
+
+    def __init__(self, size: int, seed: int = 0) -> None:
+        super().__init__(size, seed)
+        self.sizes = seed_sizes(size)
+
+    def host_inputs(self, n: int) -> np.ndarray:
+        """The values of A (= B) at side n, on the host, as the device gets them."""
+        return seed_values(n) if self.input_dtype == "int32" else float_values(n)
+
+    def require_int32_default(self) -> None:
+        """The seed's ``jnp.arange`` is int32 only while JAX's 64-bit mode is off (the default)."""
+        import jax
+
+        if jax.config.jax_enable_x64:
+            raise WorkloadError("jax_matmul: JAX_ENABLE_X64 is on, so jnp.arange gives int64, not the seed's "
+                                "int32; run without it")
+
+    def result(self) -> np.ndarray:
+        if not self.pending:
+            raise WorkloadError("jax_matmul: result() before any step()")
+        return np.asarray(self.pending[-1]).astype(np.float64)
+
+    def reference(self) -> np.ndarray:
+        a = self.host_inputs(self.sizes[-1])
+        if self.input_dtype == "int32":
+            return int32_wrapped_matmul(a, a)
+        return parallel_matmul(a, a)
+
+    def work(self) -> Work:
+        item_in = {"int32": 4, "float32": 4, "bfloat16": 2}[self.input_dtype]
+        item_out = {"int32": 4, "float32": 4}[self.output_dtype]
+        return Work(
+            bytes_read=sum(2 * item_in * n * n for n in self.sizes),
+            bytes_written=sum(item_out * n * n for n in self.sizes),
+            flops=sum(2 * n ** 3 for n in self.sizes),
+            flops_kind=self.flops_kind,
+        )
+
+    def teardown(self) -> None:
+        self.pending = None

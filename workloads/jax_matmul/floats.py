@@ -1,0 +1,40 @@
+"""The float steps' shared code: the jit step's program on float inputs (arange % 7, see common)."""
+from __future__ import annotations
+
+from workloads.jax_matmul.common import FLOAT_MODULUS, MatmulLoop
+
+
+class FloatLoop(MatmulLoop):
+    """Subclasses set ``input_dtype`` and :meth:`product`."""
+
+    output_dtype = "float32"
+
+    def product(self, a, b):
+        raise NotImplementedError
+
+    def setup(self) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        dtype = jnp.dtype(self.input_dtype)
+
+        def matrix(n: int):
+            return (jnp.arange(n * n) % FLOAT_MODULUS).astype(dtype).reshape(n, n)
+
+        self.inputs = tuple((matrix(n), matrix(n)) for n in self.sizes)
+        product = self.product
+
+        def seed_loop(pairs):
+            # the name XLA gives the program (jit_seed_loop), as in the jit step
+            return tuple(product(a, b) for a, b in pairs)
+
+        self.program = jax.jit(seed_loop)
+        # trace and compile now, so that no call in the compute phase does
+        self.pending = self.program(self.inputs)
+        jax.block_until_ready(self.pending)
+
+    def step(self) -> None:
+        self.pending = self.program(self.inputs)
+
+    def teardown(self) -> None:
+        self.pending = self.inputs = None
