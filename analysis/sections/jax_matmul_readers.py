@@ -249,8 +249,11 @@ def timing(run_dir: str) -> dict:
 
 
 def ceilings(workload_root: str) -> dict:
-    """The ``ceilings`` mapping of the run's ceilings.json, beside the recipe's folder."""
-    path = os.path.join(os.path.dirname(os.path.normpath(workload_root)), "ceilings.json")
+    """The ``ceilings`` mapping of the run's ceilings.json: the recipe's own when it was merged into
+    the reference from a later run (analysis.captures.merge_reference), else the one beside its folder."""
+    path = os.path.join(workload_root, "ceilings.json")
+    if not os.path.isfile(path):
+        path = os.path.join(os.path.dirname(os.path.normpath(workload_root)), "ceilings.json")
     rec = load_json(path)
     if "ceilings" not in rec:
         raise AnalysisInputError(path, "no 'ceilings' mapping")
