@@ -87,6 +87,9 @@ def range_record(r: NvtxRange, ops: cols.Ops, idx: np.ndarray, h2d: int | None, 
         "name": r.name, "domain": r.domain, "payload": r.payload,
         "start_ns": r.start_ns, "end_ns": r.end_ns, "range_ns": r.duration_ns,
         "ops": int(len(idx)),
+        # launches that put work on the GPU: a CUDA graph launch runs many kernels under one
+        # correlation id, and nsys' nvtx_gpu_proj_sum counts it once ("Total GPU Ops")
+        "launches": int(len(np.unique(ops.corr[idx]))),
         **t,
         # wall time of the range the GPU spent on none of the work the range launched
         "idle_in_range_ns": max(r.duration_ns - t["busy_ns"], 0),

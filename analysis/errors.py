@@ -11,3 +11,8 @@ class AnalysisInputError(Exception):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+
+class NoDataInExport(AnalysisInputError):
+    """The export is sound but holds nothing of what a report summarizes (no memory copies, no
+    kernels): ``nsys stats`` then writes an empty file and says SKIPPED."""

@@ -224,6 +224,24 @@ def findings_section(runs: Sequence[dict]) -> list[str]:
     return lines
 
 
+#: how a framework's variants are timed, where not with CUDA events (workloads/<framework>_backend.py)
+_TIMER = {"jax": "a host timer around `block_until_ready()` (JAX has no CUDA-event API)"}
+
+
+def _other_runs_note(by_size: dict[int, list[dict]], shown: dict) -> list[str]:
+    """The runs whose captures come from another run of the pipeline than the one shown above
+    (another commit or day): named, so that no number passes for what it is not."""
+    key = (shown.get("git_commit"), (shown.get("date_utc") or "")[:10])
+    other = [r for runs in by_size.values() for r in runs
+             if (r["provenance"].get("git_commit"), (r["provenance"].get("date_utc") or "")[:10]) != key]
+    if not other:
+        return []
+    rows = [(f"`{r['variant']}` size {r['size']}", r["provenance"].get("git_commit"), r["provenance"].get("date_utc"))
+            for r in other]
+    return ["Captured in another run of the pipeline than the one above (same GPU), listed with its commit and "
+            "time:", "", table(("run", "commit", "captured (UTC)"), rows), ""]
+
+
 def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dict,
                     figure_names: dict[str, str]) -> str:
     """``recipe``: the workload's Recipe (title, seed, variants, the seed's own split)."""
@@ -235,20 +253,24 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
         f"# {recipe.title} (`{recipe.name}`)",
         "",
         f"Recipe from seed document {recipe.seed_document}. Every variant was run cold (fresh JIT and "
-        "driver caches) three ways: timed with CUDA events after warm-up, under Nsight Systems, and "
-        "under Nsight Compute. Every result was checked against a float64 NumPy reference.",
+        f"driver caches) three ways: timed with {_TIMER.get(recipe.framework, 'CUDA events')} after warm-up, "
+        "under Nsight Systems, and under Nsight Compute. Every result was checked against a float64 reference.",
         "",
         "## Provenance",
         "",
         provenance_table(any_run["provenance"]),
         "",
+    ]
+    lines += _other_runs_note(by_size, any_run["provenance"])
+    lines += [
         "## Ceilings measured in the same run",
         "",
         ceilings_table(ceilings),
         "",
         "The floor of a variant is the time its declared work takes at these ceilings: bytes through "
         "device memory over the device-to-device copy rate, bytes across the host link over the pinned "
-        "copy rate of that direction, FLOPs over the FP64 FMA rate. The largest sets the floor; the "
+        "copy rate of that direction, FLOPs over the rate of the arithmetic they run on (FP64 or FP32 FMA, "
+        "16-bit tensor-core matmul; integer work has no arithmetic ceiling). The largest sets the floor; the "
         "table names it. \"Host timer\" is what `time.perf_counter()` around the call saw: when the call "
         "returned (launches are asynchronous) and after a synchronize.",
         "",

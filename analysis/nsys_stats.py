@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from analysis import nsys_columns as columns
-from analysis.errors import AnalysisInputError
+from analysis.errors import AnalysisInputError, NoDataInExport
 from analysis.nsys_sqlite import (NVTX_DOMAIN_CREATE, NVTX_PUSH_POP, NVTX_START_END, NsysExport,
                                   api_base_name)
 
@@ -157,7 +157,7 @@ def _require(ex: NsysExport, table: str, problem: str) -> None:
 
 def _nonempty(ex: NsysExport, rows, problem: str):
     if len(rows) == 0:
-        raise AnalysisInputError(ex.path, problem)
+        raise NoDataInExport(ex.path, problem)
     return rows
 
 
@@ -196,7 +196,7 @@ def _memory_ops(ex: NsysExport) -> list[tuple[str, int, int, int]]:
     has_memcpy = "CUPTI_ACTIVITY_KIND_MEMCPY" in ex.tables
     has_memset = "CUPTI_ACTIVITY_KIND_MEMSET" in ex.tables
     if not has_memcpy and not has_memset:
-        raise AnalysisInputError(ex.path, "export has no CUPTI_ACTIVITY_KIND_MEMCPY or CUPTI_ACTIVITY_KIND_MEMSET "
+        raise NoDataInExport(ex.path, "export has no CUPTI_ACTIVITY_KIND_MEMCPY or CUPTI_ACTIVITY_KIND_MEMSET "
                                           "table: the program made no GPU memory copies or memsets")
     rows: list[tuple] = []
     if has_memcpy:

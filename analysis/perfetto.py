@@ -28,6 +28,8 @@ from analysis.nsys_stats import _KINDS, _nvtx
 
 #: GPU "processes" get pids above any real one (Linux pids stay below 2^22)
 GPU_PID_BASE = 1 << 30
+#: rows of concurrent kernels on one stream (graph launches): tid = stream + lane * LANE_STRIDE
+LANE_STRIDE = 1 << 20
 #: the NVTX start/end and CUDA API rows of thread T get tids T + these (thread ids stay below 2^22)
 START_END_ROW = 1 << 24
 API_ROW = 2 << 24
@@ -97,12 +99,23 @@ def _gpu_events(ex: NsysExport, streams: set[tuple[int, int]]) -> Iterator[dict]
         if "ENUM_CUDA_MEMCPY_OPER" in ex.tables else {}
     cur = _stream(ex, "SELECT k.start, k.end, k.deviceId, k.streamId, COALESCE(k.correlationId, -1), s.value, "
                     "k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.registersPerThread "
-                    "FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.demangledName",
+                    "FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.demangledName "
+                    "ORDER BY k.deviceId, k.streamId, k.start",
                 ("int", "int", "int", "int", "int", "str?") + ("int",) * 7, "CUPTI_ACTIVITY_KIND_KERNEL")
+    # Kernels of one CUDA graph launch can run at the same time on one stream; Perfetto draws a row
+    # as a stack, so a kernel that overlaps the previous one goes to the stream's next free lane
+    lane_ends: dict[tuple[int, int], list[int]] = {}
     for st, en, dev, strm, corr, name, gx, gy, gz, bx, by, bz, regs in cur:
-        streams.add((dev, strm))
+        ends = lane_ends.setdefault((dev, strm), [])
+        lane = next((i for i, e in enumerate(ends) if e <= st), len(ends))
+        if lane == len(ends):
+            ends.append(en)
+        else:
+            ends[lane] = en
+        tid = strm + lane * LANE_STRIDE
+        streams.add((dev, tid))
         yield {"name": name or "kernel", "cat": "kernel", "ph": "X", "ts": _us(st), "dur": _us(en - st),
-               "pid": GPU_PID_BASE + dev, "tid": strm,
+               "pid": GPU_PID_BASE + dev, "tid": tid,
                "args": {"correlationId": corr, "grid": [gx, gy, gz], "block": [bx, by, bz],
                         "registersPerThread": regs}}
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in ex.tables:
@@ -160,8 +173,10 @@ def trace_events(ex: NsysExport) -> Iterator[dict]:
         yield from _meta("thread_name", _pid(gtid), tid, f"{thread} {what}", sort=_tid(gtid) * 4 + order[what])
     for dev in sorted({d for d, _ in streams}):
         yield from _meta("process_name", GPU_PID_BASE + dev, None, f"GPU {dev}", sort=GPU_PID_BASE + dev)
-    for dev, strm in sorted(streams):
-        yield from _meta("thread_name", GPU_PID_BASE + dev, strm, f"stream {strm}", sort=strm)
+    for dev, tid in sorted(streams):
+        strm, lane = tid % LANE_STRIDE, tid // LANE_STRIDE
+        label = f"stream {strm}" + (f" (concurrent kernels, lane {lane})" if lane else "")
+        yield from _meta("thread_name", GPU_PID_BASE + dev, tid, label, sort=strm * 64 + lane)
 
 
 def write_trace(ex: NsysExport, out: IO[str]) -> int:

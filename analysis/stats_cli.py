@@ -5,10 +5,16 @@ import argparse
 import sys
 
 from analysis import nsys_stats
+from analysis.errors import NoDataInExport
 
 
 def cmd_stats(a: argparse.Namespace) -> int:
-    header, rows = nsys_stats.report(a.export, a.report)
+    try:
+        header, rows = nsys_stats.report(a.export, a.report)
+    except NoDataInExport as e:
+        # what nsys stats does: an empty report, and a line on stderr saying why
+        print(f"SKIPPED: {e}", file=sys.stderr)
+        return 0
     sys.stdout.write(nsys_stats.FORMATS[a.format](header, rows))
     return 0
 

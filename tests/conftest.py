@@ -12,9 +12,12 @@ REFERENCE = REPO / "reports" / "reference" / "h200"
 sys.path.insert(0, str(REPO))
 
 
-def reference_runs() -> list[pathlib.Path]:
-    """Every run folder of the reference capture (workload/variant/n<size>)."""
-    return sorted(p.parent for p in REFERENCE.glob("*/*/n*/timing.json"))
+def reference_runs(with_nsys_stats: bool = False) -> list[pathlib.Path]:
+    """Every run folder of the reference capture (workload/variant/n<size>). ``with_nsys_stats``:
+    only those that kept nsys' own CSVs (ground truth); a run captured by hand outside the pipeline
+    (reports/reference/h200/jax_matmul/jit/n512) has none."""
+    runs = sorted(p.parent for p in REFERENCE.glob("*/*/n*/timing.json"))
+    return [r for r in runs if (r / "nsys-stats").is_dir()] if with_nsys_stats else runs
 
 
 @pytest.fixture(scope="session")

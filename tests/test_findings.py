@@ -166,8 +166,17 @@ def test_a_cudamalloc_between_two_kernels_leaves_a_gap():
     assert "gpu_gaps" not in _ids(_run("cupy_sqdiff", "fused_pool", 4096))  # one kernel per call, no gap
 
 
+@pytest.mark.parametrize("run", [r for r in RUNS if r.parts[-3] != "cudf_groupby"],
+                         ids=lambda p: "/".join(p.parts[-3:]))
 def test_one_synchronize_per_call_is_the_runners_and_not_flagged(run):
     assert "sync_in_loop" not in _ids(run)
+
+
+@pytest.mark.parametrize("variant", ["split_agg", "agg_all", "split_agg_pool", "agg_all_pool"])
+def test_cudf_synchronizing_inside_its_groupby_is_flagged(variant):
+    """cuDF waits for the GPU inside a groupby call (sizes of intermediate results go to the host):
+    the capture shows it, and the rule says so."""
+    assert "sync_in_loop" in _ids(_run("cudf_groupby", variant, 50000000))
 
 
 def test_synchronize_calls_inside_the_loop_are_flagged(tmp_path):

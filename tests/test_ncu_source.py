@@ -44,8 +44,16 @@ def test_every_committed_report_is_read(profiles):
 def test_per_address_counters_add_up_to_the_kernel_level_metrics(run, profiles):
     k = profiles[_ids(run)]
     s = k.source
-    assert s.total_samples == k.metrics["smsp__pcsamp_sample_count"] > 0
-    assert s.total_instructions == k.metrics["smsp__inst_executed.sum"] > 0
+    # a kernel of a few instructions may get no PC sample at all (JAX's jit, launch 0)
+    assert s.total_samples == k.metrics["smsp__pcsamp_sample_count"] >= 0
+    if run.parts[-3] in ("pycuda_kernel", "numba_ufunc", "cupy_sqdiff"):
+        assert s.total_instructions == k.metrics["smsp__inst_executed.sum"] > 0
+    else:
+        # the per-address and the kernel-level counts come from different replay passes; kernels whose
+        # work is scheduled at run time (cuBLAS' nvjet tile scheduler, Warp's hash-grid queries) execute
+        # slightly different instruction counts per pass: measured 1.6% (nvjet) and under 0.1% (Warp)
+        assert s.total_instructions == pytest.approx(k.metrics["smsp__inst_executed.sum"], rel=0.02)
+        assert s.total_instructions > 0
     # every sample and instruction is on a line or counted as unattributed, none twice
     assert sum(sl.samples for sl in s.lines) + s.unattributed_samples == s.total_samples
     assert sum(sl.instructions for sl in s.lines) + s.unattributed_instructions == s.total_instructions
@@ -54,8 +62,9 @@ def test_per_address_counters_add_up_to_the_kernel_level_metrics(run, profiles):
     for sl in s.lines:
         assert sum(n for _, n in sl.stalls) == sl.samples
         assert 0 <= sl.not_issued_samples <= sl.samples
-    assert sum(sl.samples_pct for sl in s.lines) == pytest.approx(
-        100.0 * (1 - s.unattributed_samples / s.total_samples))
+    if s.total_samples:
+        assert sum(sl.samples_pct for sl in s.lines) == pytest.approx(
+            100.0 * (1 - s.unattributed_samples / s.total_samples))
     assert [sl.samples for sl in s.lines] == sorted((sl.samples for sl in s.lines), reverse=True)
 
 

@@ -37,10 +37,14 @@ def test_suite_ranges_nest_in_nothing_and_compute_calls_are_numbered(run):
     workload, variant = run.parts[-3], run.parts[-2]
     tree = read_tree(run / "nsys.sqlite.gz")
     suite = tree.find(domain="cookbook")
-    assert suite and len(suite) == len(tree.ranges)
+    assert suite
     for r in suite:
-        assert r.parent is None and r.depth == 0 and tree.kids(r.index) == []
+        # the suite's ranges are outermost; the frameworks' own ranges (cuDF's, XLA's) nest inside them
+        assert r.parent is None and r.depth == 0
+        assert all(k.domain != "cookbook" for k in tree.kids(r.index))
         assert r.name.startswith(f"{workload}/{variant}/")
+    if workload in ("cupy_sqdiff", "numba_ufunc", "pycuda_kernel", "warp_sph"):
+        assert len(suite) == len(tree.ranges)  # no annotated library inside
     calls = json.loads((run / "nsys-run.json").read_text())["calls"]
     compute = tree.find(domain="cookbook", name=f"{workload}/{variant}/compute")
     assert [r.payload for r in compute] == list(range(calls))

@@ -14,7 +14,7 @@ from analysis.nsys_sqlite import NsysExport
 
 from conftest import reference_runs
 
-RUNS = reference_runs()
+RUNS = reference_runs(with_nsys_stats=True)
 
 
 def _stats(run, report):
