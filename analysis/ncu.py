@@ -180,7 +180,9 @@ def read_launches(path: str | os.PathLike) -> list[Launch]:
         return _read_plain(path, plain)
 
 
-def _read_plain(path: str, plain: str) -> list[Launch]:
+def load_actions(path: str, plain: str) -> tuple[Any, list]:
+    """(report context, its profiled launches in ncu's ID order) of the plain file ``plain`` that
+    ``path`` names; the context must outlive the actions. Typed errors name ``path``."""
     with open(plain, "rb") as f:
         head = f.read(64)
     if not head.startswith(NCU_REP_MAGIC):
@@ -193,21 +195,25 @@ def _read_plain(path: str, plain: str) -> list[Launch]:
         ctx = ncu_report.load_report(plain)
     except Exception as e:  # the module raises plain exceptions for unreadable files
         raise AnalysisInputError(path, f"not a readable Nsight Compute report ({e})") from None
+    actions = [ctx.range_by_idx(r).action_by_idx(a)
+               for r in range(ctx.num_ranges()) for a in range(ctx.range_by_idx(r).num_actions())]
+    return ctx, actions
+
+
+def _read_plain(path: str, plain: str) -> list[Launch]:
+    _ctx, actions = load_actions(path, plain)
     launches: list[Launch] = []
-    for ri in range(ctx.num_ranges()):
-        rng = ctx.range_by_idx(ri)
-        for ai in range(rng.num_actions()):
-            action = rng.action_by_idx(ai)
-            metrics: dict[str, Any] = {}
-            for name in SUMMARY_METRICS + EXTRA_METRICS + FLOP_METRICS:
-                metrics[name] = _metric_value(action.metric_by_name(name))
-            launches.append(Launch(
-                id=len(launches),
-                kernel_name=cli_kernel_name(action.name(action.NameBase_DEMANGLED) or ""),
-                demangled_name=action.name(action.NameBase_DEMANGLED),
-                metrics=metrics,
-                findings=_findings(action),
-            ))
+    for action in actions:
+        metrics: dict[str, Any] = {}
+        for name in SUMMARY_METRICS + EXTRA_METRICS + FLOP_METRICS:
+            metrics[name] = _metric_value(action.metric_by_name(name))
+        launches.append(Launch(
+            id=len(launches),
+            kernel_name=cli_kernel_name(action.name(action.NameBase_DEMANGLED) or ""),
+            demangled_name=action.name(action.NameBase_DEMANGLED),
+            metrics=metrics,
+            findings=_findings(action),
+        ))
     if not launches:
         raise AnalysisInputError(path, "report holds no profiled kernel launches (check ncu's -k/-c filters)")
     for launch in launches:

@@ -37,7 +37,7 @@ from typing import Any
 
 from analysis.errors import AnalysisInputError
 from analysis.gzfiles import plain_file
-from analysis.ncu import NCU_REP_MAGIC, _load_module, _metric_value, cli_kernel_name
+from analysis.ncu import _metric_value, cli_kernel_name, load_actions
 
 #: kernel-level metrics the page shows, named as ncu names them
 KEY_METRICS = (
@@ -297,19 +297,7 @@ def read_kernel_profile(path: str | os.PathLike, launch: int = 0) -> KernelProfi
     if not os.path.isfile(path):
         raise AnalysisInputError(path, "no such file")
     with plain_file(path) as plain:
-        with open(plain, "rb") as f:
-            if not f.read(4).startswith(NCU_REP_MAGIC):
-                raise AnalysisInputError(path, "not an Nsight Compute report (.ncu-rep): wrong magic bytes")
-        try:
-            ncu_report = _load_module()
-        except ImportError as e:
-            raise AnalysisInputError(path, str(e)) from None
-        try:
-            ctx = ncu_report.load_report(plain)
-        except Exception as e:  # the module raises plain exceptions for unreadable files
-            raise AnalysisInputError(path, f"not a readable Nsight Compute report ({e})") from None
-        actions = [ctx.range_by_idx(r).action_by_idx(a)
-                   for r in range(ctx.num_ranges()) for a in range(ctx.range_by_idx(r).num_actions())]
+        _ctx, actions = load_actions(path, plain)
         if not actions:
             raise AnalysisInputError(path, "report holds no profiled kernel (no kernel matched ncu's -k/-c filters)")
         if not 0 <= launch < len(actions):
@@ -345,11 +333,5 @@ def kernel_names(path: str | os.PathLike) -> list[str]:
     if not os.path.isfile(path):
         raise AnalysisInputError(path, "no such file")
     with plain_file(path) as plain:
-        try:
-            ctx = _load_module().load_report(plain)
-        except ImportError as e:
-            raise AnalysisInputError(path, str(e)) from None
-        except Exception as e:
-            raise AnalysisInputError(path, f"not a readable Nsight Compute report ({e})") from None
-        return [str(ctx.range_by_idx(r).action_by_idx(a).name())
-                for r in range(ctx.num_ranges()) for a in range(ctx.range_by_idx(r).num_actions())]
+        _ctx, actions = load_actions(path, plain)
+        return [str(a.name()) for a in actions]

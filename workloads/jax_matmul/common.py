@@ -145,3 +145,23 @@ class MatmulLoop(JaxDevice, Variant):
 
     def teardown(self) -> None:
         self.pending = None
+
+
+class JittedLoop(MatmulLoop):
+    """The jitted steps: one program for the whole loop over inputs made once in setup."""
+
+    def compile(self, loop, inputs) -> None:
+        """jax.jit ``loop`` and run it once on ``inputs``: tracing and compiling happen in setup, so
+        that no call in the compute phase does."""
+        import jax
+
+        self.inputs = inputs
+        self.program = jax.jit(loop)
+        self.pending = self.program(self.inputs)
+        jax.block_until_ready(self.pending)
+
+    def step(self) -> None:
+        self.pending = self.program(self.inputs)
+
+    def teardown(self) -> None:
+        self.pending = self.inputs = None

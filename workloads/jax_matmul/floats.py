@@ -1,10 +1,10 @@
 """The float steps' shared code: the jit step's program on float inputs (arange % 7, see common)."""
 from __future__ import annotations
 
-from workloads.jax_matmul.common import FLOAT_MODULUS, MatmulLoop
+from workloads.jax_matmul.common import FLOAT_MODULUS, JittedLoop
 
 
-class FloatLoop(MatmulLoop):
+class FloatLoop(JittedLoop):
     """Subclasses set ``input_dtype`` and :meth:`product`."""
 
     output_dtype = "float32"
@@ -13,7 +13,6 @@ class FloatLoop(MatmulLoop):
         raise NotImplementedError
 
     def setup(self) -> None:
-        import jax
         import jax.numpy as jnp
 
         dtype = jnp.dtype(self.input_dtype)
@@ -21,20 +20,10 @@ class FloatLoop(MatmulLoop):
         def matrix(n: int):
             return (jnp.arange(n * n) % FLOAT_MODULUS).astype(dtype).reshape(n, n)
 
-        self.inputs = tuple((matrix(n), matrix(n)) for n in self.sizes)
         product = self.product
 
         def seed_loop(pairs):
             # the name XLA gives the program (jit_seed_loop), as in the jit step
             return tuple(product(a, b) for a, b in pairs)
 
-        self.program = jax.jit(seed_loop)
-        # trace and compile now, so that no call in the compute phase does
-        self.pending = self.program(self.inputs)
-        jax.block_until_ready(self.pending)
-
-    def step(self) -> None:
-        self.pending = self.program(self.inputs)
-
-    def teardown(self) -> None:
-        self.pending = self.inputs = None
+        self.compile(seed_loop, tuple((matrix(n), matrix(n)) for n in self.sizes))
