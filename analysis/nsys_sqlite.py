@@ -22,6 +22,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 NVTX_PUSH_POP = 59
 NVTX_START_END = 60
 NVTX_DOMAIN_CREATE = 75
+#: the process part of a globalTid (nsys packs the pid and the tid into one integer)
+PROCESS_ONLY_MASK = 0x0000FFFFFF000000
 
 
 ALLOCATION_APIS = ("cudaMalloc", "cudaFree", "cuMemAlloc", "cuMemFree", "cudaMallocAsync",
@@ -233,6 +235,28 @@ class NsysExport:
         ops.sort(key=lambda o: (o.start_ns, o.end_ns))
         return ops
 
+    def nvtx_domain_names(self) -> dict[tuple[int, int], str | None]:
+        """NVTX domain names by (domainId, process part of the globalTid): a domain id is a handle
+        valid only in the process that created it, and the first creation in a process names it."""
+        if "NVTX_EVENTS" not in self.tables:
+            return {}
+        cols = self._columns("NVTX_EVENTS")
+        if "domainId" not in cols:
+            return {}
+        text = "COALESCE(e.text, s.value)" if "textId" in cols else "e.text"
+        join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in cols else ""
+        names: dict[tuple[int, int], str | None] = {}
+        for dom, tid, name in self._query(
+                f"SELECT e.domainId, e.globalTid, {text} FROM NVTX_EVENTS e {join} WHERE e.eventType = ? "
+                "ORDER BY e.start, e.rowid", (NVTX_DOMAIN_CREATE,)):
+            if dom is None:
+                continue
+            if not isinstance(dom, int) or not isinstance(tid, int) or not isinstance(name, (str, type(None))):
+                raise AnalysisInputError(self.path, f"damaged export: an NVTX domain creation holds {dom!r}, "
+                                                    f"{tid!r}, {name!r}")
+            names.setdefault((dom, tid & PROCESS_ONLY_MASK), name)
+        return names
+
     def nvtx_ranges(self) -> list[NvtxRange]:
         """Closed push/pop and start/end ranges, with their domain names."""
         if "NVTX_EVENTS" not in self.tables:
@@ -243,13 +267,12 @@ class NsysExport:
         domain_col = "e.domainId" if "domainId" in cols else "NULL"
         payload = "COALESCE(e.int64Value, e.uint64Value, e.int32Value, e.uint32Value)" \
             if {"int64Value", "uint64Value"} <= cols else "NULL"
-        domains = {
-            dom: name for dom, name in self._query(
-                f"SELECT {domain_col}, text FROM NVTX_EVENTS e WHERE eventType = ?", (NVTX_DOMAIN_CREATE,))
-        }
+        domains = self.nvtx_domain_names()
         rows = self._query(
             f"SELECT e.start, e.end, {text}, {domain_col}, e.globalTid, {payload} FROM NVTX_EVENTS e {join} "
             "WHERE e.eventType IN (?, ?) AND e.end IS NOT NULL ORDER BY e.start",
             (NVTX_PUSH_POP, NVTX_START_END),
         )
-        return [NvtxRange(st, en, nm or "", domains.get(dom), tid, pl) for st, en, nm, dom, tid, pl in rows]
+        return [NvtxRange(st, en, nm or "", domains.get((dom, tid & PROCESS_ONLY_MASK))
+                          if isinstance(dom, int) and isinstance(tid, int) else None, tid, pl)
+                for st, en, nm, dom, tid, pl in rows]

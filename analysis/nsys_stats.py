@@ -39,7 +39,7 @@ import numpy as np
 
 from analysis import nsys_columns as columns
 from analysis.errors import AnalysisInputError, NoDataInExport
-from analysis.nsys_sqlite import (NVTX_DOMAIN_CREATE, NVTX_PUSH_POP, NVTX_START_END, NsysExport,
+from analysis.nsys_sqlite import (NVTX_PUSH_POP, NVTX_START_END, PROCESS_ONLY_MASK, NsysExport,
                                   api_base_name)
 
 Header = list[str]
@@ -54,7 +54,6 @@ RANGE_STYLE = {NVTX_PUSH_POP: "PushPop", NVTX_START_END: "StartEnd",
 
 # globalTid = (hardware/VM id, pid, tid) packed; these keep the process part
 PROCESS_MASK = 0xFFFFFFFFFF000000
-PROCESS_ONLY_MASK = 0x0000FFFFFF000000
 
 _TENTH = decimal.Decimal("0.1")
 
@@ -268,11 +267,7 @@ def _nvtx(ex: NsysExport) -> tuple[list[_Range], int | None]:
     kinds = tuple(RANGE_STYLE)
     marks = ", ".join("?" * len(kinds))
 
-    creates = _rows(ex, f"SELECT {domain}, e.globalTid, {text} FROM NVTX_EVENTS e {join} WHERE e.eventType = ? "
-                        "ORDER BY e.start, e.rowid", ("int?", "int", "str?"), "NVTX_EVENTS", (NVTX_DOMAIN_CREATE,))
-    domains: dict[tuple[int, int], str | None] = {}
-    for dom, tid, name in creates:  # the first creation in each process names the domain
-        domains.setdefault((dom, tid & PROCESS_ONLY_MASK), name)
+    domains = ex.nvtx_domain_names()
 
     rows = _rows(ex, f"SELECT e.rowid, e.start, e.end, e.eventType, e.globalTid, {end_tid}, {domain}, {text} "
                      f"FROM NVTX_EVENTS e {join} WHERE e.eventType IN ({marks}) ORDER BY e.start, e.rowid",

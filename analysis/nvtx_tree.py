@@ -29,8 +29,8 @@ from collections import defaultdict
 from typing import Iterable, Sequence
 
 from analysis.errors import AnalysisInputError
-from analysis.nsys_sqlite import NVTX_DOMAIN_CREATE, NsysExport
-from analysis.nsys_stats import PROCESS_ONLY_MASK, RANGE_STYLE
+from analysis.nsys_sqlite import PROCESS_ONLY_MASK, NsysExport
+from analysis.nsys_stats import RANGE_STYLE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,11 +183,7 @@ def _raw_ranges(ex: NsysExport, include_start_end: bool) -> list[RawRange]:
     payload = f"COALESCE({', '.join('e.' + c for c in ints)})" if len(ints) > 1 else \
         (f"e.{ints[0]}" if ints else "NULL")
 
-    names: dict[tuple[int, int], str] = {}
-    for dom, tid, name in ex.query(f"SELECT {domain}, e.globalTid, {text} FROM NVTX_EVENTS e {join} "
-                                   "WHERE e.eventType = ? ORDER BY e.start, e.rowid", (NVTX_DOMAIN_CREATE,)):
-        if dom is not None and name is not None:
-            names.setdefault((int(dom), int(tid) & PROCESS_ONLY_MASK), str(name))
+    names = ex.nvtx_domain_names()
 
     styles = {k: v for k, v in RANGE_STYLE.items() if include_start_end or v == "PushPop"}
     marks = ", ".join("?" * len(styles))

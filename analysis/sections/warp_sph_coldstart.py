@@ -8,11 +8,11 @@ then warm; each with Warp's own per-module load messages and wall-clock phases. 
 """
 from __future__ import annotations
 
-import json
 import os
 
 from analysis.errors import AnalysisInputError
 from analysis.markdown import table
+from analysis.run_summary import load_json
 
 EXPERIMENT = "coldstart"
 #: the states shown, in column order, with their headings
@@ -35,11 +35,7 @@ def read_coldstart(folder: str) -> dict:
     path = os.path.join(folder, "coldstart.json")
     if not os.path.isfile(path):
         raise AnalysisInputError(path, "no such file (run: python -m workloads.warp_sph.exp_coldstart)")
-    try:
-        with open(path) as f:
-            record = json.load(f)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise AnalysisInputError(path, f"not valid JSON ({e})") from None
+    record = load_json(path)
     runs = record.get("runs")
     if not isinstance(runs, list) or not runs:
         raise AnalysisInputError(path, "no runs recorded")

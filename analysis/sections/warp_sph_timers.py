@@ -18,7 +18,6 @@ only formats.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import statistics
@@ -28,7 +27,7 @@ from analysis.errors import AnalysisInputError
 from analysis.gzfiles import existing_capture
 from analysis.markdown import table
 from analysis.nsys_sqlite import ApiCall, GpuOp, NsysExport, NvtxRange
-from analysis.run_summary import ops_launched_in, union_ns
+from analysis.run_summary import load_json, ops_launched_in, union_ns
 
 EXPERIMENT = "scoped_timer"
 NVTX_DOMAIN = "cookbook.warp_sph"
@@ -132,11 +131,7 @@ def read_experiment(folder: str) -> tuple[dict, str]:
     path = os.path.join(folder, "scoped_timer.json")
     if not os.path.isfile(path):
         raise AnalysisInputError(path, "no such file (run: python -m workloads.warp_sph.exp_scoped_timer)")
-    try:
-        with open(path) as f:
-            record = json.load(f)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise AnalysisInputError(path, f"not valid JSON ({e})") from None
+    record = load_json(path)
     if not isinstance(record.get("runs"), list) or not record["runs"]:
         raise AnalysisInputError(path, "no runs recorded")
     for run in record["runs"]:

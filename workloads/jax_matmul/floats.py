@@ -1,6 +1,8 @@
 """The float steps' shared code: the jit step's program on float inputs (arange % 7, see common)."""
 from __future__ import annotations
 
+import abc
+
 from workloads.jax_matmul.common import FLOAT_MODULUS, JittedLoop
 
 
@@ -9,8 +11,9 @@ class FloatLoop(JittedLoop):
 
     output_dtype = "float32"
 
+    @abc.abstractmethod
     def product(self, a, b):
-        raise NotImplementedError
+        """``a @ b`` as this step computes it (precision, accumulation type)."""
 
     def setup(self) -> None:
         import jax.numpy as jnp

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from workloads.runner import write_json_atomic
 from workloads.tools.cold import cache_root, fresh_cache_env, gpu_slot, safe_rmtree
@@ -57,21 +57,29 @@ def phases(first_result: dict) -> dict:
     }
 
 
-def run_once(cmd: Sequence[str], env: dict, label: str) -> dict:
+def run_recording(build_cmd: Callable[[str], Sequence[str]], env: dict, what: str,
+                  error: type[Exception] = ColdWarmError) -> dict:
+    """Run ``build_cmd(record_path)`` as a new process stamped with its launch time
+    (``COOKBOOK_LAUNCH_UNIX_NS``) and return the JSON record it wrote to ``record_path``."""
     fd, out = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
+        cmd = list(build_cmd(out))
         env = dict(env, COOKBOOK_LAUNCH_UNIX_NS=str(time.time_ns()))
-        proc = subprocess.run([*cmd, "--mode", "first", "--output", out], env=env)
+        proc = subprocess.run(cmd, env=env)
         if proc.returncode != 0:
-            raise ColdWarmError(f"{label} run exited with {proc.returncode}: {' '.join(cmd)}")
+            raise error(f"{what} exited with {proc.returncode}: {' '.join(cmd)}")
         with open(out) as f:
             text = f.read()
         if not text:
-            raise ColdWarmError(f"{label} run wrote no record: {' '.join(cmd)}")
-        record = json.loads(text)
+            raise error(f"{what} wrote no record: {' '.join(cmd)}")
+        return json.loads(text)
     finally:
         os.unlink(out)
+
+
+def run_once(cmd: Sequence[str], env: dict, label: str) -> dict:
+    record = run_recording(lambda out: [*cmd, "--mode", "first", "--output", out], env, f"{label} run")
     return {"phases": phases(record["first_result"]), "relative_error": record["relative_error"],
             "steady_call_ms": record["steady_call_ms"],
             "provenance": record["provenance"], "workload": record["workload"], "variant": record["variant"],

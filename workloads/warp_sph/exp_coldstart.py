@@ -28,13 +28,10 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from typing import Sequence
 
@@ -45,6 +42,7 @@ from workloads import provenance  # noqa: E402
 from workloads.contract import WorkloadError  # noqa: E402
 from workloads.runner import write_json_atomic  # noqa: E402
 from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree  # noqa: E402
+from workloads.tools.coldwarm import run_recording  # noqa: E402
 
 #: Warp's module-load line (warp/_src/context.py, Module.load's ScopedTimer)
 MODULE_LOAD = re.compile(
@@ -163,23 +161,11 @@ def _state_env(base: dict, warp_cache: str, cuda_cache: str, state: str) -> dict
 
 
 def _run_child(python: str, variant: str, size: int, env: dict, label: str) -> dict:
-    fd, out = tempfile.mkstemp(suffix=".json", prefix="coldstart-child-")
-    os.close(fd)
-    try:
-        cmd = [python, "-m", "workloads.warp_sph.exp_coldstart", "--child", out, "--variant", variant,
-               "--size", str(size)]
-        print(f"coldstart: {variant} {label}: {' '.join(cmd)}", flush=True)
-        env = dict(env, COOKBOOK_LAUNCH_UNIX_NS=str(time.time_ns()))
-        done = subprocess.run(cmd, env=env)
-        if done.returncode != 0:
-            raise WorkloadError(f"exp_coldstart: {variant} {label} exited with {done.returncode}")
-        with open(out) as f:
-            text = f.read()
-        if not text:
-            raise WorkloadError(f"exp_coldstart: {variant} {label} wrote no record")
-        rec = json.loads(text)
-    finally:
-        os.unlink(out)
+    print(f"coldstart: {variant} {label}", flush=True)
+    rec = run_recording(
+        lambda out: [python, "-m", "workloads.warp_sph.exp_coldstart", "--child", out, "--variant", variant,
+                     "--size", str(size)],
+        env, f"exp_coldstart: {variant} {label}", WorkloadError)
     rec["state"] = label
     rec["phases"] = phases(rec["stamps"])
     return rec
