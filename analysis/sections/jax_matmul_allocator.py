@@ -8,7 +8,10 @@ block_until_ready).
 """
 from __future__ import annotations
 
+import os
+
 from analysis.markdown import table
+from analysis.run_summary import load_json
 from analysis.sections import jax_matmul_readers as readers
 
 GIB = 1 << 30
@@ -59,6 +62,11 @@ def render(workload_root: str, figure_dir: str) -> str:
            "allocation events; *bytes_limit* and *peak in use* are JAX's `memory_stats()` (what XLA's allocator may "
            "hold, and what the program's buffers used at most); *driver used* is the GPU's used memory after the "
            "calls (cuMemGetInfo: every process's, the CUDA context's own included).", ""]
+    # the experiment may come from another run than the recipe's other captures: say which
+    prov = load_json(os.path.join(workload_root, "experiments", "allocator", "allocator.json")).get("provenance") or {}
+    gpus = prov.get("gpus") or [{}]
+    out += [f"Captured on {gpus[0].get('name', 'an unrecorded GPU')} at commit `{prov.get('git_commit', 'unknown')}`, "
+            f"{prov.get('date_utc', 'date unrecorded')} (UTC).", ""]
     out.append(table(
         ("setting", "environment", "peak held GiB", "% of GPU", "allocations (per call)", "largest alloc GiB",
          "bytes_limit GiB", "peak in use GiB", "driver used GiB", "median ms/call", "IQR ms"),
