@@ -31,6 +31,7 @@ rule profile_all:
         f"{WORK}/analysis/live/coldstart.json",
         "reports/index.md",
         expand("reports/{workload}.md", workload=RUNNABLE_WORKLOADS),
+        "reports/gpu_jobs.md",
         ["reports/nvtx_multiprocess.md"] if MULTIPROCESS_RUNNABLE else [],
 
 

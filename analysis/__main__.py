@@ -8,6 +8,7 @@
   ncu-summary     one row per profiled launch of an ncu report (metrics and ncu's rule findings)
   perfetto        an nsys SQLite export as a Chrome/Perfetto JSON trace
   kernel-page     one kernel's metrics and hottest source lines -> markdown
+  gpu-jobs        the GPU job records -> reports/gpu_jobs.md: which job ran on which GPU, when
 """
 from __future__ import annotations
 
@@ -109,6 +110,21 @@ def cmd_copy_captures(a) -> None:
     print(f"copied {len(copied)} files from {a.src} to {a.dst}")
 
 
+def cmd_gpu_jobs(a) -> None:
+    from analysis import figures, gpu_jobs, gpu_jobs_markdown  # matplotlib: only the commands that draw
+
+    runs = [gpu_jobs.summarize(r) for r in gpu_jobs.split_runs(gpu_jobs.load_gpu_jobs(a.records))]
+    latest = runs[-1]
+    figures.gpu_jobs_figure(latest.jobs, a.figure, "Pipeline")
+    rel = os.path.relpath(a.figure, os.path.dirname(os.path.abspath(a.output)))
+    write_text_atomic(a.output, gpu_jobs_markdown.gpu_jobs_report(runs, rel))
+    print(f"{a.output}: {len(latest.jobs)} jobs, up to {latest.max_concurrent} at once, "
+          f"{len(latest.shared)} overlaps on a shared GPU")
+    for o in latest.shared:
+        print(f"warning: {o.first.what} ({o.first.tool}) and {o.second.what} ({o.second.tool}) shared "
+              f"{o.first.gpu_label} for {o.seconds:.1f} s", file=sys.stderr)
+
+
 def cmd_check_rebuild(a) -> int:
     diffs = captures.compare_reports(a.rebuilt, a.committed)
     if diffs:
@@ -133,6 +149,11 @@ def main(argv=None) -> int:
     s.add_argument("--captures", help="the workload's capture folder, for the recipe's own report sections")
     s.add_argument("summaries", nargs="+")
     s.set_defaults(func=cmd_report)
+    s = sub.add_parser("gpu-jobs")
+    s.add_argument("--records", required=True, help="the folder of GPU job records (<work_dir>/gpu-jobs)")
+    s.add_argument("--output", required=True)
+    s.add_argument("--figure", required=True)
+    s.set_defaults(func=cmd_gpu_jobs)
     s = sub.add_parser("index")
     s.add_argument("--ceilings", required=True)
     s.add_argument("--preflight", required=True)

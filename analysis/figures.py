@@ -274,3 +274,31 @@ def _save(fig, path: str) -> None:
     fig.savefig(tmp, dpi=110, metadata=_PNG_META)
     plt.close(fig)
     os.replace(tmp, path)
+
+
+#: one colour per kind of GPU job in the job chart
+_TOOL_COLORS = {"timed": "#4c72b0", "nsys": "#55a868", "ncu": "#c44e52", "coldwarm": "#8172b2",
+                "experiment": "#ccb974", "kernel": "#64b5cd", "ceilings": "#8c8c8c"}
+
+
+def gpu_jobs_figure(jobs: Sequence, path: str, title: str) -> None:
+    """One row per GPU, one bar per job from its start to its end, coloured by tool: jobs side by
+    side on separate rows ran at once; a row never holds two bars at one time unless two
+    profilers shared that GPU."""
+    labels = sorted({j.gpu_label for j in jobs})
+    t0 = min(j.started_ns for j in jobs)
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.7 * len(labels)))
+    seen = set()
+    for row, label in enumerate(labels):
+        for j in (j for j in jobs if j.gpu_label == label):
+            color = _TOOL_COLORS.get(j.tool, "#dd8452")
+            ax.barh(row, j.duration_s, left=(j.started_ns - t0) / 1e9, height=0.6, color=color,
+                    edgecolor="white", linewidth=0.5, label=None if j.tool in seen else j.tool)
+            seen.add(j.tool)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first job started")
+    ax.set_title(f"{title}: GPU jobs by GPU and time", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    fig.tight_layout()
+    _save(fig, path)

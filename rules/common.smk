@@ -19,6 +19,8 @@ PYTHON = config.get("python") or sys.executable
 WORK = config["work_dir"].rstrip("/")
 CAPTURES = f"{WORK}/captures"
 REF_DIR = config["reference"]["dir"].rstrip("/")
+# GPU job records of a reference run, when the reference has them (rules/report.smk: gpu_jobs)
+REF_GPU_JOBS = [d for d in [config["reference"].get("gpu_jobs")] if d and glob.glob(f"{d}/*.json")]
 # Every profiled process starts with fresh, private cache folders (see workloads/tools/cold.py)
 COLD = f"{PYTHON} -m workloads.tools.cold --work-dir {WORK} --gpus {config['gpus']}"
 CONDA_ENV = "../environment.yml"

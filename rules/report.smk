@@ -101,9 +101,50 @@ rule index_rebuilt:
         " > {log} 2>&1"
 
 
+rule gpu_jobs:
+    """Which GPU job ran on which GPU, and when: after every GPU job of the run."""
+    input:
+        analyses=[a for w in RUNNABLE_WORKLOADS for a in analyses("live", w)],
+        experiments=[d for w in RUNNABLE_WORKLOADS for d in experiment_dirs(CAPTURES, w)],
+        coldstart=f"{WORK}/analysis/live/coldstart.json",
+        ceilings=f"{CAPTURES}/ceilings.json",
+        multiprocess=["reports/nvtx_multiprocess.md"] if MULTIPROCESS_RUNNABLE else [],
+    output:
+        md="reports/gpu_jobs.md",
+        figure="reports/figures/gpu_jobs.png",
+    log:
+        f"{WORK}/logs/report/gpu_jobs.log",
+    params:
+        python=PYTHON,
+        records=f"{WORK}/gpu-jobs",
+    conda:
+        CONDA_ENV
+    shell:
+        "{params.python} -m analysis gpu-jobs --records {params.records} --output {output.md}"
+        " --figure {output.figure} > {log} 2>&1"
+
+
+rule gpu_jobs_rebuilt:
+    input:
+        records=REF_GPU_JOBS,
+    output:
+        md=f"{WORK}/rebuilt/gpu_jobs.md",
+        figure=f"{WORK}/rebuilt/figures/gpu_jobs.png",
+    log:
+        f"{WORK}/logs/report_rebuilt/gpu_jobs.log",
+    params:
+        python=PYTHON,
+    conda:
+        CONDA_ENV
+    shell:
+        "{params.python} -m analysis gpu-jobs --records {input.records} --output {output.md}"
+        " --figure {output.figure} > {log} 2>&1"
+
+
 rule check_rebuild:
     input:
         index=rules.index_rebuilt.output,
+        gpu_jobs=[rules.gpu_jobs_rebuilt.output.md] if REF_GPU_JOBS else [],
         reports=expand(f"{WORK}/rebuilt/{{workload}}.md", workload=REFERENCE_WORKLOADS),
     output:
         touch(f"{WORK}/rebuilt/CHECKED"),

@@ -110,7 +110,8 @@ def test_coldwarm_reports_a_failing_command(tmp_path):
 
 def _probe_gpu(tmp_path, i, env):
     code = ("import os, sys, time; time.sleep(0.6); "
-            "open(sys.argv[1], 'w').write(os.environ.get('CUDA_VISIBLE_DEVICES', 'unset'))")
+            "open(sys.argv[1], 'w').write(os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')); "
+            "open(sys.argv[1] + '.order', 'w').write(os.environ.get('CUDA_DEVICE_ORDER', 'unset'))")
     return subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--gpus", "2",
                              "--", sys.executable, "-c", code, str(tmp_path / f"gpu{i}.txt")], cwd=REPO, env=env)
 
@@ -120,12 +121,35 @@ def test_two_concurrent_runs_on_a_two_gpu_machine_get_different_gpus(tmp_path):
     procs = [_probe_gpu(tmp_path, i, env) for i in range(2)]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
     assert sorted((tmp_path / f"gpu{i}.txt").read_text() for i in range(2)) == ["0", "1"]
+    # index i means nvidia-smi's GPU i (PCI bus order), not CUDA's i-th fastest
+    assert {(tmp_path / f"gpu{i}.txt.order").read_text() for i in range(2)} == {"PCI_BUS_ID"}
+    records = _job_records(tmp_path)
+    assert sorted(r["cuda_visible_devices"] for r in records) == ["0", "1"]
+    assert {r["assigned_by"] for r in records} == {"lock"} and {r["returncode"] for r in records} == {0}
+    a, b = records
+    assert max(a["started_unix_ns"], b["started_unix_ns"]) < min(a["ended_unix_ns"], b["ended_unix_ns"])
+
+
+def _job_records(work_dir):
+    return [json.loads(p.read_text()) for p in sorted((work_dir / "gpu-jobs").glob("*.json"))]
 
 
 def test_a_gpu_chosen_by_the_scheduler_is_kept(tmp_path):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="3")
     assert _probe_gpu(tmp_path, 0, env).wait(timeout=60) == 0
     assert (tmp_path / "gpu0.txt").read_text() == "3"
+    [record] = _job_records(tmp_path)
+    assert (record["assigned_by"], record["cuda_visible_devices"]) == ("scheduler", "3")
+
+
+def test_a_failing_job_is_recorded_with_its_exit_status(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--tag", "nsys",
+                        "--", sys.executable, "-c", "raise SystemExit(3)"], cwd=REPO, timeout=60)
+    assert r.returncode == 3
+    [record] = _job_records(tmp_path)
+    assert (record["tag"], record["returncode"], record["assigned_by"]) == ("nsys", 3, "default")
+    assert record["ended_unix_ns"] >= record["started_unix_ns"]
+    assert not list((tmp_path / "gpu-jobs").glob(".*.tmp"))
 
 
 def test_a_third_run_waits_for_a_free_gpu(tmp_path):
@@ -133,3 +157,9 @@ def test_a_third_run_waits_for_a_free_gpu(tmp_path):
     procs = [_probe_gpu(tmp_path, i, env) for i in range(3)]
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
     assert sorted((tmp_path / f"gpu{i}.txt").read_text() for i in range(3)) in (["0", "0", "1"], ["0", "1", "1"])
+    # the two jobs on one GPU ran one after the other
+    on_gpu = {}
+    for r in _job_records(tmp_path):
+        on_gpu.setdefault(r["cuda_visible_devices"], []).append(r)
+    [(first, second)] = [sorted(rs, key=lambda r: r["started_unix_ns"]) for rs in on_gpu.values() if len(rs) == 2]
+    assert first["ended_unix_ns"] <= second["started_unix_ns"]

@@ -10,16 +10,15 @@ fresh folders live under ``<work-dir>/cache/`` and are removed afterwards;
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
+
+from workloads.tools.gpu_jobs import gpu_job
 
 #: environment variable -> sub-folder of the run's cache root
 CACHE_VARIABLES = {
@@ -75,41 +74,13 @@ def fresh_cache_env(work_dir: str | os.PathLike, tag: str, base: Mapping[str, st
     return env, run_dir
 
 
-@contextlib.contextmanager
-def gpu_slot(work_dir: str | os.PathLike, n_gpus: int, poll_s: float = 0.5) -> Iterator[int]:
-    """Hold one of ``n_gpus`` GPUs for the duration: an exclusive lock on
-    ``<work-dir>/gpu-locks/gpu<i>.lock``. Snakemake's ``gpu`` resource caps how many profiling
-    jobs run at once; the locks decide which GPU each one gets, so two profilers never share one."""
-    lock_dir = Path(work_dir).resolve() / "gpu-locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    while True:
-        for i in range(n_gpus):
-            f = open(lock_dir / f"gpu{i}.lock", "w")
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                f.close()
-                continue
-            try:
-                yield i
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
-                f.close()
-            return
-        time.sleep(poll_s)  # every GPU busy: more jobs than GPUs were let through
-
-
 def run_cold(cmd: Sequence[str], work_dir: str, tag: str, keep: bool = False, gpus: int = 1) -> int:
     env, run_dir = fresh_cache_env(work_dir, tag, os.environ)
     print(f"cold: caches in {run_dir}", file=sys.stderr, flush=True)
     try:
-        if gpus > 1 and "CUDA_VISIBLE_DEVICES" not in env:
-            # several GPUs on this machine and nobody (e.g. SLURM) chose one for us
-            with gpu_slot(work_dir, gpus) as index:
-                env["CUDA_VISIBLE_DEVICES"] = str(index)
-                print(f"cold: on GPU {index} of {gpus}", file=sys.stderr, flush=True)
-                return subprocess.run(list(cmd), env=env).returncode
-        return subprocess.run(list(cmd), env=env).returncode
+        with gpu_job(work_dir, gpus, env, tag, cmd) as record:
+            record["returncode"] = subprocess.run(list(cmd), env=env).returncode
+        return record["returncode"]
     finally:
         if not keep:
             safe_rmtree(run_dir, cache_root(work_dir))

@@ -20,7 +20,6 @@ folder is removed at the end, through :func:`workloads.tools.cold.safe_rmtree`.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -30,7 +29,8 @@ import time
 from typing import Callable, Sequence
 
 from workloads.runner import write_json_atomic
-from workloads.tools.cold import cache_root, fresh_cache_env, gpu_slot, safe_rmtree
+from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree
+from workloads.tools.gpu_jobs import gpu_job
 
 RUNS = (
     ("cold", {}),
@@ -89,13 +89,13 @@ def run_once(cmd: Sequence[str], env: dict, label: str) -> dict:
 def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1) -> dict:
     env, run_dir = fresh_cache_env(work_dir, "coldwarm", os.environ)
     try:
-        with contextlib.ExitStack() as stack:
-            if gpus > 1 and "CUDA_VISIBLE_DEVICES" not in env:
-                env["CUDA_VISIBLE_DEVICES"] = str(stack.enter_context(gpu_slot(work_dir, gpus)))
+        # the three processes are one job on one GPU
+        with gpu_job(work_dir, gpus, env, "coldwarm", cmd) as job:
             results = {}
             for label, extra in RUNS:
                 print(f"coldwarm: {label}: {' '.join(cmd)}", file=sys.stderr, flush=True)
                 results[label] = run_once(cmd, dict(env, **extra), label)
+            job["returncode"] = 0
     finally:
         safe_rmtree(run_dir, cache_root(work_dir))
     first = results["cold"]

@@ -38,7 +38,8 @@ from typing import Sequence
 from workloads import provenance
 from workloads.contract import WorkloadError
 from workloads.runner import write_json_atomic
-from workloads.tools.cold import cache_root, fresh_cache_env, gpu_slot, safe_rmtree
+from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree
+from workloads.tools.gpu_jobs import gpu_job
 
 #: report name inside the output folder (ncu adds .ncu-rep)
 REPORT_STEM = "kernel"
@@ -160,12 +161,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"kernel_profile: caches in {cache_dir}\nkernel_profile: {shlex.join(cmd)}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     try:
-        if args.gpus > 1 and "CUDA_VISIBLE_DEVICES" not in env:
-            with gpu_slot(args.work_dir, args.gpus) as index:
-                env["CUDA_VISIBLE_DEVICES"] = added["CUDA_VISIBLE_DEVICES"] = str(index)
-                rc = subprocess.run(cmd, env=env).returncode
-        else:
-            rc = subprocess.run(cmd, env=env).returncode
+        with gpu_job(args.work_dir, args.gpus, env, "kernel", cmd) as job:
+            for key in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
+                if key in env and os.environ.get(key) != env[key]:
+                    added[key] = env[key]  # recorded with the profile's settings
+            rc = job["returncode"] = subprocess.run(cmd, env=env).returncode
     finally:
         wall_s = time.perf_counter() - t0
         if not args.keep_cache:

@@ -1,0 +1,214 @@
+"""The pipeline's GPU jobs: which ran on which GPU, when, and whether two ever shared one.
+
+Reads the records :mod:`workloads.tools.gpu_jobs` writes, one JSON file per job, in
+``<work-dir>/gpu-jobs/``. Pure functions of those files; the markdown is in
+:mod:`analysis.gpu_jobs_markdown`, the figure in :func:`analysis.figures.gpu_jobs_figure`.
+
+Two jobs *overlap* when their [start, end) intervals intersect on one host. An overlap on one
+physical GPU (same UUID) is a *shared GPU*: two profilers measured each other. An overlap where a
+GPU is unknown (no nvidia-smi, or several GPUs and nobody chose) cannot be judged and says so.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass
+from itertools import combinations
+
+from analysis.errors import AnalysisInputError
+
+#: the record format this reader knows (workloads/tools/gpu_jobs.py RECORD_VERSION)
+RECORD_VERSION = 1
+REQUIRED = ("record_version", "tag", "argv", "host", "assigned_by", "cuda_visible_devices", "gpu",
+            "started_unix_ns", "ended_unix_ns", "returncode")
+#: a pause longer than this between jobs starts a new run (a pipeline resumed another day)
+NEW_RUN_GAP_NS = 30 * 60 * 10**9
+
+
+@dataclass(frozen=True)
+class GpuJob:
+    path: str
+    tool: str            # the rule's tag: timed, nsys, ncu, coldwarm, experiment, kernel, ceilings
+    what: str            # workload/variant/n<size>, or the module it ran
+    host: str
+    gpu_uuid: str | None
+    gpu_label: str       # "GPU 1 (00000000:1B:00.0)", or what is known
+    gpu_name: str | None
+    assigned_by: str     # scheduler, lock, default
+    started_ns: int
+    ended_ns: int
+    returncode: int | None
+    slurm_job_id: str | None
+
+    @property
+    def duration_s(self) -> float:
+        return (self.ended_ns - self.started_ns) / 1e9
+
+
+def describe_command(argv: list[str]) -> str:
+    """What a job ran, from its command: ``workload/variant/n<size>`` for a recipe (under nsys or
+    ncu too), else the Python module or program."""
+    module = None
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "-m" and argv[i + 1].startswith("workloads."):
+            module = argv[i + 1]
+            break
+    if module is None:
+        return os.path.basename(argv[0]) if argv else "?"
+
+    def option(name: str) -> str | None:
+        for i, arg in enumerate(argv[:-1]):
+            if arg == name:
+                return argv[i + 1]
+        return None
+
+    name = module.removeprefix("workloads.")
+    variant, size = option("--variant"), option("--size")
+    if variant is None:
+        return name
+    return f"{name}/{variant}" + (f"/n{size}" if size else "")
+
+
+def _gpu_label(record: dict) -> str:
+    gpu = record["gpu"]
+    if gpu is not None:
+        return f"GPU {gpu['index']} ({gpu['pci_bus_id']})"
+    visible = record["cuda_visible_devices"]
+    return f"CUDA_VISIBLE_DEVICES={visible} (not identified)" if visible is not None else "default GPU (not identified)"
+
+
+def parse_record(path: str) -> GpuJob:
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise AnalysisInputError(path, f"not a readable GPU job record ({e})") from e
+    missing = [k for k in REQUIRED if k not in record]
+    if missing:
+        raise AnalysisInputError(path, f"GPU job record lacks {', '.join(missing)}")
+    if record["record_version"] != RECORD_VERSION:
+        raise AnalysisInputError(path, f"record_version {record['record_version']}, this reader knows {RECORD_VERSION}")
+    if record["ended_unix_ns"] < record["started_unix_ns"]:
+        raise AnalysisInputError(path, "the job ends before it starts")
+    gpu = record["gpu"]
+    return GpuJob(path=path, tool=record["tag"], what=describe_command(record["argv"]), host=record["host"],
+                  gpu_uuid=gpu["uuid"] if gpu else None, gpu_label=_gpu_label(record),
+                  gpu_name=gpu["name"] if gpu else None, assigned_by=record["assigned_by"],
+                  started_ns=record["started_unix_ns"], ended_ns=record["ended_unix_ns"],
+                  returncode=record["returncode"], slurm_job_id=record.get("slurm_job_id"))
+
+
+def load_gpu_jobs(folder: str) -> list[GpuJob]:
+    """Every record in ``folder``, by start time. Half-written files (``.*.tmp``) are not records."""
+    paths = sorted(glob.glob(os.path.join(folder, "*.json")))
+    if not paths:
+        raise AnalysisInputError(folder, "no GPU job records (*.json): did any GPU job run with this work folder?")
+    return sorted((parse_record(p) for p in paths), key=lambda j: (j.started_ns, j.path))
+
+
+def split_runs(jobs: list[GpuJob], gap_ns: int = NEW_RUN_GAP_NS) -> list[list[GpuJob]]:
+    """Jobs grouped into runs: a new run starts after a pause of more than ``gap_ns`` in which no
+    job ran."""
+    runs: list[list[GpuJob]] = []
+    last_end = None
+    for job in sorted(jobs, key=lambda j: j.started_ns):
+        if last_end is None or job.started_ns - last_end > gap_ns:
+            runs.append([])
+        runs[-1].append(job)
+        last_end = job.ended_ns if last_end is None else max(last_end, job.ended_ns)
+    return runs
+
+
+@dataclass(frozen=True)
+class Overlap:
+    first: GpuJob
+    second: GpuJob
+    seconds: float
+    verdict: str   # "separate GPUs", "shared GPU", "GPU unknown"
+
+
+def overlaps(jobs: list[GpuJob]) -> list[Overlap]:
+    """Every pair of jobs on one host whose run times intersect, with a verdict on their GPUs."""
+    out = []
+    for a, b in combinations(sorted(jobs, key=lambda j: j.started_ns), 2):
+        if a.host != b.host:
+            continue
+        seconds = (min(a.ended_ns, b.ended_ns) - max(a.started_ns, b.started_ns)) / 1e9
+        if seconds <= 0:
+            continue
+        if a.gpu_uuid is None or b.gpu_uuid is None:
+            verdict = "GPU unknown"
+        else:
+            verdict = "shared GPU" if a.gpu_uuid == b.gpu_uuid else "separate GPUs"
+        out.append(Overlap(a, b, seconds, verdict))
+    return out
+
+
+def max_concurrent(jobs: list[GpuJob]) -> int:
+    """The most jobs running at one instant (an end at t comes before a start at t)."""
+    events = sorted([(j.started_ns, 1) for j in jobs] + [(j.ended_ns, -1) for j in jobs])
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    label: str
+    name: str | None
+    jobs: int
+    busy_s: float
+
+
+def per_gpu(jobs: list[GpuJob]) -> list[GpuUse]:
+    """Jobs and busy seconds per GPU (per label: an unidentified GPU is its own row)."""
+    rows: dict[str, list[GpuJob]] = {}
+    for j in jobs:
+        rows.setdefault(j.gpu_label, []).append(j)
+    return [GpuUse(label, js[0].gpu_name, len(js), _union_s(js)) for label, js in sorted(rows.items())]
+
+
+def _union_s(jobs: list[GpuJob]) -> float:
+    """Seconds during which at least one of ``jobs`` ran."""
+    total, cur_start, cur_end = 0, None, None
+    for j in sorted(jobs, key=lambda j: j.started_ns):
+        if cur_end is None or j.started_ns > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = j.started_ns, j.ended_ns
+        else:
+            cur_end = max(cur_end, j.ended_ns)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total / 1e9
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    jobs: list[GpuJob]
+    wall_s: float             # first start to last end
+    job_s: float              # the jobs' durations summed: their time one after the other
+    max_concurrent: int
+    gpus: list[GpuUse]
+    overlaps: list[Overlap]
+    failed: list[GpuJob]
+
+    @property
+    def shared(self) -> list[Overlap]:
+        return [o for o in self.overlaps if o.verdict == "shared GPU"]
+
+    @property
+    def unknown(self) -> list[Overlap]:
+        return [o for o in self.overlaps if o.verdict == "GPU unknown"]
+
+
+def summarize(jobs: list[GpuJob]) -> RunSummary:
+    start = min(j.started_ns for j in jobs)
+    end = max(j.ended_ns for j in jobs)
+    return RunSummary(jobs=jobs, wall_s=(end - start) / 1e9, job_s=sum(j.duration_s for j in jobs),
+                      max_concurrent=max_concurrent(jobs), gpus=per_gpu(jobs), overlaps=overlaps(jobs),
+                      failed=[j for j in jobs if j.returncode != 0])
+

@@ -1,0 +1,147 @@
+"""Which GPU a profiling job runs on, and a record of it when it ends.
+
+Every GPU job of the pipeline (timed run, nsys, ncu, cold/warm start, experiment, kernel page)
+goes through :func:`gpu_job`. It picks the GPU:
+
+- ``scheduler``: ``CUDA_VISIBLE_DEVICES`` was set before the job started (SLURM sets it to the
+  GPU it assigned; a user may set it by hand): it is kept.
+- ``lock``: more than one GPU on this machine (config ``gpus``) and nobody chose: the job takes
+  the first free one of ``<work-dir>/gpu-locks/gpu<i>.lock`` (an exclusive ``flock``). Snakemake's
+  ``gpu`` resource caps how many jobs run at once; the locks decide which GPU each one gets, so two
+  profilers never share one.
+- ``default``: one GPU: CUDA's device 0.
+
+When the job ends (also when it fails), one JSON file per job is written to
+``<work-dir>/gpu-jobs/``: when it started and ended (Unix ns), the command, how the GPU was chosen,
+the GPU's UUID and PCI bus id from ``nvidia-smi`` (the physical GPU, not an index that depends on
+ordering), the host and the SLURM job id. ``python -m analysis gpu-jobs`` turns the folder into
+``reports/gpu_jobs.md``: which job ran on which GPU and when, and whether two ever shared one.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator, MutableMapping, Sequence
+
+#: the format of a job record; analysis/gpu_jobs.py refuses others
+RECORD_VERSION = 1
+RECORDS_FOLDER = "gpu-jobs"
+
+
+@contextlib.contextmanager
+def gpu_slot(work_dir: str | os.PathLike, n_gpus: int, poll_s: float = 0.5) -> Iterator[int]:
+    """Hold one of ``n_gpus`` GPUs for the duration: an exclusive lock on
+    ``<work-dir>/gpu-locks/gpu<i>.lock``."""
+    lock_dir = Path(work_dir).resolve() / "gpu-locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    while True:
+        for i in range(n_gpus):
+            f = open(lock_dir / f"gpu{i}.lock", "w")
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                f.close()
+                continue
+            try:
+                yield i
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+                f.close()
+            return
+        time.sleep(poll_s)  # every GPU busy: more jobs than GPUs were let through
+
+
+def physical_gpus() -> list[dict]:
+    """This machine's GPUs as nvidia-smi lists them (index order = PCI bus order); [] without
+    nvidia-smi. nvidia-smi ignores CUDA_VISIBLE_DEVICES, so this is every GPU of the host."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,name",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30,
+                             check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return []
+    gpus = []
+    for line in out.strip().splitlines():
+        index, uuid, bus, name = (x.strip() for x in line.split(",", 3))
+        gpus.append({"index": int(index), "uuid": uuid, "pci_bus_id": bus, "name": name})
+    return gpus
+
+
+def visible_gpu(cuda_visible_devices: str | None, gpus: list[dict]) -> dict | None:
+    """The physical GPU that is CUDA's device 0 under ``cuda_visible_devices`` (an index in PCI
+    bus order, or a UUID), or None when that cannot be told: no nvidia-smi, or several GPUs and
+    no CUDA_VISIBLE_DEVICES (CUDA's default order, fastest first, is not nvidia-smi's)."""
+    if cuda_visible_devices is None:
+        return gpus[0] if len(gpus) == 1 else None
+    first = cuda_visible_devices.split(",")[0].strip()
+    for gpu in gpus:
+        if first == str(gpu["index"]) or (first.startswith("GPU-") and gpu["uuid"].startswith(first)):
+            return gpu
+    return None
+
+
+def _write_record(work_dir: str | os.PathLike, record: dict) -> Path:
+    folder = Path(work_dir) / RECORDS_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    # one file per job: safe for jobs on several nodes writing to one shared folder
+    name = f"{record['started_unix_ns']}-{record['host']}-{record['pid']}.json"
+    tmp = folder / f".{name}.tmp"
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, folder / name)  # never a half-written record under the real name
+    return folder / name
+
+
+@contextlib.contextmanager
+def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, str], tag: str,
+            argv: Sequence[str]) -> Iterator[dict]:
+    """Choose the job's GPU (setting ``env``), and write its record when the block ends. The
+    caller sets ``record["returncode"]``; a block left by an exception is recorded with
+    returncode None."""
+    if n_gpus < 1:
+        raise ValueError(f"gpus must be at least 1, got {n_gpus}")
+    with contextlib.ExitStack() as stack:
+        if env.get("CUDA_VISIBLE_DEVICES") is not None:
+            assigned_by = "scheduler"
+        elif n_gpus > 1:
+            assigned_by = "lock"
+            env["CUDA_VISIBLE_DEVICES"] = str(stack.enter_context(gpu_slot(work_dir, n_gpus)))
+        else:
+            assigned_by = "default"
+        if env.get("CUDA_VISIBLE_DEVICES") is not None:
+            # so that index i is nvidia-smi's (and SLURM's) GPU i, not the i-th fastest
+            env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+        visible = env.get("CUDA_VISIBLE_DEVICES")
+        gpus = physical_gpus()
+        record = {
+            "record_version": RECORD_VERSION,
+            "tag": tag,
+            "argv": list(argv),
+            "host": platform.node(),
+            "pid": os.getpid(),
+            "slurm_job_id": env.get("SLURM_JOB_ID"),
+            "gpus_configured": n_gpus,
+            "assigned_by": assigned_by,
+            "cuda_visible_devices": visible,
+            "gpu": visible_gpu(visible, gpus),
+            "host_gpu_count": len(gpus),
+            "started_unix_ns": time.time_ns(),
+            "returncode": None,
+        }
+        where = f"GPU {visible}" if visible is not None else "the default GPU"
+        print(f"{tag}: on {where} ({assigned_by})"
+              + (f", {record['gpu']['uuid']}" if record["gpu"] else ""), file=sys.stderr, flush=True)
+        try:
+            yield record
+        finally:
+            record["ended_unix_ns"] = time.time_ns()
+            _write_record(work_dir, record)
