@@ -10,19 +10,29 @@ environment.
 
 The node also advertises two GPUs (`gres/gpu`) backed by links to /dev/null: no GPU work can run
 on them, but SLURM hands them out like real ones (CUDA_VISIBLE_DEVICES per job step), which is
-what the GPU-assignment test checks.
+what the GPU-assignment test checks. On a GPU machine the node can instead be given the real
+device files (gpu_files, e.g. /dev/nvidia0 and /dev/nvidia1), CPUs and memory.
 
 Needs root (the daemons run as root and munged as the `munge` user, as a distribution's services
 do).
+
+As a command, a cluster that outlives it (the daemons run in the background), for work by hand
+on a GPU machine; the folder of the one started last is kept in STATE_FILE:
+
+    python tests/slurm_cluster.py up --gpu-file /dev/nvidia0 --gpu-file /dev/nvidia1 --cpus 32 --memory-mb 200000
+    python tests/slurm_cluster.py status
+    python tests/slurm_cluster.py down
 """
 from __future__ import annotations
 
+import argparse
 import os
 import pwd
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -36,6 +46,8 @@ N_FAKE_GPUS = 2
 #: the node as configured: enough for a few small jobs at once, on any machine
 CPUS = 8
 MEMORY_MB = 32000
+#: the folder of the cluster `up` started, for `status` and `down`
+STATE_FILE = Path("/tmp/cookbook-cluster.current")
 
 
 class ClusterError(RuntimeError):
@@ -88,6 +100,10 @@ class SlurmCluster:
     root: Path
     node: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
     started: list[str] = field(default_factory=list)
+    #: the node's GPUs: None for N_FAKE_GPUS links to /dev/null, else these device files
+    gpu_files: list[str] | None = None
+    cpus: int = CPUS
+    memory_mb: int = MEMORY_MB
 
     # --- paths --------------------------------------------------------------------------------
     @property
@@ -130,22 +146,32 @@ class SlurmCluster:
         for p in (self.munge_dir, key_dir, key):
             os.chown(p, munge.pw_uid, munge.pw_gid)
 
-    def _node_line(self) -> str:
-        """One node, this host, with CPUS cores and MEMORY_MB of memory whatever the machine has
-        (SlurmdParameters=config_overrides): the test's jobs are small, and a CI machine with two
-        cores would otherwise run them one after the other."""
-        return (f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={CPUS} RealMemory={MEMORY_MB} "
-                f"Gres=gpu:{N_FAKE_GPUS} State=UNKNOWN")
+    def _node_line(self, n_gpus: int) -> str:
+        """One node, this host, with `cpus` cores and `memory_mb` of memory whatever the machine
+        has (SlurmdParameters=config_overrides): by default CPUS and MEMORY_MB, as the test's jobs
+        are small, and a CI machine with two cores would otherwise run them one after the other."""
+        gres = f"Gres=gpu:{n_gpus} " if n_gpus else ""
+        return (f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={self.memory_mb} "
+                f"{gres}State=UNKNOWN")
 
     def _write_slurm_conf(self) -> None:
         for sub in ("etc", "state", "spool", "log", "run", "dev"):
             (self.root / sub).mkdir()
-        devices = []
-        for i in range(N_FAKE_GPUS):
-            dev = self.root / "dev" / f"nvidia{i}"
-            dev.symlink_to("/dev/null")
-            devices.append(f"NodeName={self.node} Name=gpu File={dev}")
-        (self.root / "etc" / "gres.conf").write_text("\n".join(devices) + "\n")
+        files = self.gpu_files
+        if files is None:
+            files = []
+            for i in range(N_FAKE_GPUS):
+                dev = self.root / "dev" / f"nvidia{i}"
+                dev.symlink_to("/dev/null")
+                files.append(str(dev))
+        # one line per device: SLURM numbers them in this order (CUDA_VISIBLE_DEVICES=0, 1, ...)
+        devices = [f"NodeName={self.node} Name=gpu File={f}" for f in files]
+        (self.root / "etc" / "gres.conf").write_text("".join(d + "\n" for d in devices))
+        # SLURM 22.05's slurmd always starts a cgroup plugin. Left to choose, it takes cgroup/v2
+        # on a host with the unified hierarchy, which wants systemd's delegation (over D-Bus) and
+        # a writable /sys/fs/cgroup, and slurmd exits without them (containers). cgroup/v1 only
+        # loads; and nothing here uses cgroups (proctrack/linuxproc, task/none)
+        (self.root / "etc" / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")
         r = self.root
         self.conf.write_text(f"""\
 ClusterName=cookbooktest
@@ -186,7 +212,7 @@ SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0
 KillWait=5
 GresTypes=gpu
-{self._node_line()}
+{self._node_line(len(files))}
 PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
 """)
 
@@ -304,13 +330,20 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
         return "\n".join(f"--- {d} log:\n{_tail(self.log_file(d))}" for d in ("munged", "slurmctld", "slurmd"))
 
 
-def start_cluster() -> SlurmCluster:
-    """Start a cluster in a new folder under the system's temporary folder. The folder is
-    readable by all (0755) because munged, running as `munge`, must reach its own sub-folder;
-    pytest's tmp_path is private to root, hence not used here."""
-    root = Path(tempfile.mkdtemp(prefix="cookbook-cluster-"))
+def start_cluster(root_dir: str | Path | None = None, **kwargs) -> SlurmCluster:
+    """Start a cluster in a new folder under root_dir (default: the system's temporary folder);
+    kwargs go to SlurmCluster (gpu_files, cpus, memory_mb). The folder is readable by all (0755)
+    because munged, running as `munge`, must reach its own sub-folder; for the same reason every
+    folder above it must be searchable by all. pytest's tmp_path is private to root, hence not
+    used here."""
+    root = Path(tempfile.mkdtemp(prefix="cookbook-cluster-", dir=root_dir))
     root.chmod(0o755)
-    cluster = SlurmCluster(root)
+    closed = [p for p in root.parents if not os.stat(p).st_mode & 0o001]
+    if closed:
+        shutil.rmtree(root)
+        raise ClusterError(f"munged (user munge) cannot reach {root}: {closed[0]} is not searchable "
+                           "by others (chmod o+x, or choose another root_dir)")
+    cluster = SlurmCluster(root, **kwargs)
     try:
         return cluster.start()
     except BaseException:
@@ -324,3 +357,70 @@ def remove(cluster: SlurmCluster) -> None:
     """Delete the cluster's folder (after stop()): only the folder start_cluster() created."""
     if cluster.root.name.startswith("cookbook-cluster-") and cluster.root.parent == Path(tempfile.gettempdir()):
         shutil.rmtree(cluster.root)
+
+
+# --- by hand: python tests/slurm_cluster.py up|status|down ---------------------------------------
+def _saved() -> SlurmCluster:
+    """The cluster `up` started, rebuilt from its folder (STATE_FILE). It counts as started with
+    the daemons that wrote a pid file there: stop() signals each by that file, and reports one
+    whose process is gone."""
+    try:
+        root = Path(STATE_FILE.read_text().strip())
+    except FileNotFoundError:
+        sys.exit(f"no cluster: {STATE_FILE} is missing (start one with `up`)")
+    cluster = SlurmCluster(root)
+    cluster.started = [d for d in COMM if cluster.pid_file(d).exists()]
+    return cluster
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="A single-node SLURM that outlives this command.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start a cluster; print the SLURM_CONF line to export")
+    up.add_argument("--gpu-file", action="append", dest="gpu_files", metavar="DEVICE",
+                    help=f"a GPU's device file, once per GPU (default: {N_FAKE_GPUS} links to /dev/null)")
+    up.add_argument("--cpus", type=int, default=CPUS)
+    up.add_argument("--memory-mb", type=int, default=MEMORY_MB)
+    up.add_argument("--root-dir", help="where the cluster's folder goes (default: the temporary folder)")
+    sub.add_parser("status", help="the daemons and sinfo")
+    sub.add_parser("down", help="cancel the jobs, stop the daemons, delete the folder")
+    args = parser.parse_args(argv)
+
+    if args.command == "up":
+        # one at a time: STATE_FILE names a single cluster, and `down` must find the one running
+        if STATE_FILE.exists() and _saved()._pid("slurmctld") is not None:
+            sys.exit(f"a cluster is up already ({STATE_FILE.read_text().strip()}): run `down` first")
+        reason = why_unavailable()
+        if reason is not None:
+            sys.exit(reason)
+        try:
+            cluster = start_cluster(args.root_dir, gpu_files=args.gpu_files, cpus=args.cpus,
+                                    memory_mb=args.memory_mb)
+        except ClusterError as e:
+            sys.exit(f"the cluster did not start: {e}")
+        STATE_FILE.write_text(f"{cluster.root}\n")
+        print(f"export SLURM_CONF={cluster.conf}")
+        print(f"# cluster folder: {cluster.root} (logs: log/, munge/); stop it with `{sys.argv[0]} down`")
+        return 0
+
+    cluster = _saved()
+    if args.command == "status":
+        print(f"# {cluster.root}: " + ", ".join(
+            f"{d} {'running' if cluster._pid(d) is not None else 'NOT running'}" for d in COMM))
+        r = subprocess.run([_exe("sinfo")], env=cluster.env, capture_output=True, text=True, timeout=30)
+        print(r.stdout + r.stderr, end="")
+        return r.returncode
+
+    problems = cluster.stop()
+    STATE_FILE.unlink()
+    if problems:
+        print("\n".join(f"problem: {p}" for p in problems), file=sys.stderr)
+        print(f"stopped; folder kept for its logs: {cluster.root}")
+        return 1
+    remove(cluster)  # only a folder under the temporary folder; one in a chosen --root-dir stays
+    print(f"stopped; {'folder kept' if cluster.root.exists() else 'removed'}: {cluster.root}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
