@@ -242,7 +242,9 @@ def kernel_page_name(workload, variant, kernel, line_directives=True):
 
 
 def requested_kernel_page(wc):
-    """The page the --config kernel_* keys ask for."""
+    """The page the --config kernel_* keys ask for, and the capture it is made from: named too,
+    because in a fresh checkout the committed page alone would look up to date to Snakemake and
+    nothing would be profiled."""
     keys = ("kernel_workload", "kernel_variant", "kernel_name")
     missing = [k for k in keys if not config.get(k)]
     if missing:
@@ -258,7 +260,7 @@ def requested_kernel_page(wc):
     # line directives are Warp's; other frameworks' pages have one name whatever the key says
     ld = config["kernel_line_directives"] or RECIPES[w].framework != "warp"
     page = kernel_page_name(w, v, config["kernel_name"], ld)
-    return f"reports/kernels/{page}.md"
+    return [f"reports/kernels/{page}.md", f"{CAPTURES}/kernels/{page}/kernel.ncu-rep"]
 
 
 def kernel_profile_args(wc):

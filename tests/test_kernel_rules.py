@@ -39,6 +39,18 @@ def test_kernel_page_target_runs_one_profile_and_one_page(repo):
     assert "--output reports/kernels/pycuda_kernel_vectorized_scale_vec4.md" in out
 
 
+def test_a_committed_page_is_profiled_again_in_a_fresh_checkout(repo):
+    """The lab handout's command in a new clone: the committed page exists but no capture does;
+    the page alone would look up to date (found running the handout on the GPU host)."""
+    assert (repo / "reports/kernels/warp_sph_baseline_get_acceleration.md").is_file()
+    rc, out = _dry(repo, "kernel_page", "--config", "kernel_workload=warp_sph", "kernel_variant=baseline",
+                   "kernel_name=get_acceleration")
+    assert rc == 0, out
+    assert "Nothing to be done" not in out
+    assert "--workload warp_sph --variant baseline --kernel get_acceleration" in out
+    assert "--output reports/kernels/warp_sph_baseline_get_acceleration.md" in out
+
+
 def test_kernel_page_without_its_config_says_what_to_pass(repo):
     rc, out = _dry(repo, "kernel_page")
     assert rc != 0 and "kernel_page needs --config kernel_workload=W kernel_variant=V kernel_name=NAME" in out
