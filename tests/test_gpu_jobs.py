@@ -154,3 +154,32 @@ def test_a_half_written_record_is_not_read(tmp_path):
     shutil.copytree(SHARED, tmp_path / "jobs")
     (tmp_path / "jobs" / ".1-vm-1.json.tmp").write_text("{")
     assert len(gpu_jobs.load_gpu_jobs(str(tmp_path / "jobs"))) == 2
+
+
+def _driver_samples() -> dict[float, list[tuple[str, int]]]:
+    """`nvidia-smi --query-compute-apps=gpu_uuid,pid,...` every 0.5 s during the local run, each line
+    prefixed with the host's Unix time just before the query (tests/data/gpu_jobs/)."""
+    samples: dict[float, list[tuple[str, int]]] = {}
+    path = REPO / "tests" / "data" / "gpu_jobs" / "local_h200x2_compute_apps.csv"
+    for line in path.read_text().splitlines():
+        t, uuid, pid, _name, _memory = line.split(", ")
+        samples.setdefault(float(t), []).append((uuid, int(pid)))
+    return samples
+
+
+def test_the_driver_saw_what_the_records_say():
+    """Independent of the suite: every process the driver listed ran on a GPU that a record says
+    a job held at that moment; at no moment were two processes on one GPU; and often one on each."""
+    jobs = gpu_jobs.load_gpu_jobs(str(LOCAL))
+    samples = _driver_samples()
+    slack_ns = 0.5e9  # the sample's time is taken just before nvidia-smi queries the driver
+    assert len(samples) > 100
+    for t, procs in samples.items():
+        t_ns = t * 1e9
+        for uuid, pid in procs:
+            assert any(j.gpu_uuid == uuid and j.started_ns - slack_ns <= t_ns <= j.ended_ns + slack_ns
+                       for j in jobs), f"pid {pid} on {uuid} at {t}: no job recorded there"
+        uuids = [u for u, _ in procs]
+        assert len(uuids) == len(set(uuids)), f"two processes on one GPU at {t}: {procs}"
+    both = sum(1 for procs in samples.values() if len({u for u, _ in procs}) == 2)
+    assert both > len(samples) / 2
