@@ -40,6 +40,8 @@ class GpuJob:
     ended_ns: int
     returncode: int | None
     slurm_job_id: str | None
+    driver_version: str | None = None   # absent from the first records (optional fields)
+    git_commit: str | None = None
 
     @property
     def duration_s(self) -> float:
@@ -96,7 +98,8 @@ def parse_record(path: str) -> GpuJob:
                   gpu_uuid=gpu["uuid"] if gpu else None, gpu_label=_gpu_label(record),
                   gpu_name=gpu["name"] if gpu else None, assigned_by=record["assigned_by"],
                   started_ns=record["started_unix_ns"], ended_ns=record["ended_unix_ns"],
-                  returncode=record["returncode"], slurm_job_id=record.get("slurm_job_id"))
+                  returncode=record["returncode"], slurm_job_id=record.get("slurm_job_id"),
+                  driver_version=gpu.get("driver_version") if gpu else None, git_commit=record.get("git_commit"))
 
 
 def load_gpu_jobs(folder: str) -> list[GpuJob]:

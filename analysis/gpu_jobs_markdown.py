@@ -14,6 +14,14 @@ def _utc(ns: int) -> str:
     return _dt.datetime.fromtimestamp(ns / 1e9, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _known(values: set) -> str:
+    """The values the records carry; records from before a field existed say so."""
+    known = sorted(v for v in values if v)
+    if not known:
+        return "not recorded"
+    return ", ".join(known) + (" (some records: not recorded)" if None in values or "" in values else "")
+
+
 def _verdict_lines(s: RunSummary) -> list[str]:
     if s.shared:
         lines = [f"- **Two profilers shared a GPU {len(s.shared)} time(s):** their numbers disturbed each "
@@ -54,7 +62,10 @@ def gpu_jobs_report(runs: list[RunSummary], figure: str | None) -> str:
            "pages) records when it ran and on which physical GPU (UUID and PCI bus id from `nvidia-smi`). "
            "This page is made from those records (`<work_dir>/gpu-jobs/`, one JSON file per job).", "",
            table(["", ""], [["first job started", _utc(t0)], ["host(s)", ", ".join(hosts)],
-                            ["GPUs", ", ".join(names) or "not identified"], ["jobs scheduled by", scheduler]]), "",
+                            ["GPUs", ", ".join(names) or "not identified"],
+                            ["driver", _known({j.driver_version for j in s.jobs})],
+                            ["suite commit", _known({j.git_commit for j in s.jobs})],
+                            ["jobs scheduled by", scheduler]]), "",
            "## Verdict", "", *_verdict_lines(s)]
     if s.failed:
         out.append(f"- **{len(s.failed)} job(s) failed** (non-zero exit status): "

@@ -148,6 +148,7 @@ def test_a_failing_job_is_recorded_with_its_exit_status(tmp_path):
     assert r.returncode == 3
     [record] = _job_records(tmp_path)
     assert (record["tag"], record["returncode"], record["assigned_by"]) == ("nsys", 3, "default")
+    assert record["git_commit"]  # the suite's commit, for the page's provenance
     assert record["ended_unix_ns"] >= record["started_unix_ns"]
     assert not list((tmp_path / "gpu-jobs").glob(".*.tmp"))
 

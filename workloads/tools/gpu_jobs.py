@@ -13,8 +13,8 @@ goes through :func:`gpu_job`. It picks the GPU:
 
 When the job ends (also when it fails), one JSON file per job is written to
 ``<work-dir>/gpu-jobs/``: when it started and ended (Unix ns), the command, how the GPU was chosen,
-the GPU's UUID and PCI bus id from ``nvidia-smi`` (the physical GPU, not an index that depends on
-ordering), the host and the SLURM job id. ``python -m analysis gpu-jobs`` turns the folder into
+the GPU's UUID, PCI bus id and driver from ``nvidia-smi`` (the physical GPU, not an index that
+depends on ordering), the host, the SLURM job id and the suite's commit. ``python -m analysis gpu-jobs`` turns the folder into
 ``reports/gpu_jobs.md``: which job ran on which GPU and when, and whether two ever shared one.
 """
 from __future__ import annotations
@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Iterator, MutableMapping, Sequence
+
+from workloads.provenance import git_commit
 
 #: the format of a job record; analysis/gpu_jobs.py refuses others
 RECORD_VERSION = 1
@@ -65,15 +67,15 @@ def physical_gpus() -> list[dict]:
     if shutil.which("nvidia-smi") is None:
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,name",
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,name,driver_version",
                               "--format=csv,noheader"], capture_output=True, text=True, timeout=30,
                              check=True).stdout
     except (subprocess.SubprocessError, OSError):
         return []
     gpus = []
     for line in out.strip().splitlines():
-        index, uuid, bus, name = (x.strip() for x in line.split(",", 3))
-        gpus.append({"index": int(index), "uuid": uuid, "pci_bus_id": bus, "name": name})
+        index, uuid, bus, name, driver = (x.strip() for x in line.split(","))
+        gpus.append({"index": int(index), "uuid": uuid, "pci_bus_id": bus, "name": name, "driver_version": driver})
     return gpus
 
 
@@ -134,6 +136,7 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             "cuda_visible_devices": visible,
             "gpu": visible_gpu(visible, gpus),
             "host_gpu_count": len(gpus),
+            "git_commit": git_commit(),
             "started_unix_ns": time.time_ns(),
             "returncode": None,
         }
