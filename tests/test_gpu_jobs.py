@@ -55,6 +55,7 @@ def test_local_run_used_both_gpus_at_once_and_never_one_gpu_twice():
     assert s.overlaps and {o.verdict for o in s.overlaps} == {"separate GPUs"}
     assert not s.shared and not s.failed
     assert not _intervals_on_one_gpu_overlap(_raw(LOCAL))
+    assert {j.driver_version for j in jobs} == {"580.159.04"} and len({j.git_commit for j in jobs}) == 1
     # two GPUs side by side: the jobs' summed time exceeds the wall time
     assert s.job_s > 1.5 * s.wall_s
 
@@ -86,6 +87,8 @@ def test_slurm_run_kept_the_gpus_slurm_assigned_and_ran_two_jobs_at_once():
     assert not _intervals_on_one_gpu_overlap(_raw(SLURM))
     md = gpu_jobs_report([s], "figures/gpu_jobs.png")
     assert "| jobs scheduled by | SLURM |" in md
+    # recorded before the records carried them
+    assert "| driver | not recorded |" in md and "| suite commit | not recorded |" in md
     assert "never two on one GPU" in md
 
 
@@ -102,14 +105,14 @@ def test_two_jobs_pinned_to_one_gpu_by_hand_are_flagged():
 
 def test_runs_are_split_at_a_pause():
     both = gpu_jobs.load_gpu_jobs(str(LOCAL)) + gpu_jobs.load_gpu_jobs(str(SLURM))
-    # the two runs were minutes apart: one run at the default 30-minute gap; at one minute, the
-    # local run, the SLURM pipeline and the hand-run command of the handout 80 s after it
+    # the runs were minutes apart (the SLURM one first): one run at the default 30-minute gap; at
+    # one minute, the SLURM pipeline, the handout's hand-run command 80 s after it, the local run
     assert len(gpu_jobs.split_runs(both)) == 1
     runs = gpu_jobs.split_runs(both, gap_ns=60 * 10**9)
-    assert [len(r) for r in runs] == [19, len(list(SLURM.glob("*.json"))) - 1, 1]
-    assert [j.tool for j in runs[-1]] == ["run"]
+    assert [len(r) for r in runs] == [len(list(SLURM.glob("*.json"))) - 1, 1, 19]
+    assert [j.tool for j in runs[1]] == ["run"]
     md = gpu_jobs_report([gpu_jobs.summarize(r) for r in runs], None)
-    assert "## Earlier runs in this work folder" in md and "19 jobs" in md
+    assert "## Earlier runs in this work folder" in md and "29 jobs" in md
 
 
 def test_command_is_named_by_recipe_variant_and_size_under_any_tool():
