@@ -55,7 +55,11 @@ def gpu_jobs_report(runs: list[RunSummary], figure: str | None) -> str:
     s = runs[-1]
     t0 = min(j.started_ns for j in s.jobs)
     hosts = sorted({j.host for j in s.jobs})
-    names = sorted({g.name for g in s.gpus if g.name})
+    per_name: dict[str, set] = {}
+    for j in s.jobs:
+        if j.gpu_uuid:
+            per_name.setdefault(j.gpu_name, set()).add(j.gpu_uuid)
+    names = [f"{len(uuids)} × {name}" for name, uuids in sorted(per_name.items())]
     scheduler = "SLURM" if any(j.slurm_job_id for j in s.jobs) else "this machine's Snakemake"
     out = ["# GPU jobs: which ran where and when", "",
            "Every GPU job of the pipeline (timed runs, nsys, ncu, cold/warm starts, experiments, kernel "
