@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 from analysis.floors import floor  # noqa: E402
+from analysis.gpu_jobs import gpu_label_order  # noqa: E402
 
 # Stable colours per kind of GPU time, as Nsight Systems draws them (kernels blue, copies red...)
 KIND_COLORS = {"kernel": "#4c72b0", "memcpy": "#c44e52", "memset": "#dd8452", "idle": "#cccccc"}
@@ -285,7 +286,7 @@ def gpu_jobs_figure(jobs: Sequence, path: str, title: str) -> None:
     """One row per GPU, one bar per job from its start to its end, coloured by tool: jobs side by
     side on separate rows ran at once; a row never holds two bars at one time unless two
     profilers shared that GPU."""
-    labels = sorted({j.gpu_label for j in jobs})
+    labels = sorted({j.gpu_label for j in jobs}, key=gpu_label_order)
     t0 = min(j.started_ns for j in jobs)
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.7 * len(labels)))
     seen = set()

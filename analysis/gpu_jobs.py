@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -171,7 +172,13 @@ def per_gpu(jobs: list[GpuJob]) -> list[GpuUse]:
     rows: dict[str, list[GpuJob]] = {}
     for j in jobs:
         rows.setdefault(j.gpu_label, []).append(j)
-    return [GpuUse(label, js[0].gpu_name, len(js), _union_s(js)) for label, js in sorted(rows.items())]
+    return [GpuUse(label, js[0].gpu_name, len(js), _union_s(js))
+            for label, js in sorted(rows.items(), key=lambda kv: gpu_label_order(kv[0]))]
+
+
+def gpu_label_order(label: str) -> tuple:
+    """GPU 2 before GPU 10: labels sorted by their numbers, then by text."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", label))
 
 
 def _union_s(jobs: list[GpuJob]) -> float:

@@ -153,6 +153,11 @@ def test_a_broken_or_missing_record_names_the_file(tmp_path):
         gpu_jobs.load_gpu_jobs(str(tmp_path))
 
 
+def test_gpus_are_listed_in_number_order():
+    labels = ["GPU 10 (00000000:8A:00.0)", "GPU 2 (00000000:1B:00.0)", "GPU 1 (00000000:0A:00.0)"]
+    assert sorted(labels, key=gpu_jobs.gpu_label_order) == [labels[2], labels[1], labels[0]]
+
+
 def test_a_half_written_record_is_not_read(tmp_path):
     shutil.copytree(SHARED, tmp_path / "jobs")
     (tmp_path / "jobs" / ".1-vm-1.json.tmp").write_text("{")
