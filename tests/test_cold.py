@@ -130,6 +130,21 @@ def test_two_concurrent_runs_on_a_two_gpu_machine_get_different_gpus(tmp_path):
     assert max(a["started_unix_ns"], b["started_unix_ns"]) < min(a["ended_unix_ns"], b["ended_unix_ns"])
 
 
+def test_with_one_gpu_two_jobs_let_through_at_once_take_turns(tmp_path):
+    """--resources gpu=2 without --config gpus=2: both would use GPU 0; the second waits."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    code = "import time; time.sleep(0.6)"
+    procs = [subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--gpus", "1",
+                               "--", sys.executable, "-c", code], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    errs = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert sum("waiting for a GPU: all 1 are held by other jobs" in e for e in errs) == 1
+    first, second = sorted(_job_records(tmp_path), key=lambda r: r["started_unix_ns"])
+    assert {first["assigned_by"], second["assigned_by"]} == {"default"}
+    assert first["ended_unix_ns"] <= second["started_unix_ns"]
+
+
 def _job_records(work_dir):
     return [json.loads(p.read_text()) for p in sorted((work_dir / "gpu-jobs").glob("*.json"))]
 

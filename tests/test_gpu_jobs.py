@@ -22,6 +22,7 @@ from analysis import gpu_jobs
 from analysis.errors import AnalysisInputError
 from analysis.gpu_jobs_markdown import gpu_jobs_report
 from workloads.registry import BY_NAME
+from workloads.tools.gpu_jobs import GpuCountError, check_gpu_count, parse_gpu_list
 
 from conftest import REPO
 
@@ -151,6 +152,18 @@ def test_a_broken_or_missing_record_names_the_file(tmp_path):
     cut.write_text(json.dumps(record))
     with pytest.raises(AnalysisInputError, match="record_version 99"):
         gpu_jobs.load_gpu_jobs(str(tmp_path))
+
+
+def test_the_gpu_count_is_checked_against_nvidia_smi():
+    """nvidia-smi's own list of the two-GPU host (the run's --query-gpu output)."""
+    gpus = parse_gpu_list((REPO / "tests" / "data" / "gpu_jobs" / "local_h200x2_gpus.csv").read_text())
+    assert [g["index"] for g in gpus] == [0, 1]
+    # the same GPUs the run's records name
+    assert {g["uuid"] for g in gpus} == {j.gpu_uuid for j in gpu_jobs.load_gpu_jobs(str(LOCAL))}
+    check_gpu_count(2, gpus, "vm")
+    with pytest.raises(GpuCountError, match="config gpus=3, but nvidia-smi lists 2 GPU"):
+        check_gpu_count(3, gpus, "vm")
+    check_gpu_count(8, [], "a host without nvidia-smi")  # nothing to check against
 
 
 def test_gpus_are_listed_in_number_order():

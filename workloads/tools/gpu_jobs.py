@@ -9,7 +9,8 @@ goes through :func:`gpu_job`. It picks the GPU:
   the first free one of ``<work-dir>/gpu-locks/gpu<i>.lock`` (an exclusive ``flock``). Snakemake's
   ``gpu`` resource caps how many jobs run at once; the locks decide which GPU each one gets, so two
   profilers never share one.
-- ``default``: one GPU: CUDA's device 0.
+- ``default``: one GPU (config ``gpus: 1``): CUDA's device 0, one job at a time (the lock of
+  GPU 0), whatever Snakemake's ``--resources gpu=K`` lets through.
 
 When the job ends (also when it fails), one JSON file per job is written to
 ``<work-dir>/gpu-jobs/``: when it started and ended (Unix ns), the command, how the GPU was chosen,
@@ -44,6 +45,7 @@ def gpu_slot(work_dir: str | os.PathLike, n_gpus: int, poll_s: float = 0.5) -> I
     ``<work-dir>/gpu-locks/gpu<i>.lock``."""
     lock_dir = Path(work_dir).resolve() / "gpu-locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
+    said = False
     while True:
         for i in range(n_gpus):
             f = open(lock_dir / f"gpu{i}.lock", "w")
@@ -58,7 +60,26 @@ def gpu_slot(work_dir: str | os.PathLike, n_gpus: int, poll_s: float = 0.5) -> I
                 fcntl.flock(f, fcntl.LOCK_UN)
                 f.close()
             return
-        time.sleep(poll_s)  # every GPU busy: more jobs than GPUs were let through
+        if not said:  # every GPU busy: more jobs than GPUs were let through
+            print(f"waiting for a GPU: all {n_gpus} are held by other jobs ({lock_dir})", file=sys.stderr, flush=True)
+            said = True
+        time.sleep(poll_s)
+
+
+class GpuCountError(RuntimeError):
+    """The configuration names more GPUs than this host has."""
+
+
+def parse_gpu_list(text: str) -> list[dict]:
+    """``nvidia-smi --query-gpu=index,uuid,pci.bus_id,name,driver_version --format=csv`` (with or
+    without its header line) as one dict per GPU."""
+    gpus = []
+    for line in text.strip().splitlines():
+        index, uuid, bus, name, driver = (x.strip() for x in line.split(","))
+        if index == "index":
+            continue  # the header
+        gpus.append({"index": int(index), "uuid": uuid, "pci_bus_id": bus, "name": name, "driver_version": driver})
+    return gpus
 
 
 def physical_gpus() -> list[dict]:
@@ -72,11 +93,15 @@ def physical_gpus() -> list[dict]:
                              check=True).stdout
     except (subprocess.SubprocessError, OSError):
         return []
-    gpus = []
-    for line in out.strip().splitlines():
-        index, uuid, bus, name, driver = (x.strip() for x in line.split(","))
-        gpus.append({"index": int(index), "uuid": uuid, "pci_bus_id": bus, "name": name, "driver_version": driver})
-    return gpus
+    return parse_gpu_list(out)
+
+
+def check_gpu_count(n_gpus: int, gpus: list[dict], host: str) -> None:
+    """Refuse ``gpus: N`` above the GPUs nvidia-smi lists: a job sent to GPU N-1 would find no
+    device and fail with a CUDA error far from the cause. Without nvidia-smi, nothing to check."""
+    if gpus and n_gpus > len(gpus):
+        raise GpuCountError(f"config gpus={n_gpus}, but nvidia-smi lists {len(gpus)} GPU(s) on {host}: "
+                            f"set gpus (rules/config.yaml or --config gpus=N) to at most {len(gpus)}")
 
 
 def visible_gpu(cuda_visible_devices: str | None, gpus: list[dict]) -> dict | None:
@@ -111,19 +136,23 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
     returncode None."""
     if n_gpus < 1:
         raise ValueError(f"gpus must be at least 1, got {n_gpus}")
+    gpus = physical_gpus()
     with contextlib.ExitStack() as stack:
         if env.get("CUDA_VISIBLE_DEVICES") is not None:
             assigned_by = "scheduler"
         elif n_gpus > 1:
             assigned_by = "lock"
+            check_gpu_count(n_gpus, gpus, platform.node())
             env["CUDA_VISIBLE_DEVICES"] = str(stack.enter_context(gpu_slot(work_dir, n_gpus)))
         else:
             assigned_by = "default"
+            # one GPU: jobs still take turns on it, even if more were let through at once
+            # (--resources gpu=2 without --config gpus=2)
+            stack.enter_context(gpu_slot(work_dir, 1))
         if env.get("CUDA_VISIBLE_DEVICES") is not None:
             # so that index i is nvidia-smi's (and SLURM's) GPU i, not the i-th fastest
             env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         visible = env.get("CUDA_VISIBLE_DEVICES")
-        gpus = physical_gpus()
         record = {
             "record_version": RECORD_VERSION,
             "tag": tag,
