@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 
@@ -140,6 +141,8 @@ def test_with_one_gpu_two_jobs_let_through_at_once_take_turns(tmp_path):
     errs = [p.communicate(timeout=60)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
     assert sum("waiting for a GPU: all 1 are held by other jobs" in e for e in errs) == 1
+    # locks are per host: nodes sharing a work folder each have their own GPU 0
+    assert (tmp_path / "gpu-locks" / platform.node() / "gpu0.lock").is_file()
     first, second = sorted(_job_records(tmp_path), key=lambda r: r["started_unix_ns"])
     assert {first["assigned_by"], second["assigned_by"]} == {"default"}
     assert first["ended_unix_ns"] <= second["started_unix_ns"]

@@ -6,7 +6,7 @@ goes through :func:`gpu_job`. It picks the GPU:
 - ``scheduler``: ``CUDA_VISIBLE_DEVICES`` was set before the job started (SLURM sets it to the
   GPU it assigned; a user may set it by hand): it is kept.
 - ``lock``: more than one GPU on this machine (config ``gpus``) and nobody chose: the job takes
-  the first free one of ``<work-dir>/gpu-locks/gpu<i>.lock`` (an exclusive ``flock``). Snakemake's
+  the first free one of ``<work-dir>/gpu-locks/<host>/gpu<i>.lock`` (an exclusive ``flock``). Snakemake's
   ``gpu`` resource caps how many jobs run at once; the locks decide which GPU each one gets, so two
   profilers never share one.
 - ``default``: one GPU (config ``gpus: 1``): CUDA's device 0, one job at a time (the lock of
@@ -41,9 +41,10 @@ RECORDS_FOLDER = "gpu-jobs"
 
 @contextlib.contextmanager
 def gpu_slot(work_dir: str | os.PathLike, n_gpus: int, poll_s: float = 0.5) -> Iterator[int]:
-    """Hold one of ``n_gpus`` GPUs for the duration: an exclusive lock on
-    ``<work-dir>/gpu-locks/gpu<i>.lock``."""
-    lock_dir = Path(work_dir).resolve() / "gpu-locks"
+    """Hold one of ``n_gpus`` GPUs of this host for the duration: an exclusive lock on
+    ``<work-dir>/gpu-locks/<host>/gpu<i>.lock`` (per host: a work folder on a shared file system
+    serves several nodes, each with its own GPU 0)."""
+    lock_dir = Path(work_dir).resolve() / "gpu-locks" / platform.node()
     lock_dir.mkdir(parents=True, exist_ok=True)
     said = False
     while True:
