@@ -11,13 +11,13 @@ GPU is unknown (no nvidia-smi, or several GPUs and nobody chose) cannot be judge
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from dataclasses import dataclass
 from itertools import combinations
 
 from analysis.errors import AnalysisInputError
+from analysis.run_summary import load_json, union_ns
 
 #: the record format this reader knows (workloads/tools/gpu_jobs.py RECORD_VERSION)
 RECORD_VERSION = 1
@@ -82,11 +82,7 @@ def _gpu_label(record: dict) -> str:
 
 
 def parse_record(path: str) -> GpuJob:
-    try:
-        with open(path) as f:
-            record = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise AnalysisInputError(path, f"not a readable GPU job record ({e})") from e
+    record = load_json(path)
     missing = [k for k in REQUIRED if k not in record]
     if missing:
         raise AnalysisInputError(path, f"GPU job record lacks {', '.join(missing)}")
@@ -172,28 +168,13 @@ def per_gpu(jobs: list[GpuJob]) -> list[GpuUse]:
     rows: dict[str, list[GpuJob]] = {}
     for j in jobs:
         rows.setdefault(j.gpu_label, []).append(j)
-    return [GpuUse(label, js[0].gpu_name, len(js), _union_s(js))
+    return [GpuUse(label, js[0].gpu_name, len(js), union_ns((j.started_ns, j.ended_ns) for j in js) / 1e9)
             for label, js in sorted(rows.items(), key=lambda kv: gpu_label_order(kv[0]))]
 
 
 def gpu_label_order(label: str) -> tuple:
     """GPU 2 before GPU 10: labels sorted by their numbers, then by text."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", label))
-
-
-def _union_s(jobs: list[GpuJob]) -> float:
-    """Seconds during which at least one of ``jobs`` ran."""
-    total, cur_start, cur_end = 0, None, None
-    for j in sorted(jobs, key=lambda j: j.started_ns):
-        if cur_end is None or j.started_ns > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = j.started_ns, j.ended_ns
-        else:
-            cur_end = max(cur_end, j.ended_ns)
-    if cur_end is not None:
-        total += cur_end - cur_start
-    return total / 1e9
 
 
 @dataclass(frozen=True)

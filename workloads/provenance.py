@@ -42,7 +42,8 @@ def package_version(import_name: str) -> str | None:
     return None
 
 
-def _run(cmd: list[str]) -> str | None:
+def tool_output(cmd: list[str]) -> str | None:
+    """A tool's stdout, or None where the tool is missing or fails: provenance records absence."""
     if shutil.which(cmd[0]) is None:
         return None
     try:
@@ -54,7 +55,7 @@ def _run(cmd: list[str]) -> str | None:
 
 def gpu_info() -> dict:
     """GPU names and driver version from nvidia-smi (None when there is no GPU)."""
-    q = _run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,pci.bus_id",
+    q = tool_output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,pci.bus_id",
               "--format=csv,noheader"])
     if not q:
         return {"gpus": [], "driver_version": None}
@@ -71,10 +72,10 @@ def git_commit() -> str | None:
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
-    sha = _run(["git", "-C", here, "rev-parse", "HEAD"])
+    sha = tool_output(["git", "-C", here, "rev-parse", "HEAD"])
     if sha is None:
         return None
-    dirty = _run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"])
+    dirty = tool_output(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"])
     return sha + ("-dirty" if dirty else "")
 
 

@@ -25,14 +25,12 @@ import fcntl
 import json
 import os
 import platform
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Iterator, MutableMapping, Sequence
 
-from workloads.provenance import git_commit
+from workloads.provenance import git_commit, tool_output
 
 #: the format of a job record; analysis/gpu_jobs.py refuses others
 RECORD_VERSION = 1
@@ -86,13 +84,9 @@ def parse_gpu_list(text: str) -> list[dict]:
 def physical_gpus() -> list[dict]:
     """This machine's GPUs as nvidia-smi lists them (index order = PCI bus order); [] without
     nvidia-smi. nvidia-smi ignores CUDA_VISIBLE_DEVICES, so this is every GPU of the host."""
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,name,driver_version",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30,
-                             check=True).stdout
-    except (subprocess.SubprocessError, OSError):
+    out = tool_output(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,name,driver_version",
+                       "--format=csv,noheader"])
+    if not out:
         return []
     return parse_gpu_list(out)
 

@@ -228,9 +228,9 @@ class SphFrame(WarpDevice, Variant):
         except (RuntimeError, NotImplementedError) as e:
             if self.device.is_cuda:
                 raise WorkloadError(f"{self.name}: CUDA graph capture failed: {e}") from e
-            # a Warp that cannot capture on the CPU: plain launches
-            self.restart()
-            return
+            # no silent fallback: a frame of plain launches would be timed as a captured one
+            raise WorkloadError(f"{self.name}: this Warp cannot capture on the CPU ({e}); "
+                                f"run with {ENV_CPU_CAPTURE}=0 for plain launches") from e
         self.graph = capture.graph
         # CUDA graphs exist only on CUDA devices; Warp 1.19 records the same launches on the CPU
         # device into its own operation stream and replays that from C++ (no CUDA involved)
