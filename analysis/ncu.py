@@ -7,6 +7,7 @@ everywhere: durations in ns, percentages as 0-100, bytes as bytes.
 """
 from __future__ import annotations
 
+import csv
 import dataclasses
 import glob
 import importlib
@@ -49,6 +50,14 @@ FLOP_METRICS = (
     "smsp__cycles_elapsed.avg",
     "launch__sm_count",
 )
+
+def _limiter_metrics() -> tuple[str, ...]:
+    # analysis.limiter owns the names it classifies launches by; imported late (it imports nothing
+    # from here, but keeping the reader importable on its own costs nothing)
+    from analysis.limiter import METRICS
+
+    return METRICS
+
 
 #: first bytes of every .ncu-rep file
 NCU_REP_MAGIC = b"NVR\x00"
@@ -205,7 +214,7 @@ def _read_plain(path: str, plain: str) -> list[Launch]:
     launches: list[Launch] = []
     for action in actions:
         metrics: dict[str, Any] = {}
-        for name in SUMMARY_METRICS + EXTRA_METRICS + FLOP_METRICS:
+        for name in dict.fromkeys(SUMMARY_METRICS + EXTRA_METRICS + FLOP_METRICS + _limiter_metrics()):
             metrics[name] = _metric_value(action.metric_by_name(name))
         launches.append(Launch(
             id=len(launches),
@@ -221,4 +230,72 @@ def _read_plain(path: str, plain: str) -> list[Launch]:
         if not launch.kernel_name or all(launch.metrics[m] is None for m in SUMMARY_METRICS):
             raise AnalysisInputError(path, f"launch {launch.id} has no kernel name or metrics: the report is "
                                            "truncated or damaged")
+    return launches
+
+
+#: ncu's raw page (``ncu --page raw --csv``) prints each value in a unit scaled for reading
+#: ("Kbyte/cycle", "Tbyte", "ms"); these are the factors back to the units the report module gives
+#: (bytes, hertz, ns), so that both readers give the same numbers
+_RAW_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_RAW_TIME_NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6,
+                "s": 1e9, "second": 1e9}
+_RAW_PER_TIME = {"ns": 1e9, "us": 1e6, "ms": 1e3, "s": 1.0}
+
+
+def _raw_scale(unit: str) -> float:
+    if unit in _RAW_TIME_NS:
+        return _RAW_TIME_NS[unit]
+    head, _, per = unit.partition("/")
+    scale = 1.0
+    m = re.fullmatch(r"([KMGT]?)(byte|hz)", head)
+    if m:
+        scale = _RAW_PREFIX[m.group(1)]
+    elif head in ("Ghz", "Mhz", "Khz"):
+        scale = _RAW_PREFIX[head[0]]
+    return scale * _RAW_PER_TIME.get(per, 1.0)
+
+
+def _raw_value(text: str, unit: str) -> float | int | str | None:
+    text = text.strip()
+    if not text or text == "n/a":
+        return None
+    plain = text.replace(",", "")
+    try:
+        value = float(plain)
+    except ValueError:
+        return text
+    scale = _raw_scale(unit)
+    if scale == 1.0 and re.fullmatch(r"-?\d+", plain):
+        return int(plain)
+    return value * scale
+
+
+def read_raw_csv(path: str | os.PathLike) -> list[Launch]:
+    """The launches of ncu's raw page saved as CSV (``ncu --page raw --csv``, the suite's
+    ``ncu-raw.csv``), with the same metric names and units as :func:`read_launches`. The raw page
+    carries no rule results: every launch's ``findings`` is empty."""
+    path = str(path)
+    if not os.path.isfile(path):
+        raise AnalysisInputError(path, "no such file")
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if len(rows) < 3 or "ID" not in rows[0] or "Kernel Name" not in rows[0]:
+        raise AnalysisInputError(path, "not ncu's raw page as CSV: no header with ID and Kernel Name, "
+                                       "a units row and launch rows")
+    header, units = rows[0], rows[1]
+    col = {name: i for i, name in enumerate(header)}
+    wanted = [n for n in dict.fromkeys(SUMMARY_METRICS + EXTRA_METRICS + FLOP_METRICS + _limiter_metrics())]
+    missing = [n for n in SUMMARY_METRICS if n not in col]
+    if missing:
+        raise AnalysisInputError(path, f"raw page lacks {', '.join(missing)}")
+    launches = []
+    for row in rows[2:]:
+        if len(row) != len(header):
+            raise AnalysisInputError(path, f"row {len(launches) + 3} has {len(row)} cells, the header {len(header)}")
+        name = row[col["Kernel Name"]]
+        metrics = {n: (_raw_value(row[col[n]], units[col[n]]) if n in col else None) for n in wanted}
+        launches.append(Launch(id=int(row[col["ID"]]), kernel_name=cli_kernel_name(name), demangled_name=name,
+                               metrics=metrics, findings=()))
+    if not launches:
+        raise AnalysisInputError(path, "raw page holds no profiled kernel launches")
     return launches

@@ -7,13 +7,14 @@ A run folder holds ``timing.json`` (timed mode), ``nsys.sqlite`` and
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import os
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from analysis import breakdown, findings
+from analysis import breakdown, findings, limiter
 from analysis import ncu as ncu_reader
 from analysis import nsys_columns as cols
 from analysis.errors import AnalysisInputError
@@ -266,8 +267,11 @@ def summarize_nsys(sqlite_path: str, workload: str, variant: str) -> dict:
 
 
 def summarize_ncu(path: str) -> list[dict]:
+    """One record per profiled launch of an ncu report, or of ncu's raw page saved as CSV
+    (``ncu-raw.csv``: the same metrics, no rule results) where the report itself was not kept."""
+    read = ncu_reader.read_raw_csv if path.endswith(".csv") else ncu_reader.read_launches
     out = []
-    for launch in ncu_reader.read_launches(path):
+    for launch in read(path):
         m = launch.metrics
         dur = m.get("gpu__time_duration.sum")
         dram = None
@@ -284,6 +288,8 @@ def summarize_ncu(path: str) -> list[dict]:
             "flops_fp64": flops["fp64"] if flops else None,
             "flops_fp32": flops["fp32"] if flops else None,
             "findings": [f.__dict__ for f in launch.findings],
+            # what limits the launch, measured (analysis.limiter); None without speed-of-light metrics
+            "limiter": dataclasses.asdict(lim) if (lim := limiter.classify(m)) else None,
         })
     return out
 
@@ -326,7 +332,13 @@ def summarize_run(run_dir: str) -> dict:
         "ncu": None,
     }
     ncu_path = existing_capture(run_dir, "ncu.ncu-rep")
+    raw_path = os.path.join(run_dir, "ncu-raw.csv")
+    record["ncu_source"] = None
     if ncu_path:
         record["ncu"] = summarize_ncu(ncu_path)
+        record["ncu_source"] = "ncu.ncu-rep"
+    elif os.path.isfile(raw_path):  # the report was not kept (size), its raw page was
+        record["ncu"] = summarize_ncu(raw_path)
+        record["ncu_source"] = "ncu-raw.csv"
     record["findings"] = [f.as_dict() for f in findings.evaluate(record["nsys"], record["ncu"])]
     return record
