@@ -65,7 +65,8 @@ def cmd_report(a) -> None:
         "Where the GPU time of each steady call went (nsys)": f"{a.workload}_gpu_time.png",
         f"Timelines of {shown} at size {largest} (nsys): the whole run, and the last compute call":
             f"{a.workload}_timeline.png",
-        "Roofline of the kernels ncu profiled, under the ceilings measured in the same run":
+        "Hierarchical roofline of the kernels ncu profiled (DRAM, L2, L1 bytes), under the device's peaks (dashed) "
+        "and the rates measured in the same run (solid)":
             f"{a.workload}_roofline.png",
     }
     fig_dir = os.path.join(a.out_dir, "figures")

@@ -225,48 +225,11 @@ def roofline_points(summaries_by_size: dict[int, Sequence[dict]]) -> list[dict]:
 
 
 def roofline_figure(summaries_by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title: str) -> None:
-    """Achieved FLOP/s against arithmetic intensity (FLOPs per DRAM byte) of every kernel ncu profiled,
-    under the roofs measured in the same run: device memory (device-to-device copy) and FP64 FMA."""
-    points = roofline_points(summaries_by_size)
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    bw = ceilings["d2d_copy"]["gb_per_s"] * 1e9
-    peak = ceilings["fp64_fma"]["tflop_per_s"] * 1e12
-    ridge = peak / bw
-    xs = [p["intensity"] for p in points] + [ridge]
-    lo, hi = min(xs) / 4, max(xs) * 4
-    if hi / lo < 1e3:  # at least three decades, so that the log axis has labelled ticks
-        mid = (lo * hi) ** 0.5
-        lo, hi = mid / 10 ** 1.5, mid * 10 ** 1.5
-    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    ax.plot(grid, [min(peak, bw * x) for x in grid], color="#333333", linewidth=1.5)
-    ys = [p["flop_per_s"] for p in points] + [bw * lo]
-    ax.set_ylim(min(ys) / 3, peak * 4)  # room for both roofs' labels above their lines
-    ax.text(lo * 1.3, bw * lo * 1.3 * 1.5, f"device memory {bw / 1e9:.0f} GB/s", fontsize=8)
-    ax.text(ridge * 1.1, peak * 1.3, f"FP64 FMA {peak / 1e12:.1f} TFLOP/s", fontsize=8)
-    markers = "osD^vP*Xh"
-    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c"]
-    variants = list(dict.fromkeys(p["variant"] for p in points))
-    for i, p in enumerate(points):
-        v = variants.index(p["variant"])
-        face = "none" if p["fp32"] else colors[v % len(colors)]
-        label = f"{p['variant']}: {short_kernel_name(p['kernel'])[:40]}" + (" (FP32)" if p["fp32"] else "")
-        if len({q["size"] for q in points}) > 1:
-            label += f" n={p['size']}"
-        ax.scatter([p["intensity"]], [p["flop_per_s"]], marker=markers[i % len(markers)], s=55,
-                   facecolors=face, edgecolors=colors[v % len(colors)], linewidths=1.4, zorder=3, label=label)
-    if not points:
-        ax.text(0.5, 0.5, "no kernel profiled by ncu", transform=ax.transAxes, ha="center")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("arithmetic intensity (FLOPs per DRAM byte, ncu)")
-    ax.set_ylabel("achieved FLOP/s (ncu)")
-    ax.set_title(f"{title}: roofline", fontsize=10)
-    if points:
-        ax.legend(fontsize=7, loc="lower right", frameon=False)
-    fig.tight_layout()
-    _save(fig, path)
+    """The recipe's hierarchical roofline (analysis.roofline): each profiled kernel at its own
+    measured FLOPs and its bytes per memory level, under the device's peaks and the measured rates."""
+    from analysis import roofline
+
+    roofline.figure(summaries_by_size, ceilings, path, title)
 
 
 def _save(fig, path: str) -> None:

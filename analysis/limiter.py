@@ -313,6 +313,12 @@ def _mean(calls: Sequence[dict], key: str) -> float:
     return sum(c.get(key, 0) or 0 for c in calls) / len(calls) if calls else 0.0
 
 
+def pool_of(runs: Iterable[dict]) -> list[tuple[str, Sequence[dict]]]:
+    """The ncu launch records of a recipe's runs at one size, by variant: what step_limiter matches
+    a step's kernels against."""
+    return [(r["variant"], r["ncu"]) for r in runs if r.get("ncu")]
+
+
 def launches_by_kernel(pool: Iterable[tuple[str, Sequence[dict]]]) -> dict[str, list[tuple[str, dict]]]:
     """``pool``: (variant, its ncu launch records) pairs -> kernel key -> [(variant, launch)]."""
     out: dict[str, list[tuple[str, dict]]] = {}
@@ -322,9 +328,15 @@ def launches_by_kernel(pool: Iterable[tuple[str, Sequence[dict]]]) -> dict[str, 
     return out
 
 
-def _own_first(variant: str, found: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+def _preferred(variant: str, found: list[tuple[str, dict]], rank: dict[str, float]) -> list[tuple[str, dict]]:
+    """The launches of the step's own profile if it has one, else of the profiled variant that runs
+    the most of the step's kernel time (``rank``): the closest twin (``agg_all`` for ``agg_all_pool``)."""
     own = [x for x in found if x[0] == variant]
-    return own or found
+    if own or not found:
+        return own
+    order = [x[0] for x in found]
+    best = max(set(order), key=lambda v: (rank.get(v, 0.0), variant.startswith(v), -order.index(v)))
+    return [x for x in found if x[0] == best]
 
 
 def step_kernels(run: dict, by_kernel: dict[str, list[tuple[str, dict]]]) -> list[dict]:
@@ -337,18 +349,24 @@ def step_kernels(run: dict, by_kernel: dict[str, list[tuple[str, dict]]]) -> lis
     shapes: dict[str, set] = {}
     for s in run["nsys"].get("compute_launch_shapes") or []:
         shapes.setdefault(kernel_key(s["name"]), set()).add((s["grid_blocks"], s["block_threads"]))
-    rows = []
+    def shape(launch: dict) -> tuple[int, int]:
+        m = launch["metrics"]
+        return int(m.get("launch__grid_size") or 0), int(m.get("launch__block_size") or 0)
+
+    matched = []
+    rank: dict[str, float] = {}
     for k in run["nsys"]["compute_kernels"]:
         key = kernel_key(k["name"])
-        found = _own_first(run["variant"], by_kernel.get(key, []))
         want = shapes.get(key, set())
-        got = {(int(launch["metrics"].get("launch__grid_size") or 0), int(launch["metrics"].get("launch__block_size") or 0))
-               for _, launch in found}
-        if want and not want <= got:
-            found = []
-        rows.append({"name": k["name"], "per_call": k["count"] / n_calls, "ns_per_call": k["total_ns"] / n_calls,
-                     "launches": found})
-    return rows
+        found = [(v, launch) for v, launch in by_kernel.get(key, [])]
+        # per variant, its launches of this kernel count only if they cover every shape the step ran
+        ok = {v for v in {v for v, _ in found} if not want or want <= {shape(x) for w, x in found if w == v}}
+        found = [(v, launch) for v, launch in found if v in ok]
+        for v in ok:
+            rank[v] = rank.get(v, 0.0) + k["total_ns"]
+        matched.append((k, found))
+    return [{"name": k["name"], "per_call": k["count"] / n_calls, "ns_per_call": k["total_ns"] / n_calls,
+             "launches": _preferred(run["variant"], found, rank)} for k, found in matched]
 
 
 def step_limiter(run: dict, pool: Iterable[tuple[str, Sequence[dict]]]) -> StepLimiter:
@@ -485,6 +503,13 @@ class WorkCheck:
     declared_kind: str
     measured_flops: dict[str, float]  # per steady call, by precision
     covered_share: float  # share of the call's kernel time whose kernels ncu profiled
+    measured_kernel_ns: float  # ncu's duration of the profiled kernels, per steady call
+
+    def dram_gb_per_s(self) -> float | None:
+        """DRAM throughput the profiled kernels achieved (ncu bytes over ncu time)."""
+        if not self.measured_dram_bytes or not self.measured_kernel_ns:
+            return None
+        return self.measured_dram_bytes / self.measured_kernel_ns
 
     def complete(self) -> bool:
         """Whether ncu profiled (nearly) all of the call's kernel time: else measured work is a lower bound."""
@@ -517,7 +542,7 @@ def work_check(run: dict, pool: Iterable[tuple[str, Sequence[dict]]]) -> WorkChe
     each kernel times its launches per call); None when no kernel of the step was profiled."""
     rows = step_kernels(run, launches_by_kernel(pool))
     total = sum(r["ns_per_call"] for r in rows)
-    covered, dram, flops = 0.0, 0.0, {}
+    covered, dram, flops, kernel_ns = 0.0, 0.0, {}, 0.0
     have_dram = False
     for r in rows:
         if not r["launches"]:
@@ -529,6 +554,8 @@ def work_check(run: dict, pool: Iterable[tuple[str, Sequence[dict]]]) -> WorkChe
         if d:
             have_dram = True
             dram += sum(d) / len(d) * r["per_call"]
+        kernel_ns += sum(float(launch["metrics"].get("gpu__time_duration.sum") or 0) for launch in same) \
+            / len(same) * r["per_call"]
         for launch in same:
             for prec, v in flops_by_precision(launch["metrics"]).items():
                 flops[prec] = flops.get(prec, 0.0) + v / len(same) * r["per_call"]
@@ -536,4 +563,4 @@ def work_check(run: dict, pool: Iterable[tuple[str, Sequence[dict]]]) -> WorkChe
         return None
     w = run["work"]
     return WorkCheck(w["bytes_read"] + w["bytes_written"], dram if have_dram else None, w.get("flops", 0),
-                     w.get("flops_kind", "fp64"), flops, covered / total if total else 0.0)
+                     w.get("flops_kind", "fp64"), flops, covered / total if total else 0.0, kernel_ns)

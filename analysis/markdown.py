@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from analysis import verdicts
+from analysis import limiter, roofline, verdicts
 from analysis.figures import steady_breakdown_ms
-from analysis.floors import floor
+from analysis.floors import at_rate, floor, time_vs_floor
 
 NCU_COLUMNS = (
     ("gpu__time_duration.sum", "duration µs", lambda v: f"{v / 1e3:.1f}"),
@@ -73,6 +73,7 @@ def variant_table(runs: Sequence[dict], ceilings: dict) -> tuple[str, list[str]]
     """The per-size table and the verdicts' reasons, as footnotes."""
     base = runs[0]
     rows, notes = [], []
+    pool = limiter.pool_of(runs)
     for i, r in enumerate(runs):
         t = r["timing"]
         calls = r["nsys"]["calls"]
@@ -93,15 +94,17 @@ def variant_table(runs: Sequence[dict], ceilings: dict) -> tuple[str, list[str]]
             f"{t['median_ms']:.4f} ({t['iqr_ms']:.4f})",
             vs_base, vs_prev,
             f"{fl.ms:.4f} ({b.resource})",
-            f"{t['median_ms'] / fl.ms:.2f}×",
+            time_vs_floor(t["median_ms"], fl),
             f"{fl.achieved(t['median_ms']):.0f} {b.unit} ({fl.ms / t['median_ms']:.0%})",
+            limiter.step_limiter(r, pool).label(),
             "/".join(str(k) for k in k_per_call),
             f"{calls[0]['allocation_calls']} / {sum(c['allocation_calls'] for c in _steady(calls))}",
             f"{_ms(r.get('host_call_ms'))} / {_ms(r.get('host_synced_ms'))}",
             f"{r['relative_error']:.1e}",
         ))
-    header = ("variant", "median ms (IQR)", "vs baseline", "vs previous step", "floor ms (bound by)",
-              "time / floor", "achieved on that resource (of ceiling)", "kernels per call",
+    header = ("variant", "median ms (IQR)", "vs baseline", "vs previous step", "floor ms (resource)",
+              "time / floor", "effective rate on the minimum work (of the measured rate)", "limited by (measured)",
+              "kernels per call",
               "alloc calls: first / later", "host timer ms: returns / synced", "rel. error")
     return table(header, rows), notes
 
@@ -154,7 +157,7 @@ def copy_throughput_table(runs: Sequence[dict], ceilings: dict) -> str | None:
     if not rows:
         return None
     return table(("variant", "direction", "host memory", "copies", "MB", "ms", "GB/s", "best copy GB/s",
-                  "of pinned ceiling"), rows)
+                  "of the measured pinned rate"), rows)
 
 
 def findings_list(runs: Sequence[dict]) -> list[str]:
@@ -190,21 +193,105 @@ def ncu_section(runs: Sequence[dict]) -> list[str]:
             for key, _, fmt in NCU_COLUMNS:
                 cells.append(fmt(m[key]) if m.get(key) is not None else "n/a")
             cells.append(f"{launch['dram_gb_per_s']:.0f}" if launch.get("dram_gb_per_s") else "n/a")
+            lim = limiter.classify(m)
+            cells.append(lim.label() if lim else "n/a")
             rows.append(cells)
     if not rows:
         return []
-    out = [table(["variant", "ID", "kernel"] + [c[1] for c in NCU_COLUMNS] + ["DRAM GB/s"], rows), ""]
+    out = [table(["variant", "ID", "kernel"] + [c[1] for c in NCU_COLUMNS] + ["DRAM GB/s", "limited by (measured)"],
+                 rows), ""]
+    raw = [f"`{r['variant']}`" for r in runs if r.get("ncu") and r.get("ncu_source") == "ncu-raw.csv"]
+    if raw:
+        out += [f"{', '.join(raw)}: read from ncu's raw page (`ncu-raw.csv`, kept where the report file was not): "
+                "the same metrics, without ncu's rule results.", ""]
     return out + findings_section(runs)
+
+
+def limiter_lines(runs: Sequence[dict]) -> list[str]:
+    """What limits each step, measured (analysis.limiter), with the next move it points to: one
+    bullet per step, ending with one sentence."""
+    pool = limiter.pool_of(runs)
+    lines = []
+    for r in runs:
+        step = limiter.step_limiter(r, pool)
+        borrowed = [v for v in step.ncu_variants if v != r["variant"]]
+        source = f" (ncu profile of {', '.join(f'`{v}`' for v in borrowed)}, the same kernel)" if borrowed else ""
+        lines.append(f"- `{r['variant']}` — **{step.label()}**{source}: {step.detail}. *Next:* {step.next_move()}")
+    return lines
+
+
+def _mb(value: float | None) -> str:
+    return "n/a" if value is None else f"{value / 1e6:,.1f}"
+
+
+def work_check_table(runs: Sequence[dict]) -> str | None:
+    """Declared work (Work: the minimum bytes and FLOPs) beside what ncu measured per steady call,
+    and the effective rate (declared bytes over the median) beside the DRAM throughput the kernels
+    achieved (ncu bytes over ncu kernel time)."""
+    pool = limiter.pool_of(runs)
+    rows = []
+    for r in runs:
+        check = limiter.work_check(r, pool)
+        if check is None:
+            continue
+        ge = "" if check.complete() else "≥ "
+        flops = ", ".join(f"{prec} {v:.3g}" for prec, v in sorted(check.measured_flops.items())) or "none counted"
+        br, fr = check.bytes_ratio(), check.flops_ratio()
+        dram = check.dram_gb_per_s()
+        rows.append((f"`{r['variant']}`", f"{check.covered_share:.0%}", _mb(check.declared_bytes),
+                     ge + _mb(check.measured_dram_bytes), f"{br:.2f}×" if br is not None else "n/a",
+                     f"{check.declared_bytes / r['timing']['median_ms'] / 1e6:.0f}",
+                     f"{dram:.0f}" if dram is not None else "n/a",
+                     f"{check.declared_flops:.3g} {check.declared_kind}", ge + flops,
+                     f"{fr:.2f}×" if fr is not None else "n/a", "; ".join(check.mismatches()) or "—"))
+    if not rows:
+        return None
+    return table(("variant", "kernel time profiled", "declared MB", "DRAM MB (ncu)", "measured / declared",
+                  "effective GB/s (declared bytes / median)", "DRAM GB/s achieved (ncu bytes / kernel time)",
+                  "declared FLOPs", "executed FLOPs (ncu)", "measured / declared",
+                  f"flag (> {limiter.MISMATCH_FACTOR}× apart)"), rows)
+
+
+def ncu_coverage_line(by_size: dict[int, list[dict]]) -> str:
+    """Which variants ran under Nsight Compute, at which sizes, and what stands for the others."""
+    parts = []
+    for size in sorted(by_size):
+        runs = by_size[size]
+        profiled = [r for r in runs if r.get("ncu")]
+        if not profiled:
+            continue
+        names = ", ".join(f"`{r['variant']}`" + (" (raw page only)" if r.get("ncu_source") == "ncu-raw.csv" else "")
+                          for r in profiled)
+        by_kernel = limiter.launches_by_kernel(limiter.pool_of(runs))
+        others = []
+        for r in runs:
+            if r.get("ncu"):
+                continue
+            src = list(dict.fromkeys(v for k in limiter.step_kernels(r, by_kernel) for v, _ in k["launches"][:1]))
+            others.append(f"`{r['variant']}`" + (f" (runs the kernels of {', '.join(f'`{v}`' for v in src)})"
+                                                 if src else " (its kernels not profiled)"))
+        parts.append(f"at size {size}: {names}" + (f"; not profiled: {', '.join(others)}" if others else ""))
+    unprofiled = [str(size) for size in sorted(by_size) if not any(r.get("ncu") for r in by_size[size])]
+    if unprofiled:
+        parts.append(f"no variant at size {', '.join(unprofiled)} (the configuration profiles the sizes named above)")
+    if not any(r.get("ncu") for runs in by_size.values() for r in runs):
+        return "No variant ran under Nsight Compute."
+    return ("Nsight Compute (`--set full`) profiled " + "; ".join(parts) + ". Each profiled variant's launches are "
+            "limited to those the pipeline's configuration names (`rules/config.yaml`): a variant that runs the same "
+            "kernels as a profiled one is not profiled again, and its limiter comes from that profile (matched by "
+            "kernel name and launch shape).")
 
 
 def findings_section(runs: Sequence[dict]) -> list[str]:
     """ncu's rule findings for each variant's first profiled launch: a rule x variant table of
     ncu's own estimated speedups, then each rule's message once (from the variant it flags most)."""
-    variants = [r for r in runs if r["ncu"]]
+    variants = [r for r in runs if r["ncu"] and r["ncu"][0]["findings"]]
     by_rule: dict[str, dict[str, dict]] = {}
     for r in variants:
+        lim = limiter.classify(r["ncu"][0]["metrics"])
         for f in r["ncu"][0]["findings"]:
-            by_rule.setdefault(f["rule"], {})[r["variant"]] = f
+            if limiter.rule_consistent(f["rule"], lim):
+                by_rule.setdefault(f["rule"], {})[r["variant"]] = f
     if not by_rule:
         return []
 
@@ -215,7 +302,8 @@ def findings_section(runs: Sequence[dict]) -> list[str]:
 
     rows = [[rule] + [est(fs.get(r["variant"])) for r in variants] for rule, fs in by_rule.items()]
     lines = ["ncu's rule findings on each variant's first profiled launch, with ncu's estimated speedup "
-             "(\"—\": not flagged):", "",
+             "(\"—\": not flagged or not consistent with the launch's measured limiter; which rules speak to which "
+             "limiter: `analysis/limiter.py`):", "",
              table(["rule"] + [f"`{r['variant']}`" for r in variants], rows), "",
              "What each rule says (quoted from the variant it flags most):", ""]
     for rule, fs in by_rule.items():
@@ -253,8 +341,10 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
         f"# {recipe.title} (`{recipe.name}`)",
         "",
         f"Recipe from seed document {recipe.seed_document}. Every variant was run cold (fresh JIT and "
-        f"driver caches) three ways: timed with {_TIMER.get(recipe.framework, 'CUDA events')} after warm-up, "
-        "under Nsight Systems, and under Nsight Compute. Every result was checked against a float64 reference.",
+        f"driver caches), timed with {_TIMER.get(recipe.framework, 'CUDA events')} after warm-up and traced under "
+        "Nsight Systems. Every result was checked against a float64 reference.",
+        "",
+        ncu_coverage_line(by_size),
         "",
         "## Provenance",
         "",
@@ -263,16 +353,19 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
     ]
     lines += _other_runs_note(by_size, any_run["provenance"])
     lines += [
-        "## Ceilings measured in the same run",
+        "## Reference rates measured in the same run",
         "",
         ceilings_table(ceilings),
         "",
-        "The floor of a variant is the time its declared work takes at these ceilings: bytes through "
-        "device memory over the device-to-device copy rate, bytes across the host link over the pinned "
-        "copy rate of that direction, FLOPs over the rate of the arithmetic they run on (FP64 or FP32 FMA, "
-        "16-bit tensor-core matmul; integer work has no arithmetic ceiling). The largest sets the floor; the "
-        "table names it. \"Host timer\" is what `time.perf_counter()` around the call saw: when the call "
-        "returned (launches are asynchronous) and after a synchronize.",
+        "The floor of a variant is the time its declared (minimum) work takes at these measured reference rates: "
+        "bytes through device memory over the device-to-device copy rate, bytes across the host link over the "
+        "pinned copy rate of that direction, FLOPs over the rate of the arithmetic they run on (FP64 or FP32 FMA, "
+        "16-bit tensor-core matmul; integer work has no arithmetic rate). The largest sets the floor; the table "
+        "names it. The rates are measurements, not hardware ceilings: a step within 5% of its floor, or a little "
+        "under it, runs at that rate. The effective rate is the declared minimum work over the median time; what "
+        "the kernels really moved and executed, and what limits each step, come from Nsight Compute and Nsight "
+        "Systems (\"limited by (measured)\", `analysis/limiter.py`). \"Host timer\" is what `time.perf_counter()` "
+        "around the call saw: when the call returned (launches are asynchronous) and after a synchronize.",
         "",
         "## Variants",
         "",
@@ -283,7 +376,15 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
         runs = by_size[size]
         tbl, notes = variant_table(runs, ceilings)
         lines += [f"## size {size}", "", tbl, "", "Verdicts (from the timed repeats):", "", *notes, "",
-                  "Where each call's time went on the GPU (nsys; steady = mean of calls after the first; the "
+                  "What limits each step, measured (nsys: copy and idle shares of a steady call; else its kernels' "
+                  "ncu limiters weighted by their nsys time), and the next move it points to:", "",
+                  *limiter_lines(runs), ""]
+        checks = work_check_table(runs)
+        if checks:
+            lines += ["Declared work beside measured, per steady call (ncu: DRAM bytes and executed FLOPs of the "
+                      "profiled kernels times their launches per call; \"≥\": not every kernel was profiled):", "",
+                      checks, ""]
+        lines += ["Where each call's time went on the GPU (nsys; steady = mean of calls after the first; the "
                   "first call of a cold process includes JIT compilation and module loading):", "",
                   breakdown_table(runs), ""]
         if recipe.seed_split:
@@ -292,7 +393,7 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
         copies = copy_throughput_table(runs, ceilings)
         if copies:
             lines += ["Copy throughput, every memcpy of the run by direction and host memory (nsys; GB/s = bytes "
-                      "over the copies' summed duration), against the pinned copy ceiling of that direction:", "",
+                      "over the copies' summed duration), against the pinned copy rate of that direction measured in the same run:", "",
                       copies, ""]
         lines += ["Kernels launched inside the compute ranges (nsys):", "", kernel_list(runs), ""]
         ncu_lines = ncu_section(runs)
@@ -302,6 +403,7 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
                   "What the captures show is worth fixing, rule by rule (thresholds and their reasons in "
                   "`analysis/findings.py`), with the numbers they rest on:", "", *findings_list(runs), ""]
     lines += ["## Figures", ""]
+    lines += roofline.markdown_lines(by_size, ceilings)
     for caption, name in figure_names.items():
         lines += [f"![{caption}](figures/{name})", "", f"*{caption}*", ""]
     last = first_runs[-1]
@@ -382,19 +484,28 @@ def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[s
         best = min(runs, key=lambda r: r["timing"]["median_ms"])
         v = verdicts.compare(runs[0]["times_ms"], best["times_ms"]) if best is not runs[0] else None
         fl = floor(best["work"], own[w]["ceilings"] if w in own else ceilings)
+        step = limiter.step_limiter(best, limiter.pool_of(runs))
         rows.append((f"[{titles[w]}]({w}.md)", len(runs), size, f"`{best['variant']}`",
                      f"{best['timing']['median_ms']:.4f}",
                      f"{v.label} {v.speedup:.2f}×" if v else "baseline is best",
-                     f"{best['timing']['median_ms'] / fl.ms:.2f}× ({fl.binding.resource})"))
+                     f"{best['timing']['median_ms'] / fl.ms:.2f}× ({fl.binding.resource})"
+                     + (f"; {note}" if (note := at_rate(best["timing"]["median_ms"], fl)) else ""),
+                     step.label()))
     skipped = [(w, why) for w, why in sorted((preflight.get("recipes_skipped") or {}).items()) if why]
     lines = [
         "# GPU kernel-optimization cookbook: results",
         "",
         "Each recipe goes from a baseline to its floor in steps; each step is timed (CUDA events, warm-up, "
-        "repeats), traced (Nsight Systems) and profiled (Nsight Compute) from a cold start.",
+        "repeats) and traced (Nsight Systems) from a cold start, and the steps that run distinct kernels are "
+        "profiled (Nsight Compute; each recipe's report says which).",
         "",
         table(("recipe", "variants", "largest size", "fastest variant", "median ms", "verdict vs baseline",
-               "time / floor (bound by)"), rows),
+               "time / floor (resource)", "limited by (measured)"), rows),
+        "",
+        "\"limited by (measured)\" is what limits the fastest variant's steady call, from its captures "
+        "(`analysis/limiter.py`): the host link or the host when copies or GPU idle time fill most of the call, "
+        "else the memory level or SM pipe its kernels run at, or latency/occupancy with its cause. The floor is "
+        "the declared minimum work at the rates measured in the same run.",
         "",
     ]
     if skipped:
@@ -403,7 +514,7 @@ def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[s
         lines += ["Also:", ""] + [f"- [{title}]({page})" for title, page in extra_pages] + [""]
     lines += coldstart_section(coldstart_rows)
     lines += [
-        "## Ceilings measured in the same run",
+        "## Reference rates measured in the same run",
         "",
         ceilings_table(ceilings),
         "",

@@ -25,6 +25,10 @@ MIN_FLOPS = 1e6
 LEVEL_MARKERS = {"DRAM": "o", "L2": "s", "L1": "^"}
 
 
+#: the suite's measured rate (ceilings.json) for each precision a kernel can execute
+MEASURED_COMPUTE = {"FP64": "fp64_fma", "FP32": "fp32_fma", "BF16 tensor": "bf16_gemm", "FP16 tensor": "fp16_gemm"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Point:
     variant: str
@@ -91,8 +95,10 @@ def roofs(r: Roofline, ceilings: dict) -> tuple[list[tuple[str, float, bool]], l
     precisions = sorted({p.precision for p in r.points})
     compute = [(f"{prec} peak", r.peaks[f"{prec} FLOP/s"], False) for prec in precisions
                if f"{prec} FLOP/s" in r.peaks]
-    if "FP64" in precisions and "fp64_fma" in ceilings:
-        compute.append(("FP64 FMA, measured", ceilings["fp64_fma"]["tflop_per_s"] * 1e12, True))
+    for prec in precisions:
+        key = MEASURED_COMPUTE.get(prec)
+        if key in ceilings:
+            compute.append((f"{prec}, measured ({key})", ceilings[key]["tflop_per_s"] * 1e12, True))
     memory = [(f"{level} peak", r.peaks[f"{level} bytes/s"], False) for level in LEVELS
               if f"{level} bytes/s" in r.peaks]
     if "d2d_copy" in ceilings:

@@ -164,6 +164,9 @@ def run_inputs(wc):
             files["ncu"] = f"{d}/ncu.ncu-rep"
     elif os.path.exists(f"{d}/ncu.ncu-rep.gz"):
         files["ncu"] = f"{d}/ncu.ncu-rep.gz"
+    elif os.path.exists(f"{d}/ncu-raw.csv"):
+        # the report file was not kept (size): the summary reads ncu's raw page instead
+        files["ncu_raw"] = f"{d}/ncu-raw.csv"
     return files
 
 
