@@ -1,0 +1,233 @@
+"""The measured limiter (analysis.limiter) and the hierarchical roofline (analysis.roofline) on real
+launches and runs of the committed H200 reference captures: one test per classification rule."""
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+
+from analysis import floors, limiter, markdown, roofline
+from analysis.ncu import read_launches, read_raw_csv
+from analysis.run_summary import summarize_run
+
+from conftest import REFERENCE
+
+
+@functools.lru_cache(maxsize=None)
+def _run(workload: str, variant: str, size: int) -> dict:
+    return summarize_run(str(REFERENCE / workload / variant / f"n{size}"))
+
+
+def _runs(workload: str, size: int) -> list[dict]:
+    from workloads.registry import BY_NAME
+
+    return [_run(workload, v, size) for v in BY_NAME[workload].variants
+            if (REFERENCE / workload / v / f"n{size}" / "timing.json").exists()]
+
+
+def _by_size(workload: str) -> dict[int, list[dict]]:
+    sizes = sorted({int(p.name[1:]) for p in (REFERENCE / workload).glob("*/n*") if (p / "timing.json").exists()})
+    return {s: _runs(workload, s) for s in sizes}
+
+
+def _step(workload: str, variant: str, size: int) -> limiter.StepLimiter:
+    return limiter.step_limiter(_run(workload, variant, size), limiter.pool_of(_runs(workload, size)))
+
+
+def _launch(workload: str, variant: str, size: int, kernel_prefix: str) -> dict:
+    launches = _run(workload, variant, size)["ncu"]
+    return next(launch for launch in launches if limiter.kernel_key(launch["kernel_name"]).startswith(kernel_prefix))
+
+
+# --- one launch: one test per rule -------------------------------------------------------------
+
+def test_compute_rule_names_the_fp64_pipe_of_the_numba_ufunc():
+    """SM 83%, DRAM 33%: compute-bound; its busiest pipe is FP64 (declared 10 FLOPs, executes 128)."""
+    lim = limiter.classify(_launch("numba_ufunc", "baseline", 268435456, "__vectorized_mycalculation")["metrics"])
+    assert (lim.kind, lim.unit) == ("compute", "FP64 pipe")
+    assert 50 < lim.pct_of_peak < 60
+
+
+def test_compute_rule_names_the_tensor_pipe_and_its_precision_for_the_jax_bf16_gemm():
+    lim = limiter.classify(_launch("jax_matmul", "bf16", 8192, "nvjet_sm90_tss_256x128")["metrics"])
+    assert (lim.kind, lim.unit) == ("compute", "tensor pipe (BF16)")
+    assert lim.pct_of_peak > 90
+
+
+def test_compute_rule_names_the_fma_pipe_for_the_fp32_gemm_read_from_the_raw_page():
+    lim = limiter.classify(_launch("jax_matmul", "float32", 8192, "sm80_xmma_gemm_f32")["metrics"])
+    assert (lim.kind, lim.unit) == ("compute", "FMA (FP32) pipe")
+
+
+def test_memory_rule_names_dram_for_the_fused_cupy_kernel_not_the_busier_l2():
+    m = _launch("cupy_sqdiff", "fused", 16384, "cookbook_squared_diff")["metrics"]
+    # L2 is busier than DRAM (the same bytes pass through it): the deepest level at its peak is named
+    assert m["lts__throughput.avg.pct_of_peak_sustained_elapsed"] > m["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"]
+    lim = limiter.classify(m)
+    assert (lim.kind, lim.unit) == ("memory", "DRAM")
+    assert lim.pct_of_peak == pytest.approx(91.1, abs=0.5)
+
+
+def test_memory_rule_names_l2_for_the_cudf_hash_aggregation_kernel():
+    """The hash kernel's atomics keep L2 at 68% while DRAM sits at 6.5% (ncu-raw.csv: no report kept)."""
+    lim = limiter.classify(_launch("cudf_groupby", "agg_all", 50000000, "static_kernel")["metrics"])
+    assert (lim.kind, lim.unit) == ("memory", "L2")
+
+
+def test_latency_rule_names_grid_under_one_wave_and_registers_for_warp_get_acceleration():
+    path = REFERENCE / "kernels" / "warp_sph_baseline_get_acceleration" / "kernel.ncu-rep.gz"
+    (launch,) = read_launches(path)
+    lim = limiter.classify(launch.metrics)
+    assert lim.kind == "latency"
+    assert lim.reasons[0].startswith("grid under one wave (245 blocks on 132 SMs")
+    assert lim.reasons[1].startswith("registers (62 per thread: theoretical occupancy 50%")
+
+
+def test_latency_rule_names_registers_when_the_grid_fills_the_gpu():
+    """The cuDF hash kernel's third split_agg pass: 370 waves, 128 registers, 25% occupancy, L2 under 60%."""
+    launches = [launch for launch in _run("cudf_groupby", "split_agg", 50000000)["ncu"]]
+    lim = limiter.classify(launches[2]["metrics"])
+    assert lim.kind == "latency"
+    assert lim.reasons == ("registers (128 per thread: theoretical occupancy 25%)",)
+
+
+# --- one step: one test per rule ---------------------------------------------------------------
+
+def test_step_host_link_rule_on_pycuda_pinned_async():
+    step = _step("pycuda_kernel", "pinned_async", 268435456)
+    assert step.kind == "host link" and step.share > 0.9
+    assert "keep the data resident" in step.next_move()
+
+
+def test_step_launch_host_rule_on_a_small_cupy_call():
+    step = _step("cupy_sqdiff", "fused", 4096)
+    assert step.kind == "launch/host"
+
+
+def test_step_synchronization_rule_on_cudf_split_agg():
+    step = _step("cudf_groupby", "split_agg", 50000000)
+    assert step.kind == "synchronization"
+
+
+def test_step_kernel_rule_borrows_the_profile_of_the_variant_running_the_same_kernel():
+    """device_resident was not profiled: Numba's abi:v5 kernel is baseline's abi:v3 one."""
+    step = _step("numba_ufunc", "device_resident", 268435456)
+    assert step.label() == "compute: FP64 pipe (55% of peak)"
+    assert step.ncu_variants == ("baseline",)
+    assert step.next_move().startswith("Limited by the FP64 pipe") and "lower precision" in step.next_move()
+
+
+def test_step_kernel_rule_on_cupy_fused_and_warp():
+    assert _step("cupy_sqdiff", "fused", 16384).label() == "memory: DRAM (91% of peak)"
+    warp = _step("warp_sph", "baseline", 62500)
+    assert warp.kind == "latency" and warp.share > 0.7
+    assert "launch more blocks" in warp.next_move()
+
+
+def test_a_kernel_name_reused_for_other_shapes_is_not_profiled():
+    """XLA names the int32 dot of every side `wrapped_dot`: ncu profiled the smallest sides only."""
+    step = _step("jax_matmul", "baseline", 8192)
+    assert step.kind == "not profiled"
+
+
+def test_a_pool_step_borrows_its_twin():
+    assert _step("cudf_groupby", "split_agg_pool", 50000000).ncu_variants == ("split_agg",)
+    assert _step("cudf_groupby", "agg_all_pool", 50000000).ncu_variants == ("agg_all",)
+
+
+# --- declared beside measured -------------------------------------------------------------------
+
+def test_work_check_flags_the_numba_ufunc_transcendentals():
+    check = limiter.work_check(_run("numba_ufunc", "device_resident", 268435456), limiter.pool_of(
+        _runs("numba_ufunc", 268435456)))
+    n = 268435456
+    assert check.declared_flops / n == 10
+    assert check.measured_flops["FP64"] / n == pytest.approx(128, rel=0.01)
+    assert check.mismatches() == [f"measured FLOPs {check.flops_ratio():.2f}× declared"]
+
+
+def test_work_check_agrees_with_a_fused_streaming_kernel():
+    check = limiter.work_check(_run("cupy_sqdiff", "fused", 16384), limiter.pool_of(_runs("cupy_sqdiff", 16384)))
+    assert check.bytes_ratio() == pytest.approx(1.0, abs=0.01)
+    assert check.mismatches() == []
+    # effective rate on the minimum bytes and the DRAM throughput ncu measured are two numbers
+    assert 4000 < check.dram_gb_per_s() < 4800
+
+
+# --- readers, floors, rules ---------------------------------------------------------------------
+
+def test_raw_page_reader_gives_the_report_modules_numbers():
+    run = REFERENCE / "cupy_sqdiff" / "fused" / "n16384"
+    rep, raw = read_launches(run / "ncu.ncu-rep.gz"), read_raw_csv(run / "ncu-raw.csv")
+    assert len(rep) == len(raw)
+    for a, b in zip(rep, raw):
+        assert a.kernel_name == b.kernel_name
+        for name in limiter.METRICS:
+            x, y = a.metrics.get(name), b.metrics.get(name)
+            assert (x is None) == (y is None), name
+            if isinstance(x, (int, float)):
+                assert y == pytest.approx(x, rel=1e-4, abs=1e-6), name  # the raw page prints 6 digits
+        assert limiter.classify(a.metrics).label() == limiter.classify(b.metrics).label()
+
+
+def test_a_step_at_the_copy_rate_runs_at_it():
+    r = _run("cupy_sqdiff", "fused", 16384)
+    ceilings = json.loads((REFERENCE / "ceilings.json").read_text())["ceilings"]
+    fl = floors.floor(r["work"], ceilings)
+    assert r["timing"]["median_ms"] < fl.ms  # a little under the floor: the rate is a measurement
+    assert floors.time_vs_floor(r["timing"]["median_ms"], fl) == \
+        f"{r['timing']['median_ms'] / fl.ms:.2f}× (runs at the measured device-to-device copy rate)"
+
+
+def test_ncu_rules_are_quoted_only_where_they_fit_the_limiter():
+    memory = limiter.classify(_launch("cupy_sqdiff", "fused", 16384, "cookbook_squared_diff")["metrics"])
+    compute = limiter.classify(_launch("numba_ufunc", "baseline", 268435456, "__vectorized")["metrics"])
+    assert not limiter.rule_consistent("HighPipeUtilization", memory)
+    assert limiter.rule_consistent("HighPipeUtilization", compute)
+    assert not limiter.rule_consistent("MemoryL2Compression", compute)
+
+
+# --- the hierarchical roofline ------------------------------------------------------------------
+
+def test_jax_roofline_places_the_bf16_gemm_under_the_bf16_tensor_roof():
+    r = roofline.roofline(_by_size("jax_matmul"))
+    gemm = next(p for p in r.points if p.kernel.startswith("nvjet_sm90_tss_256x128"))
+    assert gemm.precision == "BF16 tensor"
+    assert gemm.flops == pytest.approx(2 * 8192 ** 3, rel=0.01)
+    assert gemm.flop_per_s / 1e12 == pytest.approx(894, rel=0.01)
+    assert gemm.flop_per_s < r.peaks["BF16 tensor FLOP/s"]
+    assert {v for v, _ in r.integer_only} == {"jit"}  # the int32 dots: listed, not drawn
+    assert all(p.variant != "jit" for p in r.points)
+
+
+def test_roofline_roofs_are_the_precisions_executed_and_three_memory_levels():
+    ceilings = json.loads((REFERENCE / "warp_sph" / "ceilings.json").read_text())["ceilings"]
+    r = roofline.roofline(_by_size("warp_sph"))
+    compute, memory = roofline.roofs(r, ceilings)
+    assert [label for label, _, _ in compute] == ["FP32 peak", "FP32, measured (fp32_fma)"]
+    assert [label for label, _, _ in memory] == ["DRAM peak", "L2 peak", "L1 peak", "device-to-device copy, measured"]
+    assert all(set(p.bytes_by_level) == {"DRAM", "L2", "L1"} for p in r.points)
+
+
+def test_roofline_figure_draws(tmp_path):
+    ceilings = json.loads((REFERENCE / "jax_matmul" / "ceilings.json").read_text())["ceilings"]
+    out = tmp_path / "jax_roofline.png"
+    roofline.figure(_by_size("jax_matmul"), ceilings, str(out), "JAX")
+    assert out.stat().st_size > 10_000
+
+
+# --- the report hooks ---------------------------------------------------------------------------
+
+def test_cudf_report_shows_its_ncu_launches_with_their_limiter():
+    lines = markdown.ncu_section(_runs("cudf_groupby", 50000000))
+    text = "\n".join(lines)
+    assert "| `agg_all` | 0 | `void static_kernel<policy_selector" in text
+    assert "memory: L2 (68% of peak)" in text
+    assert "raw page" in text
+
+
+def test_coverage_line_names_the_profiled_variants_and_the_twins():
+    line = markdown.ncu_coverage_line(_by_size("numba_ufunc"))
+    assert "profiled at size 268435456: `baseline`, `streams`" in line
+    assert "`device_resident` (runs the kernels of `baseline`)" in line
