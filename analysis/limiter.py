@@ -176,10 +176,11 @@ def occupancy_reasons(m: dict) -> tuple[str, ...]:
     theo, achieved = _get(m, OCC_THEORETICAL), _get(m, OCC_ACHIEVED)
     limits = [(v, name) for name, key in OCC_LIMITS if (v := _get(m, key)) is not None]
     if theo is not None and theo < 100.0 and limits:
-        blocks, name = min(limits)
-        detail = f"{int(m['launch__registers_per_thread'])} per thread" if name == "registers" and \
-            m.get("launch__registers_per_thread") else f"{blocks:g} blocks per SM"
-        reasons.append(f"{name} ({detail}: theoretical occupancy {theo:.0f}%)")
+        blocks = min(v for v, _ in limits)
+        names = [name for v, name in limits if v == blocks]  # resources tied at the cap are named together
+        details = [f"{int(m['launch__registers_per_thread'])} registers per thread" if name == "registers" and
+                   m.get("launch__registers_per_thread") else f"{blocks:g} blocks per SM" for name in names]
+        reasons.append(f"{' and '.join(names)} ({', '.join(dict.fromkeys(details))}: theoretical occupancy {theo:.0f}%)")
     if achieved is not None and theo is not None and not reasons and achieved < theo - OCCUPANCY_AT_LIMIT_POINTS:
         reasons.append(f"achieved occupancy {achieved:.0f}% of a possible {theo:.0f}% (imbalance, tail)")
     return tuple(reasons)
@@ -409,8 +410,10 @@ def step_limiter(run: dict, pool: Iterable[tuple[str, Sequence[dict]]]) -> StepL
     (kind, unit), ns = max(weights.items(), key=lambda kv: kv[1])
     share = ns / total
     if kind == "not profiled":
+        top = max((r for r in rows if not r["launches"]), key=lambda r: r["ns_per_call"])
         return StepLimiter("not profiled", "", share,
-                           f"{share:.0%} of kernel time in kernels Nsight Compute did not profile")
+                           f"{share:.0%} of kernel time in kernels Nsight Compute did not profile at this size and "
+                           f"shape, most in `{kernel_key(top['name'])[:60]}`")
     lim, kernel = example[(kind, unit)]
     return StepLimiter(kind, unit, share, f"{share:.0%} of kernel time; `{kernel_key(kernel)[:60]}`: {lim.detail}",
                        lim, tuple(dict.fromkeys(variants)))
@@ -445,7 +448,8 @@ def next_move(step: StepLimiter) -> str:
     if step.kind in ("host link", "launch/host", "synchronization"):
         return f"Limited by {step.kind} ({step.share:.0%} of the call): {_MOVES[step.kind]}."
     if step.kind == "not profiled":
-        return "Its kernels were not profiled by Nsight Compute: profile them before choosing a change."
+        return ("Not measured: profile its main kernel under Nsight Compute (the configuration's kernel filter and "
+                "launch count decide which launches are profiled) before choosing a change.")
     lim = step.kernel
     if lim.kind == "memory":
         return f"Limited by {lim.unit} bandwidth ({lim.pct_of_peak:.0f}% of peak): {_MOVES[lim.unit]}."
@@ -457,7 +461,7 @@ def next_move(step: StepLimiter) -> str:
     main = lim.reasons[0] if lim.reasons else "latency"
     if main.startswith("grid under one wave"):
         move = "launch more blocks (more, smaller blocks or more work per launch) so every SM has work"
-    elif main.startswith("registers"):
+    elif main.startswith("registers") or main.startswith("shared memory and registers"):
         move = "cap registers (launch bounds, maxrregcount) or keep fewer values live"
     elif main.startswith("shared memory"):
         move = "use less shared memory per block"

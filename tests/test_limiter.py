@@ -81,7 +81,7 @@ def test_latency_rule_names_grid_under_one_wave_and_registers_for_warp_get_accel
     lim = limiter.classify(launch.metrics)
     assert lim.kind == "latency"
     assert lim.reasons[0].startswith("grid under one wave (245 blocks on 132 SMs")
-    assert lim.reasons[1].startswith("registers (62 per thread: theoretical occupancy 50%")
+    assert lim.reasons[1] == "registers (62 registers per thread: theoretical occupancy 50%)"
 
 
 def test_latency_rule_names_registers_when_the_grid_fills_the_gpu():
@@ -89,7 +89,7 @@ def test_latency_rule_names_registers_when_the_grid_fills_the_gpu():
     launches = [launch for launch in _run("cudf_groupby", "split_agg", 50000000)["ncu"]]
     lim = limiter.classify(launches[2]["metrics"])
     assert lim.kind == "latency"
-    assert lim.reasons == ("registers (128 per thread: theoretical occupancy 25%)",)
+    assert lim.reasons == ("registers (128 registers per thread: theoretical occupancy 25%)",)
 
 
 # --- one step: one test per rule ---------------------------------------------------------------
