@@ -120,7 +120,7 @@ def figure(by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title:
 
     r = roofline(by_size)
     compute, memory = roofs(r, ceilings)
-    fig, ax = plt.subplots(figsize=(9.0, 5.2))
+    fig, ax = plt.subplots(figsize=(10.5, 5.4))
     xs = [x for p in r.points for level in LEVELS if (x := p.intensity(level))]
     ys = [p.flop_per_s for p in r.points]
     if r.points:
@@ -139,7 +139,9 @@ def figure(by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title:
                     color=styles[i % 4])
         for label, peak, measured in compute:
             ax.axhline(peak, linestyle="-" if measured else "--", color="#555555", linewidth=1.0)
-            ax.text(hi_x / 1.5, peak * 1.08, f"{label} {peak / 1e12:.1f} TFLOP/s", fontsize=7, ha="right")
+            # peaks labelled above their line, measured rates below, so that close pairs stay legible
+            ax.text(hi_x / 1.5, peak * (0.93 if measured else 1.08), f"{label} {peak / 1e12:.1f} TFLOP/s", fontsize=7,
+                    ha="right", va="top" if measured else "bottom")
         colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c"]
         for i, p in enumerate(r.points):
             color = colors[i % len(colors)]
@@ -150,8 +152,8 @@ def figure(by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title:
                                label=f"{p.variant}: {_short(p.kernel)} ({p.precision})" if level == "DRAM" else None)
         ax.set_xlim(lo_x, hi_x)
         ax.set_ylim(lo_y, hi_y)
-        ax.legend(fontsize=6.5, loc="lower right", frameon=False,
-                  title="o DRAM   s L2   ^ L1 bytes", title_fontsize=6.5)
+        ax.legend(fontsize=6.5, loc="lower left", bbox_to_anchor=(1.01, 0.0), frameon=False,
+                  title="marker: o DRAM, s L2, ^ L1 bytes", title_fontsize=6.5)
     else:
         ax.text(0.5, 0.5, "no floating-point kernel profiled by ncu", transform=ax.transAxes, ha="center")
     side = ""
@@ -161,7 +163,7 @@ def figure(by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title:
         side += ("\n\n" if side else "") + f"under {MIN_FLOPS:.0e} FLOPs\n(not drawn):\n" + \
             "\n".join(f"{v}: {_short(k, 28)}" for v, k in r.negligible[:10])
     if side:
-        fig.text(0.99, 0.98, side, fontsize=6.5, ha="right", va="top")
+        fig.text(0.64, 0.9, side, fontsize=6.5, ha="left", va="top")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -169,9 +171,10 @@ def figure(by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title:
     ax.set_xlabel("arithmetic intensity (FLOPs per byte at each memory level, ncu)")
     ax.set_ylabel("achieved FLOP/s (ncu)")
     size = f", size {r.size}" if r.size is not None else ""
-    ax.set_title(f"{title}: hierarchical roofline{size} (dashed: device peaks from ncu; solid: measured)",
-                 fontsize=9)
-    fig.tight_layout(rect=(0, 0, 0.80 if side else 1, 1))
+    ax.set_title(f"{title}: hierarchical roofline{size}\n(dashed: device peaks from ncu; solid: rates measured by the "
+                 "suite)", fontsize=9)
+    # the right third holds the legend (lower) and the kernels not drawn (upper)
+    fig.subplots_adjust(left=0.07, right=0.62, top=0.9, bottom=0.1)
     _save(fig, path)
 
 
