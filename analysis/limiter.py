@@ -568,3 +568,24 @@ def work_check(run: dict, pool: Iterable[tuple[str, Sequence[dict]]]) -> WorkChe
     w = run["work"]
     return WorkCheck(w["bytes_read"] + w["bytes_written"], dram if have_dram else None, w.get("flops", 0),
                      w.get("flops_kind", "fp64"), flops, covered / total if total else 0.0, kernel_ns)
+
+
+# --- for a report model -----------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class StepDiagnosis:
+    variant: str
+    limiter: StepLimiter
+    next_move: str
+    work: WorkCheck | None
+
+
+def diagnose(runs: Sequence[dict]) -> list[StepDiagnosis]:
+    """Every step of one recipe at one size (run summaries, in step order): what limits it, the
+    next move and its declared-vs-measured work. A pure function of the summaries."""
+    pool = pool_of(runs)
+    out = []
+    for r in runs:
+        step = step_limiter(r, pool)
+        out.append(StepDiagnosis(r["variant"], step, step.next_move(), work_check(r, pool)))
+    return out

@@ -231,3 +231,11 @@ def test_coverage_line_names_the_profiled_variants_and_the_twins():
     line = markdown.ncu_coverage_line(_by_size("numba_ufunc"))
     assert "profiled at size 268435456: `baseline`, `streams`" in line
     assert "`device_resident` (runs the kernels of `baseline`)" in line
+
+
+def test_diagnose_gives_every_step_of_a_recipe_from_its_summaries():
+    steps = limiter.diagnose(_runs("pycuda_kernel", 268435456))
+    assert [s.variant for s in steps] == ["baseline", "grid_sized", "pinned_async", "device_resident", "vectorized"]
+    assert [s.limiter.kind for s in steps] == ["latency", "host link", "host link", "memory", "memory"]
+    assert all(s.next_move.endswith(".") for s in steps)
+    assert steps[-1].work.bytes_ratio() == pytest.approx(1.0, abs=0.02)
