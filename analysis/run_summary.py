@@ -6,19 +6,18 @@ A run folder holds ``timing.json`` (timed mode), ``nsys.sqlite`` and
 """
 from __future__ import annotations
 
-import bisect
 import json
 import os
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
 from analysis import breakdown, findings
 from analysis import ncu as ncu_reader
-from analysis import nsys_columns as cols
+from analysis.nsys import columns as cols
 from analysis.errors import AnalysisInputError
 from analysis.gzfiles import existing_capture
-from analysis.nsys_sqlite import ApiCall, GpuOp, NsysExport, NvtxRange, api_base_name
+from analysis.nsys.trace import NvtxRange, Trace, api_base_name
 
 SUITE_DOMAIN = "cookbook"
 PHASES = ("setup", "warmup", "compute", "transfer", "check")
@@ -47,16 +46,6 @@ def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
     if cur_e is not None:
         total += cur_e - cur_s
     return total
-
-
-def ops_launched_in(rng: NvtxRange, calls: Sequence[ApiCall], call_starts: Sequence[int],
-                    ops_by_corr: dict[int, list[GpuOp]]) -> tuple[list[ApiCall], list[GpuOp]]:
-    """API calls made on the range's thread while it was open, and the GPU ops they launched."""
-    lo = bisect.bisect_left(call_starts, rng.start_ns)
-    hi = bisect.bisect_right(call_starts, rng.end_ns)
-    in_range = [c for c in calls[lo:hi] if c.global_tid == rng.global_tid and c.end_ns <= rng.end_ns]
-    ops = [op for c in in_range for op in ops_by_corr.get(c.correlation_id, ())]
-    return in_range, ops
 
 
 #: overview rows of the timeline merge intervals closer than (run span / this): a figure is
@@ -137,7 +126,7 @@ def _timeline(ops: cols.Ops, suite: list[NvtxRange], suite_ops: list[np.ndarray]
     return {"t0_ns": int(t0), "end_ns": int(t1 - t0), "overview": overview, "zoom": zoom}
 
 
-def _api_in(ex: NsysExport, trace: cols.Trace, rng: NvtxRange) -> list[list]:
+def _api_in(ex: Trace, trace: cols.Launches, rng: NvtxRange) -> list[list]:
     """[start, end, name] of the API calls made on the range's thread inside it (ns, absolute)."""
     _, api_names = cols.calls_named(ex, lambda name: False)  # reads the API names once
     idx = cols.calls_in_ranges(trace.calls, [rng])[0]
@@ -198,70 +187,70 @@ def _launch_shapes(ops: cols.Ops, idx: np.ndarray, names: dict[int, str]) -> lis
             for f, c in rows]
 
 
-def summarize_nsys(sqlite_path: str, workload: str, variant: str) -> dict:
-    with NsysExport(sqlite_path) as ex:
-        ranges = ex.nvtx_ranges()
-        mine: dict[str, list[NvtxRange]] = {}
-        for r in ranges:
-            if r.domain != SUITE_DOMAIN:
-                continue
-            parts = r.name.split("/")
-            if len(parts) == 3 and parts[0] == workload and parts[1] == variant and parts[2] in PHASES:
-                mine.setdefault(parts[2], []).append(r)
-        if not mine.get("compute"):
-            raise AnalysisInputError(
-                sqlite_path, f"no NVTX range {SUITE_DOMAIN}:{workload}/{variant}/compute: NVTX tracing was off "
-                             "(nsys -t nvtx) or the capture is of another workload")
-        trace = cols.read_trace(ex)
-        ops = trace.ops
-        gpus = ex.gpu_info()
-        kinds, mem = cols.enum_labels(ex, "ENUM_CUDA_MEMCPY_OPER"), cols.enum_labels(ex, "ENUM_CUDA_MEM_KIND")
-        by_label = {v: k for k, v in kinds.items()}
-        h2d, d2h = by_label.get("Host-to-Device"), by_label.get("Device-to-Host")
-        compute = sorted(mine["compute"], key=lambda r: r.start_ns)
-        suite = sorted((r for rs in mine.values() for r in rs), key=lambda r: r.start_ns)
-        suite_ops = cols.ops_in_ranges(trace, suite)
-        ops_of = {id(r): i for r, i in zip(suite, suite_ops)}
-        compute_ops = [ops_of[id(r)] for r in compute]
-        compute_idx = np.concatenate(compute_ops)
-        allocs, _ = cols.calls_named(ex, cols.is_allocation_api)
-        syncs, _ = cols.calls_named(ex, cols.is_sync_api)
-        alloc_in = cols.calls_in_ranges(allocs, compute)
-        sync_in = cols.calls_in_ranges(syncs, compute)
-        kernel_ids = ops.name[compute_idx][ops.kind[compute_idx] == cols.KERNEL]
-        zoom_ids = ops.name[compute_ops[-1]][ops.kind[compute_ops[-1]] == cols.KERNEL]
-        names = cols.string_ids(ex, np.unique(np.concatenate([kernel_ids, zoom_ids])))
-        range_records = [breakdown.range_record(r, ops, i, h2d, d2h) for r, i in zip(suite, suite_ops)]
-        time_of = {id(r): rec for r, rec in zip(suite, range_records)}
-        calls = [_call_record_columns(r, ops, i, time_of[id(r)], names, (allocs.end - allocs.start)[a],
-                                      (syncs.end - syncs.start)[s])
-                 for r, i, a, s in zip(compute, compute_ops, alloc_in, sync_in)]
-        transfer = [ops_of[id(r)] for r in mine.get("transfer", [])]
-        transfer_idx = np.concatenate(transfer) if transfer else np.zeros(0, np.int64)
-        alloc_dur = allocs.end - allocs.start
-        old_keys = ("direction", "src_kind", "dst_kind", "count", "bytes", "total_ns", "gb_per_s")
-        whole_copies = breakdown.copy_rows(ops, slice(None), kinds, mem)
-        record = {
-            "gpu": gpus[0].__dict__ if gpus else None,
-            "phases_wall_ns": {ph: sum(r.duration_ns for r in rs) for ph, rs in mine.items()},
-            "calls": calls,
-            "compute_kernels": _kernel_rows(ops, compute_idx, names),
-            "memcpy_by_direction": [{k: row[k] for k in old_keys} for row in whole_copies],
-            "transfer_memcpy": [{k: row[k] for k in old_keys}
-                                for row in breakdown.copy_rows(ops, transfer_idx, kinds, mem)],
-            "allocation_calls_total": int(len(alloc_dur)),
-            "allocation_ns_total": int(alloc_dur.sum()),
-            # what nsys stats does not give (analysis.breakdown)
-            "gpu_time": breakdown.ops_time(ops, slice(None), h2d, d2h) if len(ops) else None,
-            "ranges_gpu_time": range_records,
-            "copy_throughput": whole_copies,
-            "compute_copy_throughput": breakdown.copy_rows(ops, compute_idx, kinds, mem),
-            "allocations": breakdown.allocations(ex, compute),
-            "synchronization": breakdown.synchronization(ex, compute),
-            "compute_launch_shapes": _launch_shapes(ops, compute_idx, names),
-            "timeline": _timeline(ops, suite, suite_ops, compute, compute_ops, names, h2d, d2h,
-                                  _api_in(ex, trace, compute[-1])),
-        }
+def summarize_nsys(ex: Trace, workload: str, variant: str) -> dict:
+    """The numbers of one run's nsys capture that the report needs (``workload/variant``'s own ranges)."""
+    ranges = ex.nvtx_ranges()
+    mine: dict[str, list[NvtxRange]] = {}
+    for r in ranges:
+        if r.domain != SUITE_DOMAIN:
+            continue
+        parts = r.name.split("/")
+        if len(parts) == 3 and parts[0] == workload and parts[1] == variant and parts[2] in PHASES:
+            mine.setdefault(parts[2], []).append(r)
+    if not mine.get("compute"):
+        raise AnalysisInputError(
+            ex.path, f"no NVTX range {SUITE_DOMAIN}:{workload}/{variant}/compute: NVTX tracing was off "
+                         "(nsys -t nvtx) or the capture is of another workload")
+    trace = ex.launches()
+    ops = trace.ops
+    gpus = ex.gpu_info()
+    kinds, mem = ex.enum_labels("ENUM_CUDA_MEMCPY_OPER"), ex.enum_labels("ENUM_CUDA_MEM_KIND")
+    by_label = {v: k for k, v in kinds.items()}
+    h2d, d2h = by_label.get("Host-to-Device"), by_label.get("Device-to-Host")
+    compute = sorted(mine["compute"], key=lambda r: r.start_ns)
+    suite = sorted((r for rs in mine.values() for r in rs), key=lambda r: r.start_ns)
+    suite_ops = cols.ops_in_ranges(trace, suite)
+    ops_of = {id(r): i for r, i in zip(suite, suite_ops)}
+    compute_ops = [ops_of[id(r)] for r in compute]
+    compute_idx = np.concatenate(compute_ops)
+    allocs, _ = cols.calls_named(ex, cols.is_allocation_api)
+    syncs, _ = cols.calls_named(ex, cols.is_sync_api)
+    alloc_in = cols.calls_in_ranges(allocs, compute)
+    sync_in = cols.calls_in_ranges(syncs, compute)
+    kernel_ids = ops.name[compute_idx][ops.kind[compute_idx] == cols.KERNEL]
+    zoom_ids = ops.name[compute_ops[-1]][ops.kind[compute_ops[-1]] == cols.KERNEL]
+    names = cols.string_ids(ex, np.unique(np.concatenate([kernel_ids, zoom_ids])))
+    range_records = [breakdown.range_record(r, ops, i, h2d, d2h) for r, i in zip(suite, suite_ops)]
+    time_of = {id(r): rec for r, rec in zip(suite, range_records)}
+    calls = [_call_record_columns(r, ops, i, time_of[id(r)], names, (allocs.end - allocs.start)[a],
+                                  (syncs.end - syncs.start)[s])
+             for r, i, a, s in zip(compute, compute_ops, alloc_in, sync_in)]
+    transfer = [ops_of[id(r)] for r in mine.get("transfer", [])]
+    transfer_idx = np.concatenate(transfer) if transfer else np.zeros(0, np.int64)
+    alloc_dur = allocs.end - allocs.start
+    old_keys = ("direction", "src_kind", "dst_kind", "count", "bytes", "total_ns", "gb_per_s")
+    whole_copies = breakdown.copy_rows(ops, slice(None), kinds, mem)
+    record = {
+        "gpu": gpus[0].__dict__ if gpus else None,
+        "phases_wall_ns": {ph: sum(r.duration_ns for r in rs) for ph, rs in mine.items()},
+        "calls": calls,
+        "compute_kernels": _kernel_rows(ops, compute_idx, names),
+        "memcpy_by_direction": [{k: row[k] for k in old_keys} for row in whole_copies],
+        "transfer_memcpy": [{k: row[k] for k in old_keys}
+                            for row in breakdown.copy_rows(ops, transfer_idx, kinds, mem)],
+        "allocation_calls_total": int(len(alloc_dur)),
+        "allocation_ns_total": int(alloc_dur.sum()),
+        # what nsys stats does not give (analysis.breakdown)
+        "gpu_time": breakdown.ops_time(ops, slice(None), h2d, d2h) if len(ops) else None,
+        "ranges_gpu_time": range_records,
+        "copy_throughput": whole_copies,
+        "compute_copy_throughput": breakdown.copy_rows(ops, compute_idx, kinds, mem),
+        "allocations": breakdown.allocations(ex, compute),
+        "synchronization": breakdown.synchronization(ex, compute),
+        "compute_launch_shapes": _launch_shapes(ops, compute_idx, names),
+        "timeline": _timeline(ops, suite, suite_ops, compute, compute_ops, names, h2d, d2h,
+                              _api_in(ex, trace, compute[-1])),
+    }
     return record
 
 
@@ -321,10 +310,11 @@ def summarize_run(run_dir: str) -> dict:
         "host_synced_ms": _median(timing.get("host_synced_ms")),
         "provenance": timing["provenance"],
         "nsys_provenance": nsys_run.get("provenance"),
-        "nsys": summarize_nsys(existing_capture(run_dir, "nsys.sqlite") or os.path.join(run_dir, "nsys.sqlite"),
-                               w, v),
+        "nsys": None,
         "ncu": None,
     }
+    with Trace(existing_capture(run_dir, "nsys.sqlite") or os.path.join(run_dir, "nsys.sqlite")) as ex:
+        record["nsys"] = summarize_nsys(ex, w, v)
     ncu_path = existing_capture(run_dir, "ncu.ncu-rep")
     if ncu_path:
         record["ncu"] = summarize_ncu(ncu_path)

@@ -15,11 +15,11 @@ import sqlite3
 
 import pytest
 
-from analysis import nsys_stats
+from analysis.nsys import stats as nsys_stats
 from analysis.__main__ import main
 from analysis.errors import AnalysisInputError, NoDataInExport
-from analysis.nsys_sqlite import NsysExport, NvtxRange
-from analysis.run_summary import ops_launched_in
+from analysis.nsys.trace import Trace, NvtxRange
+from analysis.nsys import columns as cols
 
 from conftest import reference_runs
 
@@ -57,11 +57,6 @@ def _close(column: str, mine: str, theirs: str) -> bool:
         half_digit = 0.5 * 10.0 ** -len(theirs.partition(".")[2])  # for values near 0 (a StdDev of 0.0)
         return abs(a - b) <= 1e-3 * abs(b) or abs(a - b) <= half_digit * (1 + 1e-9)
     return int(mine) == int(theirs)
-
-
-@pytest.fixture(params=RUNS, ids=lambda p: "/".join(p.parts[-3:]))
-def run(request):
-    return request.param
 
 
 @pytest.mark.parametrize("report", REPORTS)
@@ -240,18 +235,12 @@ def test_projection_of_nested_ranges(tmp_path):
     """A range around all compute ranges: it projects onto all of their GPU work, the compute
     ranges become its children (level 1), and it has three children."""
     db = _plain_copy(tmp_path)
-    with NsysExport(db) as ex:
+    with Trace(db) as ex:
         computes = [r for r in ex.nvtx_ranges() if r.name.endswith("/compute")]
-        calls = ex.api_calls()
-        ops = ex.gpu_ops()
-    start, end = min(r.start_ns for r in computes) - 1, max(r.end_ns for r in computes) + 1
+        start, end = min(r.start_ns for r in computes) - 1, max(r.end_ns for r in computes) + 1
+        [(_, outer)] = cols.launched_in(ex, [NvtxRange(start, end, "outer", "cookbook", computes[0].global_tid, None)])
     with sqlite3.connect(db) as con:
         _insert_range(con, start, end)
-    by_corr = {}
-    for o in ops:
-        by_corr.setdefault(o.correlation_id, []).append(o)
-    outer = ops_launched_in(NvtxRange(start, end, "outer", "cookbook", computes[0].global_tid, None),
-                            calls, [c.start_ns for c in calls], by_corr)[1]
 
     header, rows = nsys_stats.report(str(db), "nvtx_gpu_proj_sum")
     got = {row[0]: dict(zip(header, row)) for row in rows}
@@ -270,7 +259,7 @@ def test_projection_of_nested_ranges(tmp_path):
 
 def test_start_end_ranges_have_their_style(tmp_path):
     db = _plain_copy(tmp_path)
-    with NsysExport(db) as ex:
+    with Trace(db) as ex:
         computes = [r for r in ex.nvtx_ranges() if r.name.endswith("/compute")]
     with sqlite3.connect(db) as con:
         _insert_range(con, computes[0].start_ns, computes[0].end_ns, event_type=60, text="marker")

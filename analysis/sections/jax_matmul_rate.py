@@ -15,6 +15,7 @@ import statistics
 
 from analysis.errors import AnalysisInputError
 from analysis.markdown import table
+from analysis.nsys import Trace
 from analysis.sections import jax_matmul_readers as readers
 
 RECIPE = "jax_matmul"
@@ -36,7 +37,8 @@ def summarize(workload_root: str) -> list[dict]:
             continue
         size = max(folders[variant])
         run_dir = folders[variant][size]
-        calls = readers.steady(readers.compute_calls(readers.nsys_export(run_dir), RECIPE, variant))
+        with Trace(readers.nsys_export(run_dir)) as ex:
+            calls = readers.steady(readers.compute_calls(ex, RECIPE, variant))
         kernels = [c.longest for c in calls if c.longest is not None]
         if not kernels:
             raise AnalysisInputError(readers.nsys_export(run_dir), f"no kernel inside {variant}'s compute ranges: "
