@@ -24,7 +24,6 @@ one no create event names) have ``domain`` None, and are labelled by their name 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections import defaultdict
 from typing import Iterable, Sequence
 

@@ -1,8 +1,9 @@
 """One run's captures -> one dict of numbers (what the report needs, nothing presented).
 
-A run folder holds ``timing.json`` (timed mode), ``nsys.sqlite`` and
-``nsys-run.json`` (the run under nsys) and, for sizes ncu profiled,
-``ncu.ncu-rep``. Everything here is a pure function of those files.
+A run folder (:mod:`analysis.layout`) holds ``timing.json`` (timed mode), ``nsys.sqlite`` and
+``nsys-run.json`` (the run under nsys) and, for sizes ncu profiled, ``ncu.ncu-rep``. Everything
+here is a pure function of those files. The summary carries ``schema_version``
+(:data:`SCHEMA_VERSION`); :func:`load_summary` refuses one it does not know.
 """
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ import numpy as np
 from analysis import breakdown, findings
 from analysis import ncu as ncu_reader
 from analysis.nsys import columns as cols
-from analysis.errors import AnalysisInputError
+from analysis import layout
+from analysis.errors import AnalysisInputError, UnknownSchemaVersion
 from analysis.gzfiles import existing_capture
 from analysis.nsys.trace import NvtxRange, Trace, api_base_name
 
 SUITE_DOMAIN = "cookbook"
+#: the run summary's schema: raise it when a key changes meaning or goes away; readers refuse others
+SCHEMA_VERSION = 1
 PHASES = ("setup", "warmup", "compute", "transfer", "check")
 
 
@@ -31,6 +35,17 @@ def load_json(path: str) -> dict:
             return json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise AnalysisInputError(path, f"not valid JSON ({e})") from None
+
+
+def load_summary(path: str) -> dict:
+    """A run summary written by :func:`summarize_run`, refused (UnknownSchemaVersion) when it was
+    written with a schema this code does not know."""
+    record = load_json(path)
+    version = record.get("schema_version") if isinstance(record, dict) else None
+    if version != SCHEMA_VERSION:
+        raise UnknownSchemaVersion(path, f"run summary schema_version {version!r}, this code reads "
+                                         f"{SCHEMA_VERSION}: summarize the captures again")
+    return record
 
 
 def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
@@ -286,15 +301,16 @@ def _median(values) -> float | None:
 
 
 def summarize_run(run_dir: str) -> dict:
-    timing = load_json(os.path.join(run_dir, "timing.json"))
+    timing = load_json(os.path.join(run_dir, layout.TIMING))
     for key in ("workload", "variant", "size", "timing", "times_ms", "work", "provenance"):
         if key not in timing:
-            raise AnalysisInputError(os.path.join(run_dir, "timing.json"), f"missing key {key!r}")
-    nsys_run = load_json(os.path.join(run_dir, "nsys-run.json"))
+            raise AnalysisInputError(os.path.join(run_dir, layout.TIMING), f"missing key {key!r}")
+    nsys_run = load_json(os.path.join(run_dir, layout.NSYS_RUN))
     w, v = timing["workload"], timing["variant"]
     work = timing["work"]
     median_ms = timing["timing"]["median_ms"]
     record = {
+        "schema_version": SCHEMA_VERSION,
         "workload": w,
         "variant": v,
         "summary": timing.get("summary", ""),
@@ -313,9 +329,9 @@ def summarize_run(run_dir: str) -> dict:
         "nsys": None,
         "ncu": None,
     }
-    with Trace(existing_capture(run_dir, "nsys.sqlite") or os.path.join(run_dir, "nsys.sqlite")) as ex:
+    with Trace(existing_capture(run_dir, layout.NSYS_EXPORT) or os.path.join(run_dir, layout.NSYS_EXPORT)) as ex:
         record["nsys"] = summarize_nsys(ex, w, v)
-    ncu_path = existing_capture(run_dir, "ncu.ncu-rep")
+    ncu_path = existing_capture(run_dir, layout.NCU_REPORT)
     if ncu_path:
         record["ncu"] = summarize_ncu(ncu_path)
     record["findings"] = [f.as_dict() for f in findings.evaluate(record["nsys"], record["ncu"])]

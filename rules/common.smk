@@ -5,6 +5,7 @@ import importlib.util
 import os
 import sys
 
+from analysis import layout
 from workloads.registry import BY_NAME as RECIPES
 
 
@@ -75,7 +76,7 @@ def profiled_by_ncu(workload, variant, size):
 
 
 def run_dir(root, w, v, s):
-    return f"{root}/{w}/{v}/n{s}"
+    return layout.run_dir(root, w, v, s)
 
 
 # --- profiling flags ---------------------------------------------------------------------------
@@ -153,17 +154,17 @@ def capture_root(capture_set):
 def run_inputs(wc):
     d = run_dir(capture_root(wc.set), wc.workload, wc.variant, wc.size)
     # reference captures keep the SQLite export and the ncu report gzipped
-    gz = "" if wc.set == "live" else ".gz"
+    gz = "" if wc.set == "live" else layout.GZIP_SUFFIX
     files = {
-        "timing": f"{d}/timing.json",
-        "sqlite": f"{d}/nsys.sqlite{gz}",
-        "nsys_run": f"{d}/nsys-run.json",
+        "timing": f"{d}/{layout.TIMING}",
+        "sqlite": f"{d}/{layout.NSYS_EXPORT}{gz}",
+        "nsys_run": f"{d}/{layout.NSYS_RUN}",
     }
     if wc.set == "live":
         if profiled_by_ncu(wc.workload, wc.variant, int(wc.size)):
-            files["ncu"] = f"{d}/ncu.ncu-rep"
-    elif os.path.exists(f"{d}/ncu.ncu-rep.gz"):
-        files["ncu"] = f"{d}/ncu.ncu-rep.gz"
+            files["ncu"] = f"{d}/{layout.NCU_REPORT}"
+    elif os.path.exists(f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"):
+        files["ncu"] = f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"
     return files
 
 

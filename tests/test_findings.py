@@ -2,7 +2,6 @@
 is the capture's own numbers (recomputed here another way where there is one)."""
 from __future__ import annotations
 
-import functools
 import gzip
 import json
 import shutil
@@ -14,7 +13,7 @@ from analysis import breakdown, findings
 from analysis.ncu import read_launches
 from analysis.nsys.trace import Trace
 from analysis.nsys import columns as cols
-from analysis.run_summary import summarize_nsys, summarize_run
+from analysis.run_summary import summarize_nsys
 
 from conftest import REFERENCE, reference_runs, run_summary
 

@@ -9,7 +9,6 @@ import contextlib
 import pytest
 
 from analysis.__main__ import main
-from analysis.nsys.trace import Trace
 
 from conftest import nsys_stats_rows, reference_runs, reference_trace
 

@@ -34,10 +34,10 @@ from typing import Sequence
 
 import numpy as np
 
+from analysis import layout
 from analysis.nsys import columns as cols
 from analysis.breakdown import allocations
 from analysis.errors import AnalysisInputError
-from analysis.gzfiles import existing_capture
 from analysis.nsys.trace import Trace
 from analysis.nvtx_tree import NvtxTree, OutlineRow, TreeRange, domain_totals, outline, read_tree
 from workloads.cudf_groupby import RECIPE  # the recipe's definition only: no cuDF import
@@ -143,9 +143,7 @@ def read_run(run_dir: str, variant: str, workload: str = WORKLOAD,
     """The NVTX, pass and allocation record of one step's run folder. ``require_domain``: a domain
     whose ranges must appear inside the steady calls (a cuDF capture without libcudf ranges was
     taken without NVTX tracing, and would report zero passes)."""
-    sqlite = existing_capture(run_dir, "nsys.sqlite")
-    if sqlite is None:
-        raise AnalysisInputError(run_dir, "no nsys.sqlite or nsys.sqlite.gz in this run folder")
+    sqlite = layout.nsys_export(run_dir)
     m = re.fullmatch(r"n(\d+)", os.path.basename(os.path.normpath(run_dir)))
     if m is None:
         raise AnalysisInputError(run_dir, "run folder is not named n<size>")

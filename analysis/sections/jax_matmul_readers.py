@@ -26,6 +26,7 @@ import re
 from collections import Counter
 
 from analysis.errors import AnalysisInputError
+from analysis import layout
 from analysis.gzfiles import existing_capture
 from analysis.nsys.trace import Trace, api_family
 from analysis.run_summary import SUITE_DOMAIN, load_json, union_ns
@@ -204,7 +205,7 @@ def run_folders(workload_root: str) -> dict[str, dict[int, str]]:
     out: dict[str, dict[int, str]] = {}
     for variant in sorted(os.listdir(workload_root)):
         vdir = os.path.join(workload_root, variant)
-        if variant == "experiments" or not os.path.isdir(vdir):
+        if variant == layout.EXPERIMENTS or not os.path.isdir(vdir):
             continue
         for entry in os.listdir(vdir):
             m = re.fullmatch(r"n(\d+)", entry)
@@ -214,26 +215,23 @@ def run_folders(workload_root: str) -> dict[str, dict[int, str]]:
 
 
 def nsys_export(run_dir: str) -> str:
-    path = existing_capture(run_dir, "nsys.sqlite")
-    if path is None:
-        raise AnalysisInputError(os.path.join(run_dir, "nsys.sqlite"), "no such file (nor .gz)")
-    return path
+    return layout.nsys_export(run_dir)
 
 
 def timing(run_dir: str) -> dict:
     """The timed run's record (``timing.json``): median etc. under ``timing``, the declared ``work``."""
-    rec = load_json(os.path.join(run_dir, "timing.json"))
+    rec = load_json(os.path.join(run_dir, layout.TIMING))
     if "timing" not in rec or "work" not in rec:
-        raise AnalysisInputError(os.path.join(run_dir, "timing.json"), "not a timed run's record (no timing/work)")
+        raise AnalysisInputError(os.path.join(run_dir, layout.TIMING), "not a timed run's record (no timing/work)")
     return rec
 
 
 def ceilings(workload_root: str) -> dict:
     """The ``ceilings`` mapping of the run's ceilings.json: the recipe's own when it was merged into
     the reference from a later run (analysis.captures.merge_reference), else the one beside its folder."""
-    path = os.path.join(workload_root, "ceilings.json")
+    path = os.path.join(workload_root, layout.CEILINGS)
     if not os.path.isfile(path):
-        path = os.path.join(os.path.dirname(os.path.normpath(workload_root)), "ceilings.json")
+        path = os.path.join(os.path.dirname(os.path.normpath(workload_root)), layout.CEILINGS)
     rec = load_json(path)
     if "ceilings" not in rec:
         raise AnalysisInputError(path, "no 'ceilings' mapping")
@@ -243,7 +241,7 @@ def ceilings(workload_root: str) -> dict:
 def allocator_experiment(workload_root: str) -> dict:
     """``experiments/allocator/allocator.json`` with each setting's nsys memory numbers added
     (``device_memory``, ``allocations_per_call``; None where nsys made no export, ``nsys_error``)."""
-    exp_dir = os.path.join(workload_root, "experiments", "allocator")
+    exp_dir = os.path.join(workload_root, layout.EXPERIMENTS, "allocator")
     path = os.path.join(exp_dir, "allocator.json")
     rec = load_json(path)
     settings = rec.get("settings")

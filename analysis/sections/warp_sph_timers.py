@@ -24,9 +24,9 @@ import statistics
 from collections import defaultdict
 
 from analysis.errors import AnalysisInputError
-from analysis.gzfiles import existing_capture
 from analysis.markdown import table
 from analysis.nsys.trace import ApiCall, GpuOp, Trace, NvtxRange
+from analysis import layout
 from analysis.nsys import columns as cols
 from analysis.run_summary import load_json, union_ns
 
@@ -142,10 +142,7 @@ def read_experiment(folder: str) -> tuple[dict, str]:
         for fr in run["frames"]:
             if "index" not in fr or "elapsed_ms" not in fr:
                 raise AnalysisInputError(path, f"a frame of {run['variant']}/{run['mode']} lacks index or elapsed_ms")
-    sqlite = existing_capture(folder, "nsys.sqlite")
-    if sqlite is None:
-        raise AnalysisInputError(os.path.join(folder, "nsys.sqlite"), "no such file (nor .gz)")
-    return record, sqlite
+    return record, layout.nsys_export(folder)
 
 
 def _frame_ranges(ex: Trace, domain: str) -> dict[tuple[str, int], NvtxRange]:
