@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis import breakdown, perfetto
+from analysis import breakdown, multiprocess, perfetto
 from analysis.nsys import stats as nsys_stats
 from analysis.errors import AnalysisInputError
 from analysis.ncu import NCU_REP_MAGIC, read_launches
@@ -110,6 +110,7 @@ def _read_everything(path: str) -> None:
                    breakdown.synchronization):
             _either(fn, ex)
         _either(lambda e: sum(1 for _ in perfetto.trace_events(e)), ex)
+        _either(multiprocess.processes, ex)
 
 
 def _all_fail(path: str) -> None:

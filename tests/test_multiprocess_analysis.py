@@ -213,3 +213,20 @@ def test_an_export_without_activity_is_refused_with_a_reason(tmp_path, capsys):
     assert rc == 2
     assert "quiet.sqlite: no process made CUDA calls or NVTX annotations" in capsys.readouterr().err
     assert not (tmp_path / "x.md").exists()
+
+
+@pytest.mark.parametrize("damage", ["UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL",
+                                    "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = NULL WHERE rowid = 1",
+                                    "UPDATE ThreadNames SET globalTid = 'main'"])
+def test_multiprocess_report_on_a_damaged_export_is_a_typed_error(tmp_path, capsys, damage):
+    """A NULL or text where nsys writes a global id is the export's error, named, not a TypeError."""
+    db = tmp_path / "damaged.sqlite"
+    with gzip.open(FUSED / "nsys.sqlite.gz", "rb") as src, open(db, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with sqlite3.connect(db) as con:
+        con.execute(damage)
+    out = tmp_path / "page.md"
+    assert main(["multiprocess-report", str(db), "--output", str(out), "--figure", str(tmp_path / "t.png")]) == 2
+    err = capsys.readouterr().err
+    assert "damaged.sqlite" in err and "damaged export" in err
+    assert not out.exists()

@@ -17,7 +17,7 @@ import pytest
 
 from analysis.nsys import stats as nsys_stats
 from analysis.__main__ import main
-from analysis.errors import AnalysisInputError, NoDataInExport
+from analysis.errors import AnalysisInputError, DamagedExport, NoDataInExport
 from analysis.nsys.trace import Trace, NvtxRange
 from analysis.nsys import columns as cols
 
@@ -214,6 +214,29 @@ def test_damaged_values_are_a_clear_error(tmp_path):
         nsys_stats.report(str(db), "cuda_api_sum")
 
 
+@pytest.mark.parametrize("report", ["cuda_api_sum", "nvtx_sum"])
+def test_export_with_an_empty_string_table_is_refused_not_skipped(tmp_path, capsys, report):
+    """Without StringIds, cuda_api_sum found no calls (SKIPPED, exit 0) and nvtx_sum one unnamed range."""
+    db = _plain_copy(tmp_path, "nonames.sqlite")
+    with sqlite3.connect(db) as con:
+        con.execute("DELETE FROM StringIds")
+    with pytest.raises(DamagedExport, match="nonames.sqlite.*StringIds table is empty"):
+        nsys_stats.report(str(db), report)
+    assert main(["stats", "--report", report, str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "nonames.sqlite" in err and "SKIPPED" not in err
+
+
+@pytest.mark.parametrize("table", Trace.TIMED_GPU_TABLES)
+def test_gpu_work_that_ends_before_it_starts_is_refused(tmp_path, table):
+    db = _plain_copy(tmp_path)
+    with sqlite3.connect(db) as con:
+        assert con.execute(f"UPDATE {table} SET end = start - 1 WHERE rowid = (SELECT MAX(rowid) FROM {table})"
+                           ).rowcount == 1
+    with pytest.raises(DamagedExport, match=f"export.sqlite.*{table} row .* ends before it starts"):
+        Trace(db)
+
+
 def test_cli_error_exits_2_and_names_the_file(tmp_path, capsys):
     db = _plain_copy(tmp_path, "nonvtx.sqlite")
     with sqlite3.connect(db) as con:
@@ -225,8 +248,11 @@ def test_cli_error_exits_2_and_names_the_file(tmp_path, capsys):
 
 # --- the projection on ranges the reference captures do not have -------------------------------
 
-def _insert_range(con, start, end, event_type=59, text="outer"):
-    tid, domain = con.execute("SELECT globalTid, domainId FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1").fetchone()
+def _insert_range(con, start, end, event_type=59, text="outer", domain=None):
+    """A range on the thread (and, unless ``domain`` says otherwise, in the domain) of the first push/pop range."""
+    tid, first_domain = con.execute("SELECT globalTid, domainId FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1"
+                                    ).fetchone()
+    domain = first_domain if domain is None else domain
     con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, ?, ?, ?, ?)",
                 (start, end, event_type, text, tid, domain))
 
@@ -255,6 +281,28 @@ def test_projection_of_nested_ranges(tmp_path):
     # nvtx_sum counts the new range too, with its own name and style
     header, rows = nsys_stats.report(str(db), "nvtx_sum")
     assert ["PushPop", "cookbook:outer"] in [row[-2:] for row in rows]
+
+
+def test_default_domain_ranges_print_with_a_colon_once_named_domains_exist(tmp_path):
+    """nsys prints ``:name`` for a default-domain range beside named domains (issue 21: a PyTorch
+    program's torch.cuda.nvtx ranges), and plain ``name`` when the export has no named domain."""
+    db = _plain_copy(tmp_path)
+    with Trace(db) as ex:
+        compute = next(r for r in ex.nvtx_ranges() if r.name.endswith("/compute"))
+    with sqlite3.connect(db) as con:
+        _insert_range(con, compute.start_ns, compute.end_ns, text="train_step_0", domain=0)
+    _, rows = nsys_stats.report(str(db), "nvtx_sum")
+    names = [row[-1] for row in rows]
+    assert ":train_step_0" in names and any(n.startswith("cookbook:") for n in names)
+    _, rows = nsys_stats.report(str(db), "nvtx_gpu_proj_sum")
+    assert ":train_step_0" in [row[0] for row in rows]
+
+    with sqlite3.connect(db) as con:  # the same ranges, all in the default domain
+        con.execute("DELETE FROM NVTX_EVENTS WHERE eventType = 75")
+        con.execute("UPDATE NVTX_EVENTS SET domainId = 0")
+    _, rows = nsys_stats.report(str(db), "nvtx_sum")
+    names = [row[-1] for row in rows]
+    assert "train_step_0" in names and not any(":" in n for n in names if "/" in n)
 
 
 def test_start_end_ranges_have_their_style(tmp_path):

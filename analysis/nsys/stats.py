@@ -227,13 +227,17 @@ def _nvtx(ex: Trace) -> tuple[list[NvtxEvent], int | None]:
 
 
 def nvtx_sum(ex: Trace) -> Report:
-    """NVTX Range Summary: closed push/pop and start/end ranges by style and ``domain:name``."""
+    """NVTX Range Summary: closed push/pop and start/end ranges by style and ``domain:name``.
+
+    As nsys prints them: once the export holds a named domain, a range of the default domain
+    is ``:name`` (its domain's name is empty); without named domains, just ``name``."""
     ranges, _ = _nvtx(ex)
+    named_domains = bool(ex.nvtx_domain_names())
     groups: dict[tuple[str, str], list[int]] = {}
     for r in ranges:
         if r.end is None:
             continue
-        name = f"{r.domain}:{r.text}" if r.domain is not None else r.text
+        name = f"{r.domain or ''}:{r.text}" if named_domains else r.text
         groups.setdefault((r.style, name), []).append(r.end - r.start)
     _nonempty(ex, groups, "export holds no closed NVTX ranges: the program pushed or started none")
     return _timed_rows(["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",

@@ -17,7 +17,7 @@ import re
 import sqlite3
 from typing import Iterable, Iterator, Sequence
 
-from analysis.errors import AnalysisInputError
+from analysis.errors import AnalysisInputError, DamagedExport
 from analysis.gzfiles import gunzip_to_temp
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -186,6 +186,29 @@ class Trace:
                 f"export has no {', '.join(missing)} table: CUDA tracing was off (nsys -t cuda) "
                 "or nothing ran on the GPU",
             )
+        try:
+            self._validate()
+        except AnalysisInputError:
+            self.close()
+            raise
+
+    #: GPU activity tables whose rows must not end before they start
+    TIMED_GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+    def _validate(self) -> None:
+        """Refuse an export that nsys cannot have written: without names every kernel, API call and
+        range would be reported unnamed (or not at all), and a negative duration would be summed."""
+        if not self._query("SELECT 1 FROM StringIds LIMIT 1"):
+            raise DamagedExport(self.path, "damaged export: the StringIds table is empty, so no kernel, CUDA API "
+                                           "call or NVTX range has a name")
+        for table in self.TIMED_GPU_TABLES:
+            if table not in self.tables:
+                continue
+            bad = self._query(f"SELECT rowid, start, end FROM {table} WHERE end < start LIMIT 1")
+            if bad:
+                rowid, start, end = bad[0]
+                raise DamagedExport(self.path, f"damaged export: {table} row {rowid} ends before it starts "
+                                               f"(start {start}, end {end})")
 
     def close(self) -> None:
         db = getattr(self, "_db", None)
@@ -283,18 +306,18 @@ class Trace:
         return [GpuInfo(*r) for r in rows]
 
     def api_calls(self) -> list[ApiCall]:
-        rows = self._query(
+        rows = self.checked_rows(
             "SELECT r.start, r.end, s.value, r.correlationId, r.globalTid "
-            "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId ORDER BY r.start"
-        )
+            "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId ORDER BY r.start",
+            ("int", "int", "str", "int?", "int"), "CUPTI_ACTIVITY_KIND_RUNTIME")
         return [ApiCall(st, en, api_base_name(nm), corr, tid) for st, en, nm, corr, tid in rows]
 
     def kernels(self) -> list[GpuOp]:
-        rows = self._query(
+        rows = self.checked_rows(
             "SELECT k.start, k.end, s.value, k.correlationId, k.streamId, k.gridX, k.gridY, k.gridZ, "
             "k.blockX, k.blockY, k.blockZ, k.registersPerThread, k.globalPid "
-            "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName ORDER BY k.start"
-        )
+            "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName ORDER BY k.start",
+            ("int", "int", "str", "int?", "int?") + ("int?",) * 7 + ("int?",), "CUPTI_ACTIVITY_KIND_KERNEL")
         return [
             GpuOp("kernel", st, en, nm, corr, strm, grid=(gx, gy, gz), block=(bx, by, bz), registers_per_thread=reg,
                   global_pid=gpid)
@@ -306,10 +329,10 @@ class Trace:
             return []
         kinds = self.enum_labels("ENUM_CUDA_MEMCPY_OPER")
         mem = self.enum_labels("ENUM_CUDA_MEM_KIND")
-        rows = self._query(
+        rows = self.checked_rows(
             "SELECT start, end, correlationId, streamId, bytes, copyKind, srcKind, dstKind, globalPid "
-            "FROM CUPTI_ACTIVITY_KIND_MEMCPY ORDER BY start"
-        )
+            "FROM CUPTI_ACTIVITY_KIND_MEMCPY ORDER BY start",
+            ("int", "int", "int?", "int?", "int?", "int?", "int?", "int?", "int?"), "CUPTI_ACTIVITY_KIND_MEMCPY")
         out = []
         for st, en, corr, strm, nbytes, ck, sk, dk, gpid in rows:
             label = kinds.get(ck, f"copyKind {ck}")
@@ -320,9 +343,9 @@ class Trace:
     def memsets(self) -> list[GpuOp]:
         if "CUPTI_ACTIVITY_KIND_MEMSET" not in self.tables:
             return []
-        rows = self._query(
-            "SELECT start, end, correlationId, streamId, bytes, globalPid FROM CUPTI_ACTIVITY_KIND_MEMSET ORDER BY start"
-        )
+        rows = self.checked_rows(
+            "SELECT start, end, correlationId, streamId, bytes, globalPid FROM CUPTI_ACTIVITY_KIND_MEMSET ORDER BY start",
+            ("int", "int", "int?", "int?", "int?", "int?"), "CUPTI_ACTIVITY_KIND_MEMSET")
         return [GpuOp("memset", st, en, "[CUDA memset]", corr, strm, bytes=nbytes, global_pid=gpid)
                 for st, en, corr, strm, nbytes, gpid in rows]
 
