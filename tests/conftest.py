@@ -22,9 +22,19 @@ def reference_runs(with_nsys_stats: bool = False) -> list[pathlib.Path]:
     return [r for r in runs if (r / "nsys-stats").is_dir()] if with_nsys_stats else runs
 
 
-@pytest.fixture(params=reference_runs(with_nsys_stats=True), ids=lambda p: "/".join(p.parts[-3:]))
+def _run_id(run: pathlib.Path) -> str:
+    return "/".join(run.parts[-3:])
+
+
+@pytest.fixture(params=reference_runs(with_nsys_stats=True), ids=_run_id)
 def run(request) -> pathlib.Path:
     """Each reference run folder that kept nsys' own CSVs."""
+    return request.param
+
+
+@pytest.fixture(params=reference_runs(), ids=_run_id)
+def any_run(request) -> pathlib.Path:
+    """Each reference run folder, those captured by hand outside the pipeline included."""
     return request.param
 
 
@@ -50,7 +60,7 @@ def reference_trace(path: pathlib.Path):
 
 
 @functools.lru_cache(maxsize=None)
-def run_summary(run: pathlib.Path) -> dict:
+def summary_of(run: pathlib.Path) -> dict:
     """``summarize_run`` of a reference run folder, computed once per test session."""
     from analysis.run_summary import summarize_run
 

@@ -15,13 +15,12 @@ from analysis.nsys.trace import Trace
 from analysis.nsys import columns as cols
 from analysis.run_summary import summarize_nsys
 
-from conftest import REFERENCE, reference_runs, run_summary
+from conftest import REFERENCE, reference_runs, summary_of
 
 RUNS = reference_runs()
 
 
-def _summary(run) -> dict:
-    return run_summary(run)
+_summary = summary_of
 
 
 def _run(workload, variant, size=None):
@@ -32,9 +31,9 @@ def _ids(run) -> dict[str, dict]:
     return {f["id"]: f for f in _summary(run)["findings"]}
 
 
-@pytest.fixture(params=RUNS, ids=lambda p: "/".join(p.parts[-3:]))
-def run(request):
-    return request.param
+@pytest.fixture
+def run(any_run):
+    return any_run
 
 
 def test_findings_are_typed_records_with_evidence_and_a_fix(run):

@@ -170,48 +170,30 @@ def test_not_sqlite_is_a_clear_error(tmp_path, report):
         nsys_stats.report(str(bad), report)
 
 
-@pytest.mark.parametrize("report", ["nvtx_sum", "nvtx_gpu_proj_sum"])
-def test_export_without_nvtx_table_says_nvtx_tracing_was_off(tmp_path, report):
-    db = _plain_copy(tmp_path, "nonvtx.sqlite")
+# (reports, what is done to a committed export, what the error must say after the file's name)
+MISSING = {
+    "no_nvtx_table": (["nvtx_sum", "nvtx_gpu_proj_sum"], ["DROP TABLE NVTX_EVENTS"],
+                      "NVTX_EVENTS.*NVTX tracing was off"),
+    "no_ranges": (["nvtx_sum", "nvtx_gpu_proj_sum"], ["DELETE FROM NVTX_EVENTS WHERE eventType != 75"], "NVTX range"),
+    "no_memory_tables": (["cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum"],
+                         ["DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY", "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET"],
+                         "no CUPTI_ACTIVITY_KIND_MEMCPY"),
+    "no_kernels": (["cuda_gpu_kern_sum"], ["DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL"], "no CUDA kernels"),
+    "damaged_value": (["cuda_api_sum"], ["UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = 'soon' WHERE rowid = 1"],
+                      "damaged export"),
+}
+
+
+@pytest.mark.parametrize("case, report", [(case, report) for case, (reports, _, _) in MISSING.items()
+                                          for report in reports])
+def test_an_export_without_what_a_report_needs_is_a_clear_error_not_an_empty_table(tmp_path, case, report):
+    _, statements, message = MISSING[case]
+    db = _plain_copy(tmp_path)
     with sqlite3.connect(db) as con:
-        con.execute("DROP TABLE NVTX_EVENTS")
-    with pytest.raises(AnalysisInputError, match="nonvtx.sqlite.*NVTX_EVENTS.*NVTX tracing was off"):
+        for sql in statements:
+            con.execute(sql)
+    with pytest.raises(AnalysisInputError, match=f"export.sqlite.*{message}"):
         nsys_stats.report(str(db), report)
-
-
-@pytest.mark.parametrize("report", ["nvtx_sum", "nvtx_gpu_proj_sum"])
-def test_export_with_no_ranges_is_an_error_not_an_empty_table(tmp_path, report):
-    db = _plain_copy(tmp_path)
-    with sqlite3.connect(db) as con:
-        con.execute("DELETE FROM NVTX_EVENTS WHERE eventType != 75")
-    with pytest.raises(AnalysisInputError, match="export.sqlite.*NVTX range"):
-        nsys_stats.report(str(db), report)
-
-
-@pytest.mark.parametrize("report", ["cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum"])
-def test_export_without_memory_tables_is_a_clear_error(tmp_path, report):
-    db = _plain_copy(tmp_path)
-    with sqlite3.connect(db) as con:
-        con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY")
-        con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET")
-    with pytest.raises(AnalysisInputError, match="export.sqlite.*no CUPTI_ACTIVITY_KIND_MEMCPY"):
-        nsys_stats.report(str(db), report)
-
-
-def test_export_with_no_kernels_is_an_error_not_an_empty_table(tmp_path):
-    db = _plain_copy(tmp_path)
-    with sqlite3.connect(db) as con:
-        con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
-    with pytest.raises(AnalysisInputError, match="no CUDA kernels"):
-        nsys_stats.report(str(db), "cuda_gpu_kern_sum")
-
-
-def test_damaged_values_are_a_clear_error(tmp_path):
-    db = _plain_copy(tmp_path)
-    with sqlite3.connect(db) as con:
-        con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = 'soon' WHERE rowid = 1")
-    with pytest.raises(AnalysisInputError, match="damaged export"):
-        nsys_stats.report(str(db), "cuda_api_sum")
 
 
 @pytest.mark.parametrize("report", ["cuda_api_sum", "nvtx_sum"])

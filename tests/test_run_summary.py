@@ -9,11 +9,11 @@ from analysis import layout
 from analysis.errors import AnalysisInputError, UnknownSchemaVersion
 from analysis.run_summary import SCHEMA_VERSION, load_summary, union_ns
 
-from conftest import REFERENCE, run_summary
+from conftest import REFERENCE, summary_of
 
 
 def _summary(variant, size=16384):
-    return run_summary(REFERENCE / "cupy_sqdiff" / variant / f"n{size}")
+    return summary_of(REFERENCE / "cupy_sqdiff" / variant / f"n{size}")
 
 
 def test_a_summary_carries_its_schema_version_and_a_reader_refuses_another(tmp_path):
