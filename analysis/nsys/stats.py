@@ -33,7 +33,7 @@ import io
 import json
 import math
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -117,14 +117,6 @@ def _percent(part: int, whole: int) -> decimal.Decimal | None:
 
 # --- reading the export -----------------------------------------------------------------------
 
-def _rows(ex: Trace, sql: str, kinds: Sequence[str], what: str, params: Iterable = ()) -> list[tuple]:
-    """``ex.checked_rows``, with text that is not UTF-8 reported as the export's damage."""
-    try:
-        return ex.checked_rows(sql, kinds, what, params)
-    except UnicodeDecodeError as e:  # sqlite3 raises it for text (or a schema) that is not UTF-8
-        raise AnalysisInputError(ex.path, f"damaged export: text that is not UTF-8 ({e})") from None
-
-
 def _require(ex: Trace, table: str, problem: str) -> None:
     if table not in ex.tables:
         raise AnalysisInputError(ex.path, f"export has no {table} table: {problem}")
@@ -176,12 +168,12 @@ def _memory_ops(ex: Trace) -> list[tuple[str, int, int, int]]:
     rows: list[tuple] = []
     if has_memcpy:
         _require(ex, "ENUM_CUDA_MEMCPY_OPER", "the export is incomplete (memcpy kinds are missing)")
-        rows += _rows(ex, "SELECT '[CUDA memcpy ' || o.label || ']', m.start, m.end, m.bytes "
-                          "FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEMCPY_OPER o ON o.id = m.copyKind",
-                      ("str", "int", "int", "int"), "CUPTI_ACTIVITY_KIND_MEMCPY")
+        rows += ex.checked_rows("SELECT '[CUDA memcpy ' || o.label || ']', m.start, m.end, m.bytes "
+                                "FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEMCPY_OPER o ON o.id = m.copyKind",
+                                ("str", "int", "int", "int"), "CUPTI_ACTIVITY_KIND_MEMCPY")
     if has_memset:
-        rows += _rows(ex, "SELECT '[CUDA memset]', start, end, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET",
-                      ("str", "int", "int", "int"), "CUPTI_ACTIVITY_KIND_MEMSET")
+        rows += ex.checked_rows("SELECT '[CUDA memset]', start, end, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET",
+                                ("str", "int", "int", "int"), "CUPTI_ACTIVITY_KIND_MEMSET")
     return _nonempty(ex, rows, "export holds no GPU memory copies or memsets")
 
 
@@ -208,8 +200,8 @@ def cuda_gpu_mem_size_sum(ex: Trace) -> Report:
 
 def cuda_api_sum(ex: Trace) -> Report:
     """CUDA API Summary: runtime and driver calls by name, without nsys' version suffix."""
-    rows = _rows(ex, "SELECT s.value, r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-                     "JOIN StringIds s ON s.id = r.nameId", ("str", "int", "int"), "CUPTI_ACTIVITY_KIND_RUNTIME")
+    rows = ex.checked_rows("SELECT s.value, r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                           "JOIN StringIds s ON s.id = r.nameId", ("str", "int", "int"), "CUPTI_ACTIVITY_KIND_RUNTIME")
     _nonempty(ex, rows, "export holds no CUDA API calls: CUDA tracing was off (nsys -t cuda)")
     groups: dict[str, list[int]] = {}
     for name, start, end in rows:
@@ -250,7 +242,7 @@ def _gpu_ops(ex: Trace) -> dict[tuple[int, int], list[tuple[int, int]]]:
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
         if table not in ex.tables:
             continue
-        rows = _rows(ex, f"SELECT start, end, correlationId, globalPid FROM {table}", ("int",) * 4, table)
+        rows = ex.checked_rows(f"SELECT start, end, correlationId, globalPid FROM {table}", ("int",) * 4, table)
         for start, end, corr, pid in rows:
             ops.setdefault((corr, pid), []).append((start, end))
     return ops
@@ -321,8 +313,8 @@ def nvtx_gpu_proj_sum(ex: Trace) -> Report:
         if r.end is None:
             r.end = latest
     ops = _gpu_ops(ex)
-    calls = _rows(ex, "SELECT start, end, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME", ("int",) * 4,
-                  "CUPTI_ACTIVITY_KIND_RUNTIME")
+    calls = ex.checked_rows("SELECT start, end, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+                            ("int",) * 4, "CUPTI_ACTIVITY_KIND_RUNTIME")
 
     by_tid: dict[int, list[NvtxEvent]] = {}
     for r in own_thread:

@@ -204,7 +204,9 @@ class Trace:
         for table in self.TIMED_GPU_TABLES:
             if table not in self.tables:
                 continue
-            bad = self._query(f"SELECT rowid, start, end FROM {table} WHERE end < start LIMIT 1")
+            # a value of the wrong type is the readers' to report (SQLite orders any text after any number)
+            bad = self._query(f"SELECT rowid, start, end FROM {table} WHERE end < start AND typeof(start) = 'integer' "
+                              "AND typeof(end) = 'integer' LIMIT 1")
             if bad:
                 rowid, start, end = bad[0]
                 raise DamagedExport(self.path, f"damaged export: {table} row {rowid} ends before it starts "

@@ -214,10 +214,6 @@ def run_folders(workload_root: str) -> dict[str, dict[int, str]]:
     return out
 
 
-def nsys_export(run_dir: str) -> str:
-    return layout.nsys_export(run_dir)
-
-
 def timing(run_dir: str) -> dict:
     """The timed run's record (``timing.json``): median etc. under ``timing``, the declared ``work``."""
     rec = load_json(os.path.join(run_dir, layout.TIMING))
