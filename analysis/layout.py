@@ -10,6 +10,7 @@
         timing.json     the timed run          nsys.nsys-rep   nsys' report (live only)
         nsys.sqlite     its SQLite export      nsys-run.json   the run under nsys
         nsys-stats/     nsys' own CSVs         ncu.ncu-rep     the ncu report (sizes ncu profiled)
+        ncu-raw.csv     ncu's raw page         ncu-run.json    the run under ncu
 
 A reference keeps the SQLite export and the ncu report gzipped (``.gz`` added); readers take
 either (:func:`capture`).
@@ -27,6 +28,8 @@ NSYS_EXPORT = "nsys.sqlite"
 NSYS_RUN = "nsys-run.json"
 NSYS_STATS = "nsys-stats"
 NCU_REPORT = "ncu.ncu-rep"
+NCU_RAW = "ncu-raw.csv"
+NCU_RUN = "ncu-run.json"
 CEILINGS = "ceilings.json"
 COLDSTART = "coldstart"
 KERNELS = "kernels"
