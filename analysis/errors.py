@@ -24,6 +24,6 @@ class UnknownSchemaVersion(AnalysisInputError):
 
 
 class DamagedExport(AnalysisInputError):
-    """An nsys export that opens but cannot be what nsys wrote: names missing (an empty StringIds
+    """An nsys export that opens but cannot be what nsys wrote: names missing (an empty string
     table), GPU work that ends before it starts. Refused when the export is opened, before any
     report could print numbers made of it."""

@@ -10,6 +10,7 @@ import decimal
 import gzip
 import io
 import json
+import re
 import shutil
 import sqlite3
 
@@ -21,7 +22,7 @@ from analysis.errors import AnalysisInputError, DamagedExport, NoDataInExport
 from analysis.nsys.trace import Trace, NvtxRange
 from analysis.nsys import columns as cols
 
-from conftest import reference_runs
+from conftest import REPO, reference_runs
 
 RUNS = reference_runs(with_nsys_stats=True)
 REPORTS = list(nsys_stats.REPORTS)
@@ -298,3 +299,11 @@ def test_start_end_ranges_have_their_style(tmp_path):
     assert marker and marker[0][-2] == "StartEnd" and marker[0][2] == 1
     _, rows = nsys_stats.report(str(db), "nvtx_gpu_proj_sum")
     assert [row[1] for row in rows if row[0] == "cookbook:marker"] == ["StartEnd"]
+
+
+def test_only_the_nsys_package_reads_the_export_tables():
+    """Every read of an nsys export goes through analysis/nsys/ (one Trace, one place for its quirks)."""
+    names = re.compile(r"CUPTI_ACTIVITY|NVTX_EVENTS|StringIds")
+    readers = {str(p.relative_to(REPO)) for top in ("analysis", "workloads") for p in (REPO / top).rglob("*.py")
+               if names.search(p.read_text())}
+    assert readers and {p for p in readers if not p.startswith("analysis/nsys/")} == set()
