@@ -23,7 +23,7 @@ from analysis import multiprocess_cli
 from analysis import kernel_page_cli, ncu_cli, perfetto
 from analysis.errors import AnalysisInputError
 from analysis.outputs import write_text_atomic
-from analysis.run_summary import load_json, summarize_run
+from analysis.run_summary import load_json, load_summary, summarize_run
 
 
 
@@ -54,7 +54,7 @@ def cmd_report(a) -> None:
     from workloads.registry import BY_NAME
 
     recipe = BY_NAME[a.workload]
-    by_size = _by_size([load_json(p) for p in a.summaries], a.workload)
+    by_size = _by_size([load_summary(p) for p in a.summaries], a.workload)
     if not by_size:
         raise AnalysisInputError(a.summaries[0] if a.summaries else a.workload, "no run summaries for this workload")
     ceilings = load_json(a.ceilings)
@@ -88,7 +88,7 @@ def cmd_index(a) -> None:
     from analysis import markdown
     from workloads.registry import BY_NAME
 
-    summaries = [load_json(p) for p in a.summaries]
+    summaries = [load_summary(p) for p in a.summaries]
     workloads = [w for w in BY_NAME if any(s["workload"] == w for s in summaries)]
     runs = {w: _by_size(summaries, w) for w in workloads}
     coldstart = load_json(a.coldstart) if a.coldstart else []

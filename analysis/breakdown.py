@@ -20,9 +20,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from analysis import nsys_columns as cols
+from analysis.nsys import columns as cols
 from analysis.errors import AnalysisInputError
-from analysis.nsys_sqlite import NsysExport, NvtxRange
+from analysis.nsys.trace import Trace, NvtxRange
 
 #: host memory kinds as ENUM_CUDA_MEM_KIND labels them, and as the reports name them
 HOST_KINDS = {"Pageable": "pageable", "Pinned": "pinned", "Managed": "managed"}
@@ -33,8 +33,8 @@ def is_hot_range(r: NvtxRange) -> bool:
     return r.name == "compute" or r.name.endswith("/compute")
 
 
-def _labels(ex: NsysExport) -> tuple[dict[int, str], dict[int, str]]:
-    return cols.enum_labels(ex, "ENUM_CUDA_MEMCPY_OPER"), cols.enum_labels(ex, "ENUM_CUDA_MEM_KIND")
+def _labels(ex: Trace) -> tuple[dict[int, str], dict[int, str]]:
+    return ex.enum_labels("ENUM_CUDA_MEMCPY_OPER"), ex.enum_labels("ENUM_CUDA_MEM_KIND")
 
 
 # --- GPU busy and idle ------------------------------------------------------------------------------
@@ -67,15 +67,15 @@ def ops_time(ops: cols.Ops, idx: np.ndarray | slice, h2d: int | None = None, d2h
     return out
 
 
-def _copy_ids(ex: NsysExport) -> tuple[int | None, int | None]:
-    kinds = cols.enum_labels(ex, "ENUM_CUDA_MEMCPY_OPER")
+def _copy_ids(ex: Trace) -> tuple[int | None, int | None]:
+    kinds = ex.enum_labels("ENUM_CUDA_MEMCPY_OPER")
     by_label = {v: k for k, v in kinds.items()}
     return by_label.get("Host-to-Device"), by_label.get("Device-to-Host")
 
 
-def gpu_time(ex: NsysExport) -> dict:
+def gpu_time(ex: Trace) -> dict:
     """Whole run: GPU time by kind, busy (union) and idle between the first and last operation."""
-    trace = cols.read_trace(ex)
+    trace = ex.launches()
     if len(trace.ops) == 0:
         raise AnalysisInputError(ex.path, "export holds no GPU operations (kernels, memcpys, memsets)")
     return ops_time(trace.ops, slice(None), *_copy_ids(ex))
@@ -96,10 +96,10 @@ def range_record(r: NvtxRange, ops: cols.Ops, idx: np.ndarray, h2d: int | None, 
     }
 
 
-def range_gpu_time(ex: NsysExport, ranges: Sequence[NvtxRange] | None = None) -> list[dict]:
+def range_gpu_time(ex: Trace, ranges: Sequence[NvtxRange] | None = None) -> list[dict]:
     """Per NVTX range (every closed range by default, in start order): the GPU time of the work it
     launched (see the module's doc)."""
-    trace = cols.read_trace(ex)
+    trace = ex.launches()
     if ranges is None:
         ranges = ex.nvtx_ranges()
         if not ranges:
@@ -144,11 +144,11 @@ def copy_rows(ops: cols.Ops, idx: np.ndarray | slice, kinds: dict[int, str], mem
     return rows
 
 
-def copy_throughput(ex: NsysExport, ranges: Sequence[NvtxRange] | None = None) -> list[dict]:
+def copy_throughput(ex: Trace, ranges: Sequence[NvtxRange] | None = None) -> list[dict]:
     """Copy throughput per direction and host memory kind: of every memcpy, or of the copies
     launched inside ``ranges``. An export without memcpys gives an empty list (a program that copies
     nothing has nothing to report); an export that is not one raises."""
-    trace = cols.read_trace(ex)
+    trace = ex.launches()
     kinds, mem = _labels(ex)
     if ranges is None:
         return copy_rows(trace.ops, slice(None), kinds, mem)
@@ -159,7 +159,7 @@ def copy_throughput(ex: NsysExport, ranges: Sequence[NvtxRange] | None = None) -
 
 # --- API calls inside hot ranges --------------------------------------------------------------------
 
-def _named_calls_in(ex: NsysExport, predicate: Callable[[str], bool], hot: Sequence[NvtxRange]) -> dict:
+def _named_calls_in(ex: Trace, predicate: Callable[[str], bool], hot: Sequence[NvtxRange]) -> dict:
     calls, names = cols.calls_named(ex, predicate)
     dur = calls.end - calls.start
     per_range = cols.calls_in_ranges(calls, hot)
@@ -182,13 +182,13 @@ def _named_calls_in(ex: NsysExport, predicate: Callable[[str], bool], hot: Seque
     }
 
 
-def _hot(ex: NsysExport, hot: Sequence[NvtxRange] | None) -> list[NvtxRange]:
+def _hot(ex: Trace, hot: Sequence[NvtxRange] | None) -> list[NvtxRange]:
     if hot is not None:
         return sorted(hot, key=lambda r: r.start_ns)
     return [r for r in ex.nvtx_ranges() if is_hot_range(r)]
 
 
-def allocations(ex: NsysExport, hot: Sequence[NvtxRange] | None = None) -> dict:
+def allocations(ex: Trace, hot: Sequence[NvtxRange] | None = None) -> dict:
     """cudaMalloc/cudaFree-family calls (cudaMalloc, cuMemAlloc, cudaMallocAsync, cudaMallocHost,
     their frees, ...): counts and time in total and inside the hot ranges (by default the NVTX
     ranges named ``compute`` or ``.../compute``), and ``hot_range_pattern``:
@@ -216,7 +216,7 @@ def allocations(ex: NsysExport, hot: Sequence[NvtxRange] | None = None) -> dict:
     return out
 
 
-def synchronization(ex: NsysExport, hot: Sequence[NvtxRange] | None = None) -> dict:
+def synchronization(ex: Trace, hot: Sequence[NvtxRange] | None = None) -> dict:
     """Calls that wait for the GPU (cudaStreamSynchronize, cudaDeviceSynchronize, cuCtxSynchronize,
     cuStreamSynchronize, cudaEventSynchronize, ...): counts and time in total and inside the hot ranges."""
     return _named_calls_in(ex, cols.is_sync_api, _hot(ex, hot))

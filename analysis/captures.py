@@ -5,6 +5,7 @@ import difflib
 import os
 import shutil
 
+from analysis import layout
 from analysis.errors import AnalysisInputError
 from analysis.gzfiles import GZIPPED_KINDS, gzip_copy
 
@@ -43,7 +44,7 @@ def merge_reference(src: str, dst: str, workloads: list[str]) -> list[str]:
         raise AnalysisInputError(dst, "a reference folder must be reports/reference/<name>; refusing to merge into it")
     if not os.path.isdir(dst):
         raise AnalysisInputError(dst, "no reference to merge into; copy a whole run first (replace_reference)")
-    ceilings = os.path.join(src, "ceilings.json")
+    ceilings = os.path.join(src, layout.CEILINGS)
     if not os.path.isfile(ceilings):
         raise AnalysisInputError(ceilings, "missing: a merged workload needs the ceilings of its own run")
     copied = []
@@ -56,12 +57,12 @@ def merge_reference(src: str, dst: str, workloads: list[str]) -> list[str]:
         if os.path.isdir(fresh):
             shutil.rmtree(fresh)
         copied += [f"{w}/{rel}" for rel in copy_captures(w_src, fresh)]
-        shutil.copy2(ceilings, os.path.join(fresh, "ceilings.json"))
-        copied.append(f"{w}/ceilings.json")
+        shutil.copy2(ceilings, os.path.join(fresh, layout.CEILINGS))
+        copied.append(f"{w}/{layout.CEILINGS}")
         if os.path.isdir(w_dst):
             shutil.rmtree(w_dst)
         os.rename(fresh, w_dst)
-        cold_src, cold_dst = os.path.join(src, "coldstart"), os.path.join(dst, "coldstart")
+        cold_src, cold_dst = os.path.join(src, layout.COLDSTART), os.path.join(dst, layout.COLDSTART)
         for name in sorted(os.listdir(cold_dst)) if os.path.isdir(cold_dst) else []:
             if name.startswith(f"{w}_") and name.endswith(".json"):
                 os.unlink(os.path.join(cold_dst, name))
@@ -69,14 +70,14 @@ def merge_reference(src: str, dst: str, workloads: list[str]) -> list[str]:
             if name.startswith(f"{w}_") and name.endswith(".json"):
                 os.makedirs(cold_dst, exist_ok=True)
                 shutil.copy2(os.path.join(cold_src, name), os.path.join(cold_dst, name))
-                copied.append(f"coldstart/{name}")
+                copied.append(f"{layout.COLDSTART}/{name}")
     # single-kernel pages captured in this run (rules/kernel.smk) replace their older captures
-    k_src = os.path.join(src, "kernels")
+    k_src = os.path.join(src, layout.KERNELS)
     for page in sorted(os.listdir(k_src)) if os.path.isdir(k_src) else []:
-        p_dst = os.path.join(dst, "kernels", page)
+        p_dst = os.path.join(dst, layout.KERNELS, page)
         if os.path.isdir(p_dst):
             shutil.rmtree(p_dst)
-        copied += [f"kernels/{page}/{rel}" for rel in copy_captures(os.path.join(k_src, page), p_dst)]
+        copied += [f"{layout.KERNELS}/{page}/{rel}" for rel in copy_captures(os.path.join(k_src, page), p_dst)]
     return sorted(copied)
 
 
@@ -93,8 +94,8 @@ def copy_captures(src: str, dst: str) -> list[str]:
             target = os.path.join(dst, rel)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             if name.endswith(GZIPPED_KINDS):
-                gzip_copy(os.path.join(root, name), target + ".gz")
-                rel += ".gz"
+                gzip_copy(os.path.join(root, name), target + layout.GZIP_SUFFIX)
+                rel += layout.GZIP_SUFFIX
             else:
                 shutil.copy2(os.path.join(root, name), target)
             copied.append(rel)

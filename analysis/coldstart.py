@@ -11,8 +11,9 @@ import os
 from typing import Iterable
 
 from analysis.errors import AnalysisInputError
-from analysis.nsys_sqlite import NsysExport
-from analysis.run_summary import SUITE_DOMAIN, load_json, ops_launched_in
+from analysis.nsys.trace import Trace
+from analysis.nsys import columns as cols
+from analysis.run_summary import SUITE_DOMAIN, load_json
 
 #: CUDA API calls that load GPU code into the context (after the JIT made it)
 MODULE_LOAD_APIS = ("cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoad", "cuModuleLoadFatBinary",
@@ -24,26 +25,18 @@ SYNC_APIS = ("cudaStreamSynchronize", "cuStreamSynchronize", "cudaDeviceSynchron
              "cudaEventSynchronize", "cuEventSynchronize")
 
 
-def first_call_costs(sqlite_path: str, workload: str, variant: str) -> dict:
+def first_call_costs(ex: Trace, workload: str, variant: str) -> dict:
     """CPU time of the first and of a later call, split by the CUDA API calls made in them.
 
     ``other`` is the call's time outside those API calls: Python, and in a cold process the
     JIT compilation (NVRTC, nvcc, LLVM), which the CUDA trace does not show as API time."""
-    with NsysExport(sqlite_path) as ex:
-        ranges = [r for r in ex.nvtx_ranges()
-                  if r.domain == SUITE_DOMAIN and r.name == f"{workload}/{variant}/compute"]
-        api = ex.api_calls()
-        ops = ex.gpu_ops()
+    ranges = [r for r in ex.nvtx_ranges() if r.domain == SUITE_DOMAIN and r.name == f"{workload}/{variant}/compute"]
     if not ranges:
-        raise AnalysisInputError(sqlite_path, f"no NVTX range {SUITE_DOMAIN}:{workload}/{variant}/compute")
+        raise AnalysisInputError(ex.path, f"no NVTX range {SUITE_DOMAIN}:{workload}/{variant}/compute")
     ranges.sort(key=lambda r: r.start_ns)
-    starts = [c.start_ns for c in api]
-    by_corr: dict[int, list] = {}
-    for o in ops:
-        by_corr.setdefault(o.correlation_id, []).append(o)
 
     def split(rng) -> dict:
-        calls, _ = ops_launched_in(rng, api, starts, by_corr)
+        [(calls, _)] = cols.launched_in(ex, [rng])
         module = sum(c.duration_ns for c in calls if c.name in MODULE_LOAD_APIS)
         launch = sum(c.duration_ns for c in calls if c.name in LAUNCH_APIS)
         sync = sum(c.duration_ns for c in calls if c.name in SYNC_APIS)
@@ -77,7 +70,8 @@ def summarize(coldstart_paths: Iterable[str], capture_root: str) -> list[dict]:
             for name in ("nsys.sqlite", "nsys.sqlite.gz"):
                 candidate = os.path.join(vdir, f"n{size}", name)
                 if os.path.exists(candidate):
-                    split = {"size": size, **first_call_costs(candidate, w, v)}
+                    with Trace(candidate) as ex:
+                        split = {"size": size, **first_call_costs(ex, w, v)}
                     break
             if split:
                 break

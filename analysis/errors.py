@@ -16,3 +16,14 @@ class AnalysisInputError(Exception):
 class NoDataInExport(AnalysisInputError):
     """The export is sound but holds nothing of what a report summarizes (no memory copies, no
     kernels): ``nsys stats`` then writes an empty file and says SKIPPED."""
+
+
+class UnknownSchemaVersion(AnalysisInputError):
+    """A record (a run summary) was written with a schema this code does not know: made by an
+    older or newer suite. Summarize the captures again with this one."""
+
+
+class DamagedExport(AnalysisInputError):
+    """An nsys export that opens but cannot be what nsys wrote: names missing (an empty string
+    table), GPU work that ends before it starts. Refused when the export is opened, before any
+    report could print numbers made of it."""

@@ -1,5 +1,5 @@
 """Per-process view of an nsys SQLite export: who annotated what, on which thread, and which GPU
-work each process launched. Pure functions of an :class:`~analysis.nsys_sqlite.NsysExport`.
+work each process launched. Pure functions of an :class:`~analysis.nsys.Trace`.
 
 nsys numbers threads and processes with "global" ids: ``globalTid`` holds the pid in bits 24-47
 and the tid in bits 0-23 (``globalPid`` is the same with tid 0), so every event, whichever table
@@ -20,12 +20,9 @@ from typing import Sequence
 
 from analysis.errors import AnalysisInputError
 from analysis.run_summary import union_ns
-from analysis.nsys_sqlite import NVTX_DOMAIN_CREATE, NVTX_PUSH_POP, NVTX_START_END, NsysExport, api_base_name
+from analysis.nsys.trace import NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, Trace
 from workloads.annotate import (DOMAIN, MARK_COLOR, PHASE_COLORS, THIRDPARTY_COLOR, THIRDPARTY_DOMAIN,
                                 parse_range_name)
-
-# NVTX_EVENTS.eventType of an instantaneous mark (ENUM_NSYS_EVENT_TYPE "NvtxMark")
-NVTX_MARK = 34
 
 _ID_BITS = 24
 _ID_MASK = (1 << _ID_BITS) - 1
@@ -155,104 +152,27 @@ class ProcessActivity:
 # --- readers ------------------------------------------------------------------------------------
 
 
-def _columns(ex: NsysExport, table: str) -> set[str]:
-    return {r[1] for r in ex.query(f"PRAGMA table_info({table})")}
-
-
-def process_executables(ex: NsysExport) -> dict[int, str]:
-    """pid -> executable from the PROCESSES table ({} when the export has none)."""
-    if "PROCESSES" not in ex.tables or not {"pid", "name"} <= _columns(ex, "PROCESSES"):
-        return {}
-    return {pid: name for pid, name in ex.query("SELECT pid, name FROM PROCESSES ORDER BY rowid")}
-
-
-def thread_names(ex: NsysExport) -> dict[int, dict[int, tuple[str, ...]]]:
+def thread_names(ex: Trace) -> dict[int, dict[int, tuple[str, ...]]]:
     """pid -> {tid -> names in the order nsys recorded them} from ThreadNames."""
-    if "ThreadNames" not in ex.tables or not {"nameId", "globalTid"} <= _columns(ex, "ThreadNames"):
-        return {}
-    out: dict[int, dict[int, list[str]]] = {}
-    rows = ex.query("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId "
-                    "ORDER BY t.rowid")
-    for gtid, name in rows:
-        names = out.setdefault(pid_of(gtid), {}).setdefault(tid_of(gtid), [])
-        if name not in names:
-            names.append(name)
-    return {pid: {tid: tuple(n) for tid, n in tids.items()} for pid, tids in out.items()}
+    out: dict[int, dict[int, tuple[str, ...]]] = {}
+    for gtid, names in ex.thread_names().items():
+        out.setdefault(pid_of(gtid), {})[tid_of(gtid)] = names
+    return out
 
 
-def _domain_names(ex: NsysExport, has_domain: bool) -> tuple[dict[tuple[int, int], str], dict[int, str]]:
-    """(pid, domainId) -> name, and domainId -> name where one id means one name in every process.
-
-    NVTX domain handles are made per process, so the same id may name different domains in two
-    processes; the per-process map is the right one, the global map a fallback."""
-    if not has_domain:
-        return {}, {}
-    per_process: dict[tuple[int, int], str] = {}
-    seen: dict[int, set[str]] = {}
-    for dom, text, gtid in ex.query("SELECT domainId, text, globalTid FROM NVTX_EVENTS WHERE eventType = ?",
-                                    (NVTX_DOMAIN_CREATE,)):
-        per_process[(pid_of(gtid), dom)] = text
-        seen.setdefault(dom, set()).add(text)
-    unambiguous = {dom: next(iter(names)) for dom, names in seen.items() if len(names) == 1}
-    return per_process, unambiguous
-
-
-def nvtx_events(ex: NsysExport) -> tuple[list[tuple[int, Range]], list[tuple[int, Mark]]]:
+def nvtx_events(ex: Trace) -> tuple[list[tuple[int, Range]], list[tuple[int, Mark]]]:
     """Every closed NVTX range and every mark, each with its pid, domains resolved per process."""
-    if "NVTX_EVENTS" not in ex.tables:
+    if not ex.has_nvtx:
         return [], []
-    cols = _columns(ex, "NVTX_EVENTS")
-    text = "COALESCE(e.text, s.value)" if "textId" in cols else "e.text"
-    join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in cols else ""
-    domain_col = "e.domainId" if "domainId" in cols else "NULL"
-    payload = "COALESCE(e.int64Value, e.uint64Value, e.int32Value, e.uint32Value, e.doubleValue, e.floatValue)" \
-        if {"int64Value", "uint64Value", "int32Value", "uint32Value", "doubleValue", "floatValue"} <= cols else "NULL"
-    per_process, unambiguous = _domain_names(ex, "domainId" in cols)
-
-    def domain(pid: int, dom: int | None) -> str | None:
-        if not dom:  # 0 / NULL: the default domain
-            return None
-        return per_process.get((pid, dom), unambiguous.get(dom))
-
     ranges, marks = [], []
-    rows = ex.query(
-        f"SELECT e.eventType, e.start, e.end, {text}, {domain_col}, e.globalTid, {payload} "
-        f"FROM NVTX_EVENTS e {join} WHERE e.eventType IN (?, ?, ?) ORDER BY e.start, e.rowid",
-        (NVTX_PUSH_POP, NVTX_START_END, NVTX_MARK))
-    for etype, start, end, name, dom, gtid, pl in rows:
-        pid = pid_of(gtid)
-        if etype == NVTX_MARK:
-            marks.append((pid, Mark(name or "", domain(pid, dom), start, tid_of(gtid), pl)))
-        elif end is not None:  # a range still open when the capture stopped has no end
-            ranges.append((pid, Range(name or "", domain(pid, dom), start, end, tid_of(gtid), pl)))
+    for e in ex.nvtx_events((NVTX_PUSH_POP, NVTX_START_END, NVTX_MARK)):
+        pid = pid_of(e.tid)
+        payload = e.payload if e.payload is not None else e.payload_real
+        if e.event_type == NVTX_MARK:
+            marks.append((pid, Mark(e.text, e.domain, e.start, tid_of(e.tid), payload)))
+        elif e.end is not None:  # a range still open when the capture stopped has no end
+            ranges.append((pid, Range(e.text, e.domain, e.start, e.end, tid_of(e.tid), payload)))
     return ranges, marks
-
-
-def _runtime_calls(ex: NsysExport) -> dict[tuple[int, int], tuple[int, int, str]]:
-    """(pid, correlationId) -> (tid, start, API name) of every CUDA runtime/driver call."""
-    rows = ex.query("SELECT r.globalTid, r.correlationId, r.start, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-                    "JOIN StringIds s ON s.id = r.nameId")
-    return {(pid_of(g), corr): (tid_of(g), start, api_base_name(name)) for g, corr, start, name in rows}
-
-
-def _gpu_rows(ex: NsysExport) -> list[tuple[str, int, int, str, int, int, int | None, int]]:
-    """(kind, start, end, name, correlationId, streamId, bytes, globalPid) of every kernel, memcpy, memset."""
-    rows = [("kernel", st, en, nm, corr, strm, None, gpid) for st, en, nm, corr, strm, gpid in ex.query(
-        "SELECT k.start, k.end, s.value, k.correlationId, k.streamId, k.globalPid "
-        "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName")]
-    if "CUPTI_ACTIVITY_KIND_MEMCPY" in ex.tables:
-        labels = {}
-        if "ENUM_CUDA_MEMCPY_OPER" in ex.tables:
-            labels = dict(ex.query("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER"))
-        for st, en, corr, strm, nbytes, ck, gpid in ex.query(
-                "SELECT start, end, correlationId, streamId, bytes, copyKind, globalPid FROM CUPTI_ACTIVITY_KIND_MEMCPY"):
-            rows.append(("memcpy", st, en, f"[CUDA memcpy {labels.get(ck, f'copyKind {ck}')}]", corr, strm, nbytes, gpid))
-    if "CUPTI_ACTIVITY_KIND_MEMSET" in ex.tables:
-        for st, en, corr, strm, nbytes, gpid in ex.query(
-                "SELECT start, end, correlationId, streamId, bytes, globalPid FROM CUPTI_ACTIVITY_KIND_MEMSET"):
-            rows.append(("memset", st, en, "[CUDA memset]", corr, strm, nbytes, gpid))
-    rows.sort(key=lambda r: (r[1], r[2], r[4]))
-    return rows
 
 
 def _count_launches(ranges: Sequence[Range], ops: Sequence[LaunchedOp]) -> list[Range]:
@@ -271,22 +191,26 @@ def _count_launches(ranges: Sequence[Range], ops: Sequence[LaunchedOp]) -> list[
     return out
 
 
-def processes(ex: NsysExport) -> list[ProcessActivity]:
+def processes(ex: Trace) -> list[ProcessActivity]:
     """Every process that made CUDA calls, ran GPU work or emitted NVTX ranges or marks, ordered by
     its first drawn activity (then pid). The capture's other processes (nsys itself, the shell,
     the kernel's threads, which ThreadNames also lists) are left out."""
     ranges, marks = nvtx_events(ex)
-    runtime = _runtime_calls(ex)
-    executables = process_executables(ex)
+    # (pid, correlationId) -> the CUDA runtime/driver call: correlation ids are unique per process
+    runtime = {(pid_of(c.global_tid), c.correlation_id): c for c in ex.api_calls()}
+    executables = ex.process_names()
     names = thread_names(ex)
 
     ops: dict[int, list[LaunchedOp]] = {}
     orphans: dict[int, list[LaunchedOp]] = {}
-    for kind, st, en, nm, corr, strm, nbytes, gpid in _gpu_rows(ex):
-        pid = pid_of(gpid)
-        call = runtime.get((pid, corr))
-        op = LaunchedOp(kind, nm, st, en, corr, strm, nbytes, call[0] if call else None,
-                        call[1] if call else None, call[2] if call else None)
+    for o in sorted(ex.gpu_ops(), key=lambda o: (o.start_ns, o.end_ns, o.correlation_id)):
+        if not isinstance(o.global_pid, int):
+            raise AnalysisInputError(ex.path, f"damaged export: a {o.kind} has globalPid {o.global_pid!r}")
+        pid = pid_of(o.global_pid)
+        call = runtime.get((pid, o.correlation_id))
+        op = LaunchedOp(o.kind, o.name, o.start_ns, o.end_ns, o.correlation_id, o.stream_id, o.bytes,
+                        tid_of(call.global_tid) if call else None, call.start_ns if call else None,
+                        call.name if call else None)
         (ops if call else orphans).setdefault(pid, []).append(op)
 
     calls_per_pid: dict[int, int] = {}
@@ -322,7 +246,7 @@ def processes(ex: NsysExport) -> list[ProcessActivity]:
 
 def read_processes(path: str) -> list[ProcessActivity]:
     """:func:`processes` of an export file (``.sqlite`` or ``.sqlite.gz``)."""
-    with NsysExport(path) as ex:
+    with Trace(path) as ex:
         return processes(ex)
 
 

@@ -24,13 +24,11 @@ one no create event names) have ``domain`` None, and are labelled by their name 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections import defaultdict
 from typing import Iterable, Sequence
 
 from analysis.errors import AnalysisInputError
-from analysis.nsys_sqlite import PROCESS_ONLY_MASK, NsysExport
-from analysis.nsys_stats import RANGE_STYLE
+from analysis.nsys.trace import RANGE_STYLE, Trace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +50,7 @@ class RawRange:
 class TreeRange:
     """One range in its tree. ``parent``: index of the enclosing range in :attr:`NvtxTree.ranges`
     (None for a root); ``depth``: 0 for roots. Has ``global_tid``, ``start_ns`` and ``end_ns`` as
-    :class:`analysis.nsys_sqlite.NvtxRange` does, so the suite's range-based readers take it."""
+    :class:`analysis.nsys.trace.NvtxRange` does, so the suite's range-based readers take it."""
 
     index: int
     start_ns: int
@@ -166,47 +164,15 @@ def build_tree(raw: Iterable[RawRange], path: str = "") -> NvtxTree:
     return NvtxTree(path, ranges, tuple(tuple(c) for c in children))
 
 
-def _raw_ranges(ex: NsysExport, include_start_end: bool) -> list[RawRange]:
-    if "NVTX_EVENTS" not in ex.tables:
-        raise AnalysisInputError(ex.path, "export has no NVTX_EVENTS table: NVTX tracing was off (nsys -t nvtx) "
-                                          "or the program made no NVTX calls")
-    cols = {r[1] for r in ex.query("PRAGMA table_info(NVTX_EVENTS)")}
-    missing = {"start", "end", "eventType", "globalTid"} - cols
-    if missing:
-        raise AnalysisInputError(ex.path, f"NVTX_EVENTS lacks the columns {sorted(missing)}: not an nsys export")
-    text = "COALESCE(e.text, s.value)" if {"textId", "text"} <= cols else \
-        "s.value" if "textId" in cols else "e.text" if "text" in cols else "NULL"
-    join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in cols else ""
-    domain = "e.domainId" if "domainId" in cols else "NULL"
-    category = "e.category" if "category" in cols else "NULL"
-    ints = [c for c in ("int64Value", "uint64Value", "int32Value", "uint32Value") if c in cols]
-    payload = f"COALESCE({', '.join('e.' + c for c in ints)})" if len(ints) > 1 else \
-        (f"e.{ints[0]}" if ints else "NULL")
-
-    names = ex.nvtx_domain_names()
-
-    styles = {k: v for k, v in RANGE_STYLE.items() if include_start_end or v == "PushPop"}
-    marks = ", ".join("?" * len(styles))
-    rows = ex.query(f"SELECT e.rowid, e.start, e.end, e.eventType, e.globalTid, {domain}, {text}, {payload}, "
-                    f"{category} FROM NVTX_EVENTS e {join} WHERE e.eventType IN ({marks}) AND e.end IS NOT NULL",
-                    tuple(styles))
-    out = []
-    for rowid, start, end, etype, tid, dom, name, pl, cat in rows:
-        if not all(isinstance(v, int) for v in (start, end, tid)):
-            raise AnalysisInputError(ex.path, f"damaged export: NVTX_EVENTS row {rowid} has a non-integer "
-                                              "start, end or globalTid")
-        dom_name = names.get((int(dom), tid & PROCESS_ONLY_MASK)) if dom else None
-        out.append(RawRange(start, end, "" if name is None else str(name), dom_name, styles[etype], tid,
-                            int(pl) if isinstance(pl, int) else None, cat, rowid))
-    return out
+def _raw_ranges(ex: Trace, include_start_end: bool) -> list[RawRange]:
+    types = [t for t, style in RANGE_STYLE.items() if include_start_end or style == "PushPop"]
+    return [RawRange(e.start, e.end, e.text, e.domain, e.style, e.tid, e.payload, e.category, e.id)
+            for e in ex.nvtx_events(types) if e.end is not None]
 
 
-def read_tree(source: str | os.PathLike | NsysExport, include_start_end: bool = False) -> NvtxTree:
-    """The NVTX tree of an export (a path, plain or ``.gz``, or an open :class:`NsysExport`)."""
-    if isinstance(source, NsysExport):
-        return build_tree(_raw_ranges(source, include_start_end), source.path)
-    with NsysExport(source) as ex:
-        return build_tree(_raw_ranges(ex, include_start_end), ex.path)
+def read_tree(ex: Trace, include_start_end: bool = False) -> NvtxTree:
+    """The NVTX tree of an export."""
+    return build_tree(_raw_ranges(ex, include_start_end), ex.path)
 
 
 # --- folding --------------------------------------------------------------------------------------

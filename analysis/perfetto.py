@@ -23,8 +23,7 @@ import sys
 from typing import IO, Iterator
 
 from analysis.errors import AnalysisInputError
-from analysis.nsys_sqlite import NsysExport, api_base_name
-from analysis.nsys_stats import _KINDS, _nvtx
+from analysis.nsys.trace import Trace
 
 #: GPU "processes" get pids above any real one (Linux pids stay below 2^22)
 GPU_PID_BASE = 1 << 30
@@ -33,26 +32,6 @@ LANE_STRIDE = 1 << 20
 #: the NVTX start/end and CUDA API rows of thread T get tids T + these (thread ids stay below 2^22)
 START_END_ROW = 1 << 24
 API_ROW = 2 << 24
-
-
-def _stream(ex: NsysExport, sql: str, kinds: tuple[str, ...], what: str) -> Iterator[tuple]:
-    """The rows of ``sql`` as they come (``fetchmany``), each value checked against ``kinds`` as
-    ``nsys_stats`` checks them: a damaged export raises AnalysisInputError naming the file."""
-    import sqlite3
-
-    allowed = [_KINDS[k] for k in kinds]
-    try:
-        cur = ex._db.execute(sql)
-        while batch := cur.fetchmany(10_000):
-            for row in batch:
-                for value, ok in zip(row, allowed):
-                    if not isinstance(value, ok) or isinstance(value, bool):
-                        raise AnalysisInputError(ex.path, f"damaged export: {what} holds {value!r} where "
-                                                          "another type belongs")
-                yield row
-    except (sqlite3.Error, UnicodeDecodeError) as e:
-        raise AnalysisInputError(ex.path, f"query on {what} failed, the export is damaged or its schema differs "
-                                          f"({e})") from None
 
 
 def _pid(global_tid: int) -> int:
@@ -80,32 +59,19 @@ def _meta(kind: str, pid: int, tid: int | None, name: str, sort: int | None = No
     return out
 
 
-def _names(ex: NsysExport) -> tuple[dict[int, str], dict[int, str]]:
+def _names(ex: Trace) -> tuple[dict[int, str], dict[int, str]]:
     """Process names by pid and thread names by globalTid, where the export has them."""
-    procs, threads = {}, {}
-    if "PROCESSES" in ex.tables:
-        for gpid, pid, name in ex.query("SELECT globalPid, pid, name FROM PROCESSES"):
-            if isinstance(pid, int) and isinstance(name, str):
-                procs[pid] = os.path.basename(name) or name
-    if "ThreadNames" in ex.tables:
-        for tid, name in ex.query("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"):
-            if isinstance(tid, int) and isinstance(name, str):
-                threads[tid] = name
+    procs = {pid: os.path.basename(name) or name for pid, name in ex.process_names().items()}
+    threads = {gtid: names[-1] for gtid, names in ex.thread_names().items()}
     return procs, threads
 
 
-def _gpu_events(ex: NsysExport, streams: set[tuple[int, int]]) -> Iterator[dict]:
-    kinds = {i: label for i, label in ex.query("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")} \
-        if "ENUM_CUDA_MEMCPY_OPER" in ex.tables else {}
-    cur = _stream(ex, "SELECT k.start, k.end, k.deviceId, k.streamId, COALESCE(k.correlationId, -1), s.value, "
-                    "k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.registersPerThread "
-                    "FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.demangledName "
-                    "ORDER BY k.deviceId, k.streamId, k.start",
-                ("int", "int", "int", "int", "int", "str?") + ("int",) * 7, "CUPTI_ACTIVITY_KIND_KERNEL")
+def _gpu_events(ex: Trace, streams: set[tuple[int, int]]) -> Iterator[dict]:
+    kinds = ex.enum_labels("ENUM_CUDA_MEMCPY_OPER")
     # Kernels of one CUDA graph launch can run at the same time on one stream; Perfetto draws a row
     # as a stack, so a kernel that overlaps the previous one goes to the stream's next free lane
     lane_ends: dict[tuple[int, int], list[int]] = {}
-    for st, en, dev, strm, corr, name, gx, gy, gz, bx, by, bz, regs in cur:
+    for st, en, dev, strm, corr, name, gx, gy, gz, bx, by, bz, regs in ex.iter_kernel_rows():
         ends = lane_ends.setdefault((dev, strm), [])
         lane = next((i for i, e in enumerate(ends) if e <= st), len(ends))
         if lane == len(ends):
@@ -118,27 +84,20 @@ def _gpu_events(ex: NsysExport, streams: set[tuple[int, int]]) -> Iterator[dict]
                "pid": GPU_PID_BASE + dev, "tid": tid,
                "args": {"correlationId": corr, "grid": [gx, gy, gz], "block": [bx, by, bz],
                         "registersPerThread": regs}}
-    if "CUPTI_ACTIVITY_KIND_MEMCPY" in ex.tables:
-        cur = _stream(ex, "SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), bytes, copyKind "
-                        "FROM CUPTI_ACTIVITY_KIND_MEMCPY", ("int",) * 7, "CUPTI_ACTIVITY_KIND_MEMCPY")
-        for st, en, dev, strm, corr, nbytes, ck in cur:
-            streams.add((dev, strm))
-            yield {"name": f"[CUDA memcpy {kinds.get(ck, f'copyKind {ck}')}]", "cat": "memcpy", "ph": "X",
-                   "ts": _us(st), "dur": _us(en - st), "pid": GPU_PID_BASE + dev, "tid": strm,
-                   "args": {"correlationId": corr, "bytes": nbytes}}
-    if "CUPTI_ACTIVITY_KIND_MEMSET" in ex.tables:
-        cur = _stream(ex, "SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), bytes "
-                        "FROM CUPTI_ACTIVITY_KIND_MEMSET", ("int",) * 6, "CUPTI_ACTIVITY_KIND_MEMSET")
-        for st, en, dev, strm, corr, nbytes in cur:
-            streams.add((dev, strm))
-            yield {"name": "[CUDA memset]", "cat": "memset", "ph": "X", "ts": _us(st), "dur": _us(en - st),
-                   "pid": GPU_PID_BASE + dev, "tid": strm, "args": {"correlationId": corr, "bytes": nbytes}}
+    for st, en, dev, strm, corr, nbytes, ck in ex.iter_memcpy_rows():
+        streams.add((dev, strm))
+        yield {"name": f"[CUDA memcpy {kinds.get(ck, f'copyKind {ck}')}]", "cat": "memcpy", "ph": "X",
+               "ts": _us(st), "dur": _us(en - st), "pid": GPU_PID_BASE + dev, "tid": strm,
+               "args": {"correlationId": corr, "bytes": nbytes}}
+    for st, en, dev, strm, corr, nbytes in ex.iter_memset_rows():
+        streams.add((dev, strm))
+        yield {"name": "[CUDA memset]", "cat": "memset", "ph": "X", "ts": _us(st), "dur": _us(en - st),
+               "pid": GPU_PID_BASE + dev, "tid": strm, "args": {"correlationId": corr, "bytes": nbytes}}
 
 
-def _cpu_events(ex: NsysExport, rows: set[tuple[int, int, str]]) -> Iterator[dict]:
-    if "NVTX_EVENTS" in ex.tables:
-        ranges, _ = _nvtx(ex)
-        for r in ranges:
+def _cpu_events(ex: Trace, rows: set[tuple[int, int, str]]) -> Iterator[dict]:
+    if ex.has_nvtx:
+        for r in ex.nvtx_events():
             if r.end is None:
                 continue
             push_pop = r.style == "PushPop"
@@ -147,18 +106,14 @@ def _cpu_events(ex: NsysExport, rows: set[tuple[int, int, str]]) -> Iterator[dic
             yield {"name": r.text, "cat": f"nvtx:{r.domain}" if r.domain else "nvtx", "ph": "X",
                    "ts": _us(r.start), "dur": _us(r.end - r.start), "pid": pid, "tid": tid,
                    "args": {"domain": r.domain}}
-    names = {i: api_base_name(v) for i, v in ex.query("SELECT id, value FROM StringIds WHERE id IN "
-                                                          "(SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME)")}
-    cur = _stream(ex, "SELECT start, end, globalTid, COALESCE(correlationId, -1), nameId "
-                    "FROM CUPTI_ACTIVITY_KIND_RUNTIME", ("int",) * 5, "CUPTI_ACTIVITY_KIND_RUNTIME")
-    for st, en, gtid, corr, name_id in cur:
+    for st, en, gtid, corr, name in ex.iter_api_rows():
         tid = _tid(gtid) + API_ROW
         rows.add((gtid, tid, "CUDA API"))
-        yield {"name": names.get(name_id, f"string {name_id}"), "cat": "cuda_api", "ph": "X", "ts": _us(st),
+        yield {"name": name, "cat": "cuda_api", "ph": "X", "ts": _us(st),
                "dur": _us(en - st), "pid": _pid(gtid), "tid": tid, "args": {"correlationId": corr}}
 
 
-def trace_events(ex: NsysExport) -> Iterator[dict]:
+def trace_events(ex: Trace) -> Iterator[dict]:
     """Every event of the trace: the complete events first, then the metadata naming the rows."""
     rows: set[tuple[int, int, str]] = set()
     streams: set[tuple[int, int]] = set()
@@ -179,7 +134,7 @@ def trace_events(ex: NsysExport) -> Iterator[dict]:
         yield from _meta("thread_name", GPU_PID_BASE + dev, tid, label, sort=strm * 64 + lane)
 
 
-def write_trace(ex: NsysExport, out: IO[str]) -> int:
+def write_trace(ex: Trace, out: IO[str]) -> int:
     """Write the JSON trace to ``out``, an event per line; returns the number of events."""
     out.write('{"displayTimeUnit": "ns", "traceEvents": [\n')
     n = 0
@@ -194,7 +149,7 @@ def convert(export: str, output: str) -> int:
     """Write ``output`` (atomically) from the export at ``export``; returns the number of events."""
     tmp = f"{output}.tmp-{os.getpid()}"
     try:
-        with NsysExport(export) as ex, open(tmp, "w") as f:
+        with Trace(export) as ex, open(tmp, "w") as f:
             n = write_trace(ex, f)
         os.replace(tmp, output)
     finally:

@@ -1,27 +1,30 @@
 """One run's captures -> one dict of numbers (what the report needs, nothing presented).
 
-A run folder holds ``timing.json`` (timed mode), ``nsys.sqlite`` and
-``nsys-run.json`` (the run under nsys) and, for sizes ncu profiled,
-``ncu.ncu-rep``. Everything here is a pure function of those files.
+A run folder (:mod:`analysis.layout`) holds ``timing.json`` (timed mode), ``nsys.sqlite`` and
+``nsys-run.json`` (the run under nsys) and, for sizes ncu profiled, ``ncu.ncu-rep``. Everything
+here is a pure function of those files. The summary carries ``schema_version``
+(:data:`SCHEMA_VERSION`); :func:`load_summary` refuses one it does not know.
 """
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import json
 import os
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
 from analysis import breakdown, findings, limiter
 from analysis import ncu as ncu_reader
-from analysis import nsys_columns as cols
-from analysis.errors import AnalysisInputError
+from analysis.nsys import columns as cols
+from analysis import layout
+from analysis.errors import AnalysisInputError, UnknownSchemaVersion
 from analysis.gzfiles import existing_capture
-from analysis.nsys_sqlite import ApiCall, GpuOp, NsysExport, NvtxRange, api_base_name
+from analysis.nsys.trace import NvtxRange, Trace, api_base_name
 
 SUITE_DOMAIN = "cookbook"
+#: the run summary's schema: raise it when a key changes meaning or goes away; readers refuse others
+SCHEMA_VERSION = 1
 PHASES = ("setup", "warmup", "compute", "transfer", "check")
 
 
@@ -33,6 +36,17 @@ def load_json(path: str) -> dict:
             return json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise AnalysisInputError(path, f"not valid JSON ({e})") from None
+
+
+def load_summary(path: str) -> dict:
+    """A run summary written by :func:`summarize_run`, refused (UnknownSchemaVersion) when it was
+    written with a schema this code does not know."""
+    record = load_json(path)
+    version = record.get("schema_version") if isinstance(record, dict) else None
+    if version != SCHEMA_VERSION:
+        raise UnknownSchemaVersion(path, f"run summary schema_version {version!r}, this code reads "
+                                         f"{SCHEMA_VERSION}: summarize the captures again")
+    return record
 
 
 def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
@@ -48,16 +62,6 @@ def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
     if cur_e is not None:
         total += cur_e - cur_s
     return total
-
-
-def ops_launched_in(rng: NvtxRange, calls: Sequence[ApiCall], call_starts: Sequence[int],
-                    ops_by_corr: dict[int, list[GpuOp]]) -> tuple[list[ApiCall], list[GpuOp]]:
-    """API calls made on the range's thread while it was open, and the GPU ops they launched."""
-    lo = bisect.bisect_left(call_starts, rng.start_ns)
-    hi = bisect.bisect_right(call_starts, rng.end_ns)
-    in_range = [c for c in calls[lo:hi] if c.global_tid == rng.global_tid and c.end_ns <= rng.end_ns]
-    ops = [op for c in in_range for op in ops_by_corr.get(c.correlation_id, ())]
-    return in_range, ops
 
 
 #: overview rows of the timeline merge intervals closer than (run span / this): a figure is
@@ -138,7 +142,7 @@ def _timeline(ops: cols.Ops, suite: list[NvtxRange], suite_ops: list[np.ndarray]
     return {"t0_ns": int(t0), "end_ns": int(t1 - t0), "overview": overview, "zoom": zoom}
 
 
-def _api_in(ex: NsysExport, trace: cols.Trace, rng: NvtxRange) -> list[list]:
+def _api_in(ex: Trace, trace: cols.Launches, rng: NvtxRange) -> list[list]:
     """[start, end, name] of the API calls made on the range's thread inside it (ns, absolute)."""
     _, api_names = cols.calls_named(ex, lambda name: False)  # reads the API names once
     idx = cols.calls_in_ranges(trace.calls, [rng])[0]
@@ -199,70 +203,70 @@ def _launch_shapes(ops: cols.Ops, idx: np.ndarray, names: dict[int, str]) -> lis
             for f, c in rows]
 
 
-def summarize_nsys(sqlite_path: str, workload: str, variant: str) -> dict:
-    with NsysExport(sqlite_path) as ex:
-        ranges = ex.nvtx_ranges()
-        mine: dict[str, list[NvtxRange]] = {}
-        for r in ranges:
-            if r.domain != SUITE_DOMAIN:
-                continue
-            parts = r.name.split("/")
-            if len(parts) == 3 and parts[0] == workload and parts[1] == variant and parts[2] in PHASES:
-                mine.setdefault(parts[2], []).append(r)
-        if not mine.get("compute"):
-            raise AnalysisInputError(
-                sqlite_path, f"no NVTX range {SUITE_DOMAIN}:{workload}/{variant}/compute: NVTX tracing was off "
-                             "(nsys -t nvtx) or the capture is of another workload")
-        trace = cols.read_trace(ex)
-        ops = trace.ops
-        gpus = ex.gpu_info()
-        kinds, mem = cols.enum_labels(ex, "ENUM_CUDA_MEMCPY_OPER"), cols.enum_labels(ex, "ENUM_CUDA_MEM_KIND")
-        by_label = {v: k for k, v in kinds.items()}
-        h2d, d2h = by_label.get("Host-to-Device"), by_label.get("Device-to-Host")
-        compute = sorted(mine["compute"], key=lambda r: r.start_ns)
-        suite = sorted((r for rs in mine.values() for r in rs), key=lambda r: r.start_ns)
-        suite_ops = cols.ops_in_ranges(trace, suite)
-        ops_of = {id(r): i for r, i in zip(suite, suite_ops)}
-        compute_ops = [ops_of[id(r)] for r in compute]
-        compute_idx = np.concatenate(compute_ops)
-        allocs, _ = cols.calls_named(ex, cols.is_allocation_api)
-        syncs, _ = cols.calls_named(ex, cols.is_sync_api)
-        alloc_in = cols.calls_in_ranges(allocs, compute)
-        sync_in = cols.calls_in_ranges(syncs, compute)
-        kernel_ids = ops.name[compute_idx][ops.kind[compute_idx] == cols.KERNEL]
-        zoom_ids = ops.name[compute_ops[-1]][ops.kind[compute_ops[-1]] == cols.KERNEL]
-        names = cols.string_ids(ex, np.unique(np.concatenate([kernel_ids, zoom_ids])))
-        range_records = [breakdown.range_record(r, ops, i, h2d, d2h) for r, i in zip(suite, suite_ops)]
-        time_of = {id(r): rec for r, rec in zip(suite, range_records)}
-        calls = [_call_record_columns(r, ops, i, time_of[id(r)], names, (allocs.end - allocs.start)[a],
-                                      (syncs.end - syncs.start)[s])
-                 for r, i, a, s in zip(compute, compute_ops, alloc_in, sync_in)]
-        transfer = [ops_of[id(r)] for r in mine.get("transfer", [])]
-        transfer_idx = np.concatenate(transfer) if transfer else np.zeros(0, np.int64)
-        alloc_dur = allocs.end - allocs.start
-        old_keys = ("direction", "src_kind", "dst_kind", "count", "bytes", "total_ns", "gb_per_s")
-        whole_copies = breakdown.copy_rows(ops, slice(None), kinds, mem)
-        record = {
-            "gpu": gpus[0].__dict__ if gpus else None,
-            "phases_wall_ns": {ph: sum(r.duration_ns for r in rs) for ph, rs in mine.items()},
-            "calls": calls,
-            "compute_kernels": _kernel_rows(ops, compute_idx, names),
-            "memcpy_by_direction": [{k: row[k] for k in old_keys} for row in whole_copies],
-            "transfer_memcpy": [{k: row[k] for k in old_keys}
-                                for row in breakdown.copy_rows(ops, transfer_idx, kinds, mem)],
-            "allocation_calls_total": int(len(alloc_dur)),
-            "allocation_ns_total": int(alloc_dur.sum()),
-            # what nsys stats does not give (analysis.breakdown)
-            "gpu_time": breakdown.ops_time(ops, slice(None), h2d, d2h) if len(ops) else None,
-            "ranges_gpu_time": range_records,
-            "copy_throughput": whole_copies,
-            "compute_copy_throughput": breakdown.copy_rows(ops, compute_idx, kinds, mem),
-            "allocations": breakdown.allocations(ex, compute),
-            "synchronization": breakdown.synchronization(ex, compute),
-            "compute_launch_shapes": _launch_shapes(ops, compute_idx, names),
-            "timeline": _timeline(ops, suite, suite_ops, compute, compute_ops, names, h2d, d2h,
-                                  _api_in(ex, trace, compute[-1])),
-        }
+def summarize_nsys(ex: Trace, workload: str, variant: str) -> dict:
+    """The numbers of one run's nsys capture that the report needs (``workload/variant``'s own ranges)."""
+    ranges = ex.nvtx_ranges()
+    mine: dict[str, list[NvtxRange]] = {}
+    for r in ranges:
+        if r.domain != SUITE_DOMAIN:
+            continue
+        parts = r.name.split("/")
+        if len(parts) == 3 and parts[0] == workload and parts[1] == variant and parts[2] in PHASES:
+            mine.setdefault(parts[2], []).append(r)
+    if not mine.get("compute"):
+        raise AnalysisInputError(
+            ex.path, f"no NVTX range {SUITE_DOMAIN}:{workload}/{variant}/compute: NVTX tracing was off "
+                         "(nsys -t nvtx) or the capture is of another workload")
+    trace = ex.launches()
+    ops = trace.ops
+    gpus = ex.gpu_info()
+    kinds, mem = ex.enum_labels("ENUM_CUDA_MEMCPY_OPER"), ex.enum_labels("ENUM_CUDA_MEM_KIND")
+    by_label = {v: k for k, v in kinds.items()}
+    h2d, d2h = by_label.get("Host-to-Device"), by_label.get("Device-to-Host")
+    compute = sorted(mine["compute"], key=lambda r: r.start_ns)
+    suite = sorted((r for rs in mine.values() for r in rs), key=lambda r: r.start_ns)
+    suite_ops = cols.ops_in_ranges(trace, suite)
+    ops_of = {id(r): i for r, i in zip(suite, suite_ops)}
+    compute_ops = [ops_of[id(r)] for r in compute]
+    compute_idx = np.concatenate(compute_ops)
+    allocs, _ = cols.calls_named(ex, cols.is_allocation_api)
+    syncs, _ = cols.calls_named(ex, cols.is_sync_api)
+    alloc_in = cols.calls_in_ranges(allocs, compute)
+    sync_in = cols.calls_in_ranges(syncs, compute)
+    kernel_ids = ops.name[compute_idx][ops.kind[compute_idx] == cols.KERNEL]
+    zoom_ids = ops.name[compute_ops[-1]][ops.kind[compute_ops[-1]] == cols.KERNEL]
+    names = cols.string_ids(ex, np.unique(np.concatenate([kernel_ids, zoom_ids])))
+    range_records = [breakdown.range_record(r, ops, i, h2d, d2h) for r, i in zip(suite, suite_ops)]
+    time_of = {id(r): rec for r, rec in zip(suite, range_records)}
+    calls = [_call_record_columns(r, ops, i, time_of[id(r)], names, (allocs.end - allocs.start)[a],
+                                  (syncs.end - syncs.start)[s])
+             for r, i, a, s in zip(compute, compute_ops, alloc_in, sync_in)]
+    transfer = [ops_of[id(r)] for r in mine.get("transfer", [])]
+    transfer_idx = np.concatenate(transfer) if transfer else np.zeros(0, np.int64)
+    alloc_dur = allocs.end - allocs.start
+    old_keys = ("direction", "src_kind", "dst_kind", "count", "bytes", "total_ns", "gb_per_s")
+    whole_copies = breakdown.copy_rows(ops, slice(None), kinds, mem)
+    record = {
+        "gpu": gpus[0].__dict__ if gpus else None,
+        "phases_wall_ns": {ph: sum(r.duration_ns for r in rs) for ph, rs in mine.items()},
+        "calls": calls,
+        "compute_kernels": _kernel_rows(ops, compute_idx, names),
+        "memcpy_by_direction": [{k: row[k] for k in old_keys} for row in whole_copies],
+        "transfer_memcpy": [{k: row[k] for k in old_keys}
+                            for row in breakdown.copy_rows(ops, transfer_idx, kinds, mem)],
+        "allocation_calls_total": int(len(alloc_dur)),
+        "allocation_ns_total": int(alloc_dur.sum()),
+        # what nsys stats does not give (analysis.breakdown)
+        "gpu_time": breakdown.ops_time(ops, slice(None), h2d, d2h) if len(ops) else None,
+        "ranges_gpu_time": range_records,
+        "copy_throughput": whole_copies,
+        "compute_copy_throughput": breakdown.copy_rows(ops, compute_idx, kinds, mem),
+        "allocations": breakdown.allocations(ex, compute),
+        "synchronization": breakdown.synchronization(ex, compute),
+        "compute_launch_shapes": _launch_shapes(ops, compute_idx, names),
+        "timeline": _timeline(ops, suite, suite_ops, compute, compute_ops, names, h2d, d2h,
+                              _api_in(ex, trace, compute[-1])),
+    }
     return record
 
 
@@ -303,15 +307,16 @@ def _median(values) -> float | None:
 
 
 def summarize_run(run_dir: str) -> dict:
-    timing = load_json(os.path.join(run_dir, "timing.json"))
+    timing = load_json(os.path.join(run_dir, layout.TIMING))
     for key in ("workload", "variant", "size", "timing", "times_ms", "work", "provenance"):
         if key not in timing:
-            raise AnalysisInputError(os.path.join(run_dir, "timing.json"), f"missing key {key!r}")
-    nsys_run = load_json(os.path.join(run_dir, "nsys-run.json"))
+            raise AnalysisInputError(os.path.join(run_dir, layout.TIMING), f"missing key {key!r}")
+    nsys_run = load_json(os.path.join(run_dir, layout.NSYS_RUN))
     w, v = timing["workload"], timing["variant"]
     work = timing["work"]
     median_ms = timing["timing"]["median_ms"]
     record = {
+        "schema_version": SCHEMA_VERSION,
         "workload": w,
         "variant": v,
         "summary": timing.get("summary", ""),
@@ -327,18 +332,19 @@ def summarize_run(run_dir: str) -> dict:
         "host_synced_ms": _median(timing.get("host_synced_ms")),
         "provenance": timing["provenance"],
         "nsys_provenance": nsys_run.get("provenance"),
-        "nsys": summarize_nsys(existing_capture(run_dir, "nsys.sqlite") or os.path.join(run_dir, "nsys.sqlite"),
-                               w, v),
+        "nsys": None,
         "ncu": None,
     }
-    ncu_path = existing_capture(run_dir, "ncu.ncu-rep")
-    raw_path = os.path.join(run_dir, "ncu-raw.csv")
+    with Trace(existing_capture(run_dir, layout.NSYS_EXPORT) or os.path.join(run_dir, layout.NSYS_EXPORT)) as ex:
+        record["nsys"] = summarize_nsys(ex, w, v)
+    ncu_path = existing_capture(run_dir, layout.NCU_REPORT)
+    raw_path = os.path.join(run_dir, layout.NCU_RAW)
     record["ncu_source"] = None
     if ncu_path:
         record["ncu"] = summarize_ncu(ncu_path)
-        record["ncu_source"] = "ncu.ncu-rep"
+        record["ncu_source"] = layout.NCU_REPORT
     elif os.path.isfile(raw_path):  # the report was not kept (size), its raw page was
         record["ncu"] = summarize_ncu(raw_path)
-        record["ncu_source"] = "ncu-raw.csv"
+        record["ncu_source"] = layout.NCU_RAW
     record["findings"] = [f.as_dict() for f in findings.evaluate(record["nsys"], record["ncu"])]
     return record

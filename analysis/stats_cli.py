@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from analysis import nsys_stats
+from analysis.nsys import stats as nsys_stats
 from analysis.errors import NoDataInExport
 
 

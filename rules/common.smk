@@ -5,6 +5,7 @@ import importlib.util
 import os
 import sys
 
+from analysis import layout
 from workloads.registry import BY_NAME as RECIPES
 
 
@@ -75,7 +76,11 @@ def profiled_by_ncu(workload, variant, size):
 
 
 def run_dir(root, w, v, s):
-    return f"{root}/{w}/{v}/n{s}"
+    return layout.run_dir(root, w, v, s)
+
+
+# one live run folder, as a pattern of the rules' wildcards (analysis/layout.py names its files)
+LIVE_RUN = run_dir(CAPTURES, "{workload}", "{variant}", "{size}")
 
 
 # --- profiling flags ---------------------------------------------------------------------------
@@ -136,7 +141,7 @@ def coldwarm_size(wc):
 
 
 def coldstart_records(workload):
-    return [f"{CAPTURES}/coldstart/{workload}_{v}.json" for v in RECIPES[workload].variants]
+    return [f"{CAPTURES}/{layout.COLDSTART}/{workload}_{v}.json" for v in RECIPES[workload].variants]
 
 
 def profiled_calls(wc):
@@ -153,31 +158,31 @@ def capture_root(capture_set):
 def run_inputs(wc):
     d = run_dir(capture_root(wc.set), wc.workload, wc.variant, wc.size)
     # reference captures keep the SQLite export and the ncu report gzipped
-    gz = "" if wc.set == "live" else ".gz"
+    gz = "" if wc.set == "live" else layout.GZIP_SUFFIX
     files = {
-        "timing": f"{d}/timing.json",
-        "sqlite": f"{d}/nsys.sqlite{gz}",
-        "nsys_run": f"{d}/nsys-run.json",
+        "timing": f"{d}/{layout.TIMING}",
+        "sqlite": f"{d}/{layout.NSYS_EXPORT}{gz}",
+        "nsys_run": f"{d}/{layout.NSYS_RUN}",
     }
     if wc.set == "live":
         if profiled_by_ncu(wc.workload, wc.variant, int(wc.size)):
-            files["ncu"] = f"{d}/ncu.ncu-rep"
-    elif os.path.exists(f"{d}/ncu.ncu-rep.gz"):
-        files["ncu"] = f"{d}/ncu.ncu-rep.gz"
-    elif os.path.exists(f"{d}/ncu-raw.csv"):
+            files["ncu"] = f"{d}/{layout.NCU_REPORT}"
+    elif os.path.exists(f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"):
+        files["ncu"] = f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"
+    elif os.path.exists(f"{d}/{layout.NCU_RAW}"):
         # the report file was not kept (size): the summary reads ncu's raw page instead
-        files["ncu_raw"] = f"{d}/ncu-raw.csv"
+        files["ncu_raw"] = f"{d}/{layout.NCU_RAW}"
     return files
 
 
 # Runs held in the reference folder, discovered from its files (config may have moved on).
-_ref = glob_wildcards(f"{REF_DIR}/{{workload}}/{{variant}}/n{{size}}/timing.json")
+_ref = glob_wildcards(f"{layout.run_dir(REF_DIR, '{workload}', '{variant}', '{size}')}/{layout.TIMING}")
 REFERENCE_RUNS = {}
 for _w, _v, _s in zip(_ref.workload, _ref.variant, _ref.size):
     REFERENCE_RUNS.setdefault(_w, []).append((_v, int(_s)))
 REFERENCE_WORKLOADS = [w for w in RECIPES if w in REFERENCE_RUNS]
-REFERENCE_HAS_COLDSTART = bool(glob.glob(f"{REF_DIR}/coldstart/*.json"))
-REFERENCE_HAS_MULTIPROCESS = os.path.exists(f"{REF_DIR}/nvtx_multiprocess/nsys.sqlite.gz")
+REFERENCE_HAS_COLDSTART = bool(glob.glob(f"{REF_DIR}/{layout.COLDSTART}/*.json"))
+REFERENCE_HAS_MULTIPROCESS = os.path.exists(f"{REF_DIR}/nvtx_multiprocess/{layout.NSYS_EXPORT}{layout.GZIP_SUFFIX}")
 
 
 def analyses(capture_set, workload):
@@ -189,17 +194,17 @@ def coldstart_inputs(wc):
     """The cold/warm records of a capture set, and the nsys exports whose first calls they explain."""
     if wc.set == "live":
         records = [r for w in RUNNABLE_WORKLOADS for r in coldstart_records(w)]
-        exports = [f"{run_dir(CAPTURES, w, v, s)}/nsys.sqlite" for w in RUNNABLE_WORKLOADS for v, s in runs(w)]
+        exports = [f"{run_dir(CAPTURES, w, v, s)}/{layout.NSYS_EXPORT}" for w in RUNNABLE_WORKLOADS for v, s in runs(w)]
     else:
-        records = sorted(glob.glob(f"{REF_DIR}/coldstart/*.json"))
-        exports = [f"{run_dir(REF_DIR, w, v, s)}/nsys.sqlite.gz" for w, pairs in REFERENCE_RUNS.items()
+        records = sorted(glob.glob(f"{REF_DIR}/{layout.COLDSTART}/*.json"))
+        exports = [f"{run_dir(REF_DIR, w, v, s)}/{layout.NSYS_EXPORT}{layout.GZIP_SUFFIX}" for w, pairs in REFERENCE_RUNS.items()
                    for v, s in pairs]
     return {"records": records, "exports": exports}
 
 
 def live_ground_truth(wc):
     # nsys' own summaries, kept beside the captures as ground truth for the readers' tests
-    return [f"{run_dir(CAPTURES, wc.workload, v, s)}/nsys-stats" for v, s in runs(wc.workload)]
+    return [f"{run_dir(CAPTURES, wc.workload, v, s)}/{layout.NSYS_STATS}" for v, s in runs(wc.workload)]
 
 
 wildcard_constraints:
@@ -213,8 +218,8 @@ wildcard_constraints:
 def reference_ceilings(workload):
     """The ceilings a reference workload's floors use: those of its own run when it was merged in
     from a partial run (analysis.captures.merge_reference), else the reference's."""
-    own = f"{REF_DIR}/{workload}/ceilings.json"
-    return own if os.path.exists(own) else f"{REF_DIR}/ceilings.json"
+    own = f"{REF_DIR}/{workload}/{layout.CEILINGS}"
+    return own if os.path.exists(own) else f"{REF_DIR}/{layout.CEILINGS}"
 
 
 # --- single-kernel pages (rules/kernel.smk) -----------------------------------------------------

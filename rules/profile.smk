@@ -48,7 +48,7 @@ rule timed:
         # the ceilings run first so that they and the timed runs never share the GPU
         rules.ceilings.output,
     output:
-        f"{CAPTURES}/{{workload}}/{{variant}}/n{{size}}/timing.json",
+        f"{LIVE_RUN}/{layout.TIMING}",
     log:
         f"{WORK}/logs/timed/{{workload}}_{{variant}}_n{{size}}.log",
     params:
@@ -72,9 +72,9 @@ rule nsys:
     input:
         rules.preflight.output,
     output:
-        rep=f"{CAPTURES}/{{workload}}/{{variant}}/n{{size}}/nsys.nsys-rep",
-        sqlite=f"{CAPTURES}/{{workload}}/{{variant}}/n{{size}}/nsys.sqlite",
-        run=f"{CAPTURES}/{{workload}}/{{variant}}/n{{size}}/nsys-run.json",
+        rep=f"{LIVE_RUN}/{layout.NSYS_REPORT}",
+        sqlite=f"{LIVE_RUN}/{layout.NSYS_EXPORT}",
+        run=f"{LIVE_RUN}/{layout.NSYS_RUN}",
     log:
         f"{WORK}/logs/nsys/{{workload}}_{{variant}}_n{{size}}.log",
     params:
@@ -103,9 +103,9 @@ rule nsys:
 
 rule nsys_stats:
     input:
-        f"{CAPTURES}/{{workload}}/{{variant}}/n{{size}}/nsys.sqlite",
+        f"{LIVE_RUN}/{layout.NSYS_EXPORT}",
     output:
-        directory(f"{CAPTURES}/{{workload}}/{{variant}}/n{{size}}/nsys-stats"),
+        directory(f"{LIVE_RUN}/{layout.NSYS_STATS}"),
     log:
         f"{WORK}/logs/nsys_stats/{{workload}}_{{variant}}_n{{size}}.log",
     params:
@@ -134,9 +134,9 @@ rule ncu:
     input:
         rules.preflight.output,
     output:
-        rep=f"{CAPTURES}/{{workload}}/{{variant}}/n{{size}}/ncu.ncu-rep",
-        raw=f"{CAPTURES}/{{workload}}/{{variant}}/n{{size}}/ncu-raw.csv",
-        run=f"{CAPTURES}/{{workload}}/{{variant}}/n{{size}}/ncu-run.json",
+        rep=f"{LIVE_RUN}/{layout.NCU_REPORT}",
+        raw=f"{LIVE_RUN}/{layout.NCU_RAW}",
+        run=f"{LIVE_RUN}/{layout.NCU_RUN}",
     log:
         f"{WORK}/logs/ncu/{{workload}}_{{variant}}_n{{size}}.log",
     params:

@@ -1,6 +1,8 @@
 """Shared fixtures. The captures under reports/reference/ are real profiler output from a GPU host."""
 from __future__ import annotations
 
+import csv
+import functools
 import os
 import pathlib
 import sys
@@ -18,6 +20,57 @@ def reference_runs(with_nsys_stats: bool = False) -> list[pathlib.Path]:
     (reports/reference/h200/jax_matmul/jit/n512) has none."""
     runs = sorted(p.parent for p in REFERENCE.glob("*/*/n*/timing.json"))
     return [r for r in runs if (r / "nsys-stats").is_dir()] if with_nsys_stats else runs
+
+
+def _run_id(run: pathlib.Path) -> str:
+    return "/".join(run.parts[-3:])
+
+
+@pytest.fixture(params=reference_runs(with_nsys_stats=True), ids=_run_id)
+def run(request) -> pathlib.Path:
+    """Each reference run folder that kept nsys' own CSVs."""
+    return request.param
+
+
+@pytest.fixture(params=reference_runs(), ids=_run_id)
+def any_run(request) -> pathlib.Path:
+    """Each reference run folder, those captured by hand outside the pipeline included."""
+    return request.param
+
+
+@functools.lru_cache(maxsize=None)
+def nsys_stats_rows(run: pathlib.Path, report: str) -> list[dict]:
+    """nsys' own CSV of ``report`` for a reference run (``nsys-stats/stats_<report>.csv``), as dicts."""
+    with open(run / "nsys-stats" / f"stats_{report}.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+_OPEN_TRACES: dict[pathlib.Path, object] = {}
+
+
+def reference_trace(path: pathlib.Path):
+    """A committed export, opened once per test session (unpacking a .gz export costs time);
+    tests must not change it: a test that damages an export works on its own copy."""
+    from analysis.nsys import Trace
+
+    path = pathlib.Path(path)
+    if path not in _OPEN_TRACES:
+        _OPEN_TRACES[path] = Trace(path)
+    return _OPEN_TRACES[path]
+
+
+@functools.lru_cache(maxsize=None)
+def summary_of(run: pathlib.Path) -> dict:
+    """``summarize_run`` of a reference run folder, computed once per test session."""
+    from analysis.run_summary import summarize_run
+
+    return summarize_run(str(run))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for trace in _OPEN_TRACES.values():
+        trace.close()
+    _OPEN_TRACES.clear()
 
 
 @pytest.fixture(scope="session")

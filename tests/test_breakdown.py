@@ -2,7 +2,7 @@
 nsys' own (`nsys stats` CSVs) and with the record readers, and say what the variants do."""
 from __future__ import annotations
 
-import csv
+import contextlib
 import gzip
 import shutil
 import sqlite3
@@ -10,24 +10,19 @@ import sqlite3
 import numpy as np
 import pytest
 
-from analysis import breakdown, nsys_stats
-from analysis import nsys_columns as cols
+from analysis import breakdown
+from analysis.nsys import stats as nsys_stats
+from analysis.nsys import columns as cols
 from analysis.errors import AnalysisInputError
-from analysis.nsys_sqlite import ALLOCATION_APIS, NsysExport, api_family
-from analysis.run_summary import ops_launched_in
+from analysis.nsys.trace import ALLOCATION_APIS, Trace, api_family
 
-from conftest import REFERENCE, reference_runs
+from conftest import REFERENCE, nsys_stats_rows, reference_runs, reference_trace
 
 RUNS = reference_runs(with_nsys_stats=True)
 
 
-def _stats(run, report):
-    with open(run / "nsys-stats" / f"stats_{report}.csv", newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def _export(run):
-    return NsysExport(run / "nsys.sqlite.gz")
+    return contextlib.nullcontext(reference_trace(run / "nsys.sqlite.gz"))
 
 
 def _plain(tmp_path, run, name="export.sqlite"):
@@ -41,19 +36,14 @@ def _run(workload, variant):
     return next(REFERENCE.glob(f"{workload}/{variant}/n*"))
 
 
-@pytest.fixture(params=RUNS, ids=lambda p: "/".join(p.parts[-3:]))
-def run(request):
-    return request.param
-
-
 # --- GPU busy and idle ----------------------------------------------------------------------------------
 
-def test_gpu_time_sums_equal_nsys_stats(run):
+def test_gpu_time_sums_equal_nsysnsys_stats_rows(run):
     with _export(run) as ex:
         g = breakdown.gpu_time(ex)
-    mem = _stats(run, "cuda_gpu_mem_time_sum")
-    assert g["kernel_ns"] == sum(int(r["Total Time (ns)"]) for r in _stats(run, "cuda_gpu_kern_sum"))
-    assert g["kernels"] == sum(int(r["Instances"]) for r in _stats(run, "cuda_gpu_kern_sum"))
+    mem = nsys_stats_rows(run, "cuda_gpu_mem_time_sum")
+    assert g["kernel_ns"] == sum(int(r["Total Time (ns)"]) for r in nsys_stats_rows(run, "cuda_gpu_kern_sum"))
+    assert g["kernels"] == sum(int(r["Instances"]) for r in nsys_stats_rows(run, "cuda_gpu_kern_sum"))
     assert g["memcpy_ns"] == sum(int(r["Total Time (ns)"]) for r in mem if r["Operation"].startswith("[CUDA memcpy"))
     assert g["memset_ns"] == sum(int(r["Total Time (ns)"]) for r in mem if r["Operation"] == "[CUDA memset]")
     assert g["memcpy_h2d_ns"] == sum(int(r["Total Time (ns)"]) for r in mem
@@ -86,7 +76,7 @@ def test_range_projection_equals_nvtx_gpu_proj_sum(run):
             m[1] += 1
             m[2] += r["launches"]
     theirs = {r["Range"]: [int(r["Total Proj Time (ns)"]), int(r["Range Instances"]), int(r["Total GPU Ops"])]
-              for r in _stats(run, "nvtx_gpu_proj_sum")}
+              for r in nsys_stats_rows(run, "nvtx_gpu_proj_sum")}
     assert mine == theirs
 
 
@@ -96,22 +86,6 @@ def test_range_records_add_up(run):
             assert r["busy_ns"] + r["idle_in_span_ns"] == r["span_ns"]
             assert r["idle_in_range_ns"] == max(r["range_ns"] - r["busy_ns"], 0)
             assert r["ops"] == r["kernels"] + r["memcpys"] + r["memsets"]
-
-
-def test_launched_operations_equal_the_record_readers(run):
-    """The columnar join (ops_in_ranges) finds exactly what ops_launched_in finds with records."""
-    with _export(run) as ex:
-        ranges = ex.nvtx_ranges()
-        calls, ops = ex.api_calls(), ex.gpu_ops()
-        trace = cols.read_trace(ex)
-    by_corr: dict[int, list] = {}
-    for o in ops:
-        by_corr.setdefault(o.correlation_id, []).append(o)
-    starts = [c.start_ns for c in calls]
-    for rng, idx in zip(ranges, cols.ops_in_ranges(trace, ranges)):
-        expected = ops_launched_in(rng, calls, starts, by_corr)[1]
-        got = sorted(zip(trace.ops.start[idx].tolist(), trace.ops.end[idx].tolist(), trace.ops.corr[idx].tolist()))
-        assert got == sorted((o.start_ns, o.end_ns, o.correlation_id) for o in expected), rng.name
 
 
 # --- copies ---------------------------------------------------------------------------------------------
@@ -127,9 +101,9 @@ def test_copy_throughput_equals_nsys_stats_totals(run):
         d[2] += r["bytes"]
         assert r["gb_per_s"] == pytest.approx(r["bytes"] / r["total_ns"])
         assert r["best_copy_gb_per_s"] >= r["gb_per_s"] * (1 - 1e-12)
-    times = {r["Operation"]: (int(r["Count"]), int(r["Total Time (ns)"])) for r in _stats(run, "cuda_gpu_mem_time_sum")
+    times = {r["Operation"]: (int(r["Count"]), int(r["Total Time (ns)"])) for r in nsys_stats_rows(run, "cuda_gpu_mem_time_sum")
              if r["Operation"].startswith("[CUDA memcpy")}
-    sizes = {r["Operation"]: float(r["Total (MB)"]) for r in _stats(run, "cuda_gpu_mem_size_sum")
+    sizes = {r["Operation"]: float(r["Total (MB)"]) for r in nsys_stats_rows(run, "cuda_gpu_mem_size_sum")
              if r["Operation"].startswith("[CUDA memcpy")}
     assert {k: tuple(v[:2]) for k, v in by_dir.items()} == times
     for k, v in by_dir.items():
@@ -167,7 +141,7 @@ def test_allocation_counts_equal_cuda_api_sum(run):
     with _export(run) as ex:
         a = breakdown.allocations(ex)
     theirs = {}
-    for r in _stats(run, "cuda_api_sum"):
+    for r in nsys_stats_rows(run, "cuda_api_sum"):
         if api_family(r["Name"]) in ALLOCATION_APIS:
             n, t = theirs.get(api_family(r["Name"]), (0, 0))
             theirs[api_family(r["Name"])] = (n + int(r["Num Calls"]), t + int(r["Total Time (ns)"]))
@@ -221,7 +195,7 @@ def test_damaged_values_are_a_clear_error(tmp_path, value):
         con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
         con.execute("ALTER TABLE k RENAME TO CUPTI_ACTIVITY_KIND_KERNEL")
         con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {value} WHERE rowid = 2")
-    with NsysExport(db) as ex:
+    with Trace(db) as ex:
         with pytest.raises(AnalysisInputError, match="damaged.sqlite: .*damaged"):
             breakdown.gpu_time(ex)
     with pytest.raises(AnalysisInputError, match="damaged.sqlite: .*damaged"):
@@ -232,7 +206,7 @@ def test_export_without_nvtx_ranges_is_a_clear_error(tmp_path):
     db = _plain(tmp_path, RUNS[0], "nonvtx.sqlite")
     with sqlite3.connect(db) as con:
         con.execute("DELETE FROM NVTX_EVENTS")
-    with NsysExport(db) as ex:
+    with Trace(db) as ex:
         with pytest.raises(AnalysisInputError, match="nonvtx.sqlite.*no closed NVTX ranges"):
             breakdown.range_gpu_time(ex)
 

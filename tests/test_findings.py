@@ -2,7 +2,6 @@
 is the capture's own numbers (recomputed here another way where there is one)."""
 from __future__ import annotations
 
-import functools
 import gzip
 import json
 import shutil
@@ -12,17 +11,16 @@ import pytest
 
 from analysis import breakdown, findings
 from analysis.ncu import read_launches, read_raw_csv
-from analysis.nsys_sqlite import NsysExport
-from analysis.run_summary import ops_launched_in, summarize_nsys, summarize_run
+from analysis.nsys.trace import Trace
+from analysis.nsys import columns as cols
+from analysis.run_summary import summarize_nsys
 
-from conftest import REFERENCE, reference_runs
+from conftest import REFERENCE, reference_runs, summary_of
 
 RUNS = reference_runs()
 
 
-@functools.lru_cache(maxsize=None)
-def _summary(run) -> dict:
-    return summarize_run(str(run))
+_summary = summary_of
 
 
 def _run(workload, variant, size=None):
@@ -33,9 +31,9 @@ def _ids(run) -> dict[str, dict]:
     return {f["id"]: f for f in _summary(run)["findings"]}
 
 
-@pytest.fixture(params=RUNS, ids=lambda p: "/".join(p.parts[-3:]))
-def run(request):
-    return request.param
+@pytest.fixture
+def run(any_run):
+    return any_run
 
 
 def test_findings_are_typed_records_with_evidence_and_a_fix(run):
@@ -51,7 +49,7 @@ def test_findings_are_typed_records_with_evidence_and_a_fix(run):
 def test_pageable_copies_are_flagged_in_the_numba_baseline_and_not_once_pinned():
     base = _run("numba_ufunc", "baseline")
     flagged = _ids(base)["pageable_memcpy"]
-    with NsysExport(base / "nsys.sqlite.gz") as ex:
+    with Trace(base / "nsys.sqlite.gz") as ex:
         hot = [r for r in ex.nvtx_ranges() if breakdown.is_hot_range(r)]
         copies = breakdown.copy_throughput(ex, hot)
     pageable = [c for c in copies if c["host_memory"] == "pageable"]
@@ -83,7 +81,7 @@ def test_cupy_baseline_allocates_in_its_first_call_and_the_pools_do_not(size):
 def test_allocation_evidence_is_the_calls_of_the_api_trace():
     run = _run("numba_ufunc", "baseline")
     f = _ids(run)["hot_range_allocations"]
-    with NsysExport(run / "nsys.sqlite.gz") as ex:
+    with Trace(run / "nsys.sqlite.gz") as ex:
         hot = sorted((r for r in ex.nvtx_ranges() if breakdown.is_hot_range(r)), key=lambda r: r.start_ns)
         api = ex.api_calls()
     per_call = [sum(1 for c in api if c.is_allocation and c.global_tid == r.global_tid
@@ -136,15 +134,13 @@ def test_low_throughput_is_flagged_where_ncu_measured_both_below_the_threshold(r
 
 def _steady_gaps(run) -> list[tuple[int, int]]:
     """(gap, span) of every steady compute call, from the record readers."""
-    with NsysExport(run / "nsys.sqlite.gz") as ex:
+    with Trace(run / "nsys.sqlite.gz") as ex:
         hot = sorted((r for r in ex.nvtx_ranges() if breakdown.is_hot_range(r)), key=lambda r: r.start_ns)
-        api, ops = ex.api_calls(), ex.gpu_ops()
-    by_corr: dict[int, list] = {}
-    for o in ops:
-        by_corr.setdefault(o.correlation_id, []).append(o)
+        steady = hot[1:] if len(hot) > 1 else hot
+        per_range = cols.launched_in(ex, steady)
     out = []
-    for r in (hot[1:] if len(hot) > 1 else hot):
-        launched = sorted(ops_launched_in(r, api, [c.start_ns for c in api], by_corr)[1], key=lambda o: o.start_ns)
+    for _, ops in per_range:
+        launched = sorted(ops, key=lambda o: o.start_ns)
         gap, end = 0, launched[0].end_ns
         for o in launched[1:]:
             gap += max(o.start_ns - end, 0)
@@ -189,7 +185,7 @@ def test_synchronize_calls_inside_the_loop_are_flagged(tmp_path):
     db = tmp_path / "synced.sqlite"
     with gzip.open(run / "nsys.sqlite.gz") as f_in, open(db, "wb") as f_out:
         shutil.copyfileobj(f_in, f_out)
-    with NsysExport(db) as ex:
+    with Trace(db) as ex:
         hot = [r for r in ex.nvtx_ranges() if breakdown.is_hot_range(r)]
     with sqlite3.connect(db) as con:
         cols = [r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)")]
@@ -204,7 +200,8 @@ def test_synchronize_calls_inside_the_loop_are_flagged(tmp_path):
                            globalTid=r.global_tid)
                 con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES ({', '.join('?' * len(cols))})",
                             [row[c] for c in cols])
-    nsys = summarize_nsys(str(db), "cupy_sqdiff", "baseline")
+    with Trace(db) as ex:
+        nsys = summarize_nsys(ex, "cupy_sqdiff", "baseline")
     f = findings.sync_in_loop(nsys)
     assert f is not None and f.severity == "warning"
     assert f.evidence["sync_calls_per_call"] == [4] * len(hot)

@@ -17,10 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis import breakdown, nsys_stats, perfetto
+from analysis import breakdown, multiprocess, perfetto
+from analysis.nsys import stats as nsys_stats
 from analysis.errors import AnalysisInputError
 from analysis.ncu import NCU_REP_MAGIC, read_launches
-from analysis.nsys_sqlite import SQLITE_MAGIC, NsysExport
+from analysis.nsys.trace import SQLITE_MAGIC, Trace
 
 from conftest import REFERENCE, reference_runs
 
@@ -92,7 +93,7 @@ def _either(fn, *args):
 def _read_everything(path: str) -> None:
     """Open the export and run every reader and every report on it: each one either gives a
     result or raises AnalysisInputError."""
-    ex = _either(NsysExport, path)
+    ex = _either(Trace, path)
     if ex is None:
         return
     with ex:
@@ -109,11 +110,12 @@ def _read_everything(path: str) -> None:
                    breakdown.synchronization):
             _either(fn, ex)
         _either(lambda e: sum(1 for _ in perfetto.trace_events(e)), ex)
+        _either(multiprocess.processes, ex)
 
 
 def _all_fail(path: str) -> None:
     """Arbitrary bytes are never an export: opening it, and every report, raise AnalysisInputError."""
-    assert _either(NsysExport, path) is None
+    assert _either(Trace, path) is None
     for name in nsys_stats.REPORTS:
         assert _either(nsys_stats.report, path, name) is None
 
@@ -203,7 +205,7 @@ def test_damaged_ncu_report(work_dir, flips, cut):
 def test_undamaged_captures_read():
     """The fuzz inputs start from captures the readers do read."""
     run = reference_runs()[0]
-    with NsysExport(run / "nsys.sqlite.gz") as ex:
+    with Trace(run / "nsys.sqlite.gz") as ex:
         assert ex.kernels()
     assert _reference_export().startswith(SQLITE_MAGIC)
     assert _reference_ncu().startswith(NCU_REP_MAGIC)
@@ -223,7 +225,7 @@ def test_schema_that_is_not_utf8_is_a_clear_error(work_dir):
     con.commit()
     con.close()
     with pytest.raises(AnalysisInputError, match="badschema.sqlite"):
-        NsysExport(path)
+        Trace(path)
 
 
 @pytest.mark.parametrize("name", ["corrupt.sqlite.gz", "corrupt.ncu-rep.gz"])
@@ -232,7 +234,7 @@ def test_corrupt_gzip_is_a_clear_error(work_dir, name):
     path.write_bytes(GZIP_MAGIC + b"\x08\x00" + bytes(6) + bytes(range(64)))
     with pytest.raises(AnalysisInputError, match="corrupt"):
         if name.endswith(".sqlite.gz"):
-            NsysExport(path)
+            Trace(path)
         else:
             read_launches(path)
 

@@ -23,7 +23,7 @@ from workloads.jax_matmul import RECIPE  # noqa: E402
 from workloads.jax_matmul import common  # noqa: E402
 from workloads.jax_matmul import exp_allocator  # noqa: E402
 
-from conftest import REFERENCE, REPO  # noqa: E402
+from conftest import REFERENCE, REPO, reference_trace  # noqa: E402
 
 CPU_ENV = dict(os.environ, JAX_PLATFORMS="cpu")
 
@@ -232,7 +232,7 @@ DEVICE_KINDS_SQL = "(SELECT id FROM ENUM_CUDA_MEM_KIND WHERE label IN ('Device',
                                  "pycuda_kernel/baseline/n268435456", "numba_ufunc/streams/n268435456"])
 def test_device_memory_peak_matches_a_running_sum_in_sql(run):
     path = REFERENCE / run / "nsys.sqlite.gz"
-    mem = readers.device_memory(str(path))
+    mem = readers.device_memory(reference_trace(str(path)))
     # the same peak by a window function over the events, signed by their operation's label
     (peak,), = _sql(path, f"""
         SELECT MAX(held) FROM (SELECT SUM(CASE o.label WHEN 'Allocation' THEN e.bytes ELSE -e.bytes END)
@@ -247,7 +247,7 @@ def test_device_memory_peak_matches_a_running_sum_in_sql(run):
 
 
 def test_the_rmm_pool_is_one_large_device_allocation():
-    mem = readers.device_memory(str(REFERENCE / "cupy_sqdiff/rmm_pool/n4096/nsys.sqlite.gz"))
+    mem = readers.device_memory(reference_trace(str(REFERENCE / "cupy_sqdiff/rmm_pool/n4096/nsys.sqlite.gz")))
     assert mem["by_kind"]["Device"]["allocations"] == 1
     assert mem["largest_allocation_bytes"] == mem["by_kind"]["Device"]["allocated_bytes"]
     # the pool, not the 3 x 128 MiB the run needs, is what the process holds
@@ -255,10 +255,10 @@ def test_the_rmm_pool_is_one_large_device_allocation():
 
 
 def test_large_allocations_are_listed_in_order_and_doubling_runs_found():
-    mem = readers.device_memory(str(REFERENCE / "cupy_sqdiff/rmm_pool/n4096/nsys.sqlite.gz"))
+    mem = readers.device_memory(reference_trace(str(REFERENCE / "cupy_sqdiff/rmm_pool/n4096/nsys.sqlite.gz")))
     assert mem["large_allocations_bytes"] == [mem["largest_allocation_bytes"]]
     # CuPy's own pool takes one block per array it keeps (128 MiB at 4096^2 float64): no doubling
-    mem = readers.device_memory(str(REFERENCE / "cupy_sqdiff/baseline/n4096/nsys.sqlite.gz"))
+    mem = readers.device_memory(reference_trace(str(REFERENCE / "cupy_sqdiff/baseline/n4096/nsys.sqlite.gz")))
     assert mem["large_allocations_bytes"].count(4096 * 4096 * 8) >= 3
     assert len(readers.longest_doubling(mem["large_allocations_bytes"])) == 1
     assert readers.longest_doubling([2, 4, 8, 5, 10, 20, 40, 3]) == [5, 10, 20, 40]
@@ -266,14 +266,14 @@ def test_large_allocations_are_listed_in_order_and_doubling_runs_found():
 
 
 def test_pycuda_frees_what_it_allocates_so_the_peak_is_below_the_total():
-    mem = readers.device_memory(str(REFERENCE / "pycuda_kernel/baseline/n268435456/nsys.sqlite.gz"))
+    mem = readers.device_memory(reference_trace(str(REFERENCE / "pycuda_kernel/baseline/n268435456/nsys.sqlite.gz")))
     assert mem["frees"] == mem["allocations"] and mem["freed_bytes"] == mem["allocated_bytes"]
     assert mem["peak_bytes"] <= mem["allocated_bytes"]
 
 
 def test_compute_calls_find_the_kernels_inside_each_range():
     path = str(REFERENCE / "cupy_sqdiff/baseline/n4096/nsys.sqlite.gz")
-    calls = readers.compute_calls(path, "cupy_sqdiff", "baseline")
+    calls = readers.compute_calls(reference_trace(path), "cupy_sqdiff", "baseline")
     assert len(calls) == 3
     for c in calls:
         # (a - b) ** 2: a subtract and a square kernel per call, no copies
@@ -288,14 +288,14 @@ def test_compute_calls_find_the_kernels_inside_each_range():
         ON k.start >= r.start AND k.end <= r.end LEFT JOIN StringIds s ON s.id = r.textId
         WHERE COALESCE(r.text, s.value) = 'cupy_sqdiff/baseline/compute'""")
     assert n == sum(c.kernels for c in calls)
-    assert readers.allocations_per_call(path, "cupy_sqdiff", "baseline")[1:] == [1, 0]
+    assert readers.allocations_per_call(reference_trace(path), "cupy_sqdiff", "baseline")[1:] == [1, 0]
 
 
 def test_readers_name_what_is_missing(tmp_path):
     from analysis.errors import AnalysisInputError
 
     with pytest.raises(AnalysisInputError, match="no NVTX range"):
-        readers.compute_calls(str(REFERENCE / "cupy_sqdiff/baseline/n4096/nsys.sqlite.gz"), "jax_matmul", "bf16")
+        readers.compute_calls(reference_trace(REFERENCE / "cupy_sqdiff/baseline/n4096/nsys.sqlite.gz"), "jax_matmul", "bf16")
     with pytest.raises(AnalysisInputError, match="allocator.json"):
         readers.allocator_experiment(str(tmp_path))
     with pytest.raises(AnalysisInputError, match="ceilings.json"):

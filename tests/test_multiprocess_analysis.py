@@ -3,7 +3,6 @@ own summaries, then a two-process export built from one of them (same correlatio
 domain ids in both processes, as real multi-process captures have), and the CLI."""
 from __future__ import annotations
 
-import csv
 import gzip
 import tempfile
 import os
@@ -16,15 +15,10 @@ import pytest
 from analysis import multiprocess as mp
 from analysis.__main__ import main
 
-from conftest import REFERENCE, reference_runs
+from conftest import REFERENCE, nsys_stats_rows, reference_runs
 
 RUNS = reference_runs(with_nsys_stats=True)
 FUSED = REFERENCE / "cupy_sqdiff" / "fused" / "n4096"
-
-
-def _stats(run, report: str) -> list[dict]:
-    with open(run / "nsys-stats" / f"stats_{report}.csv") as f:
-        return list(csv.DictReader(f))
 
 
 def test_global_ids_split_into_pid_and_tid():
@@ -40,7 +34,7 @@ SUITE_ONLY = [r for r in RUNS if r.parts[-3] in ("cupy_sqdiff", "numba_ufunc", "
 
 
 @pytest.mark.parametrize("run", SUITE_ONLY, ids=lambda p: "/".join(p.parts[-3:]))
-def test_one_process_per_reference_capture_agrees_with_nsys_stats(run):
+def test_one_process_per_reference_capture_agrees_with_nsysnsys_stats_rows(run):
     procs = mp.read_processes(str(run / "nsys.sqlite.gz"))
     with_suite = [p for p in procs if p.suite_ranges]
     assert len(with_suite) == 1 and len(procs) == 1
@@ -55,21 +49,21 @@ def test_one_process_per_reference_capture_agrees_with_nsys_stats(run):
     kernels: dict[str, int] = {}
     for o in p.ops_of_kind("kernel"):
         kernels[o.name] = kernels.get(o.name, 0) + 1
-    assert kernels == {r["Name"]: int(r["Instances"]) for r in _stats(run, "cuda_gpu_kern_sum")}
+    assert kernels == {r["Name"]: int(r["Instances"]) for r in nsys_stats_rows(run, "cuda_gpu_kern_sum")}
     copies: dict[str, int] = {}
     for o in p.gpu_ops:
         if o.kind != "kernel":
             copies[o.name] = copies.get(o.name, 0) + 1
-    assert copies == {r["Operation"]: int(r["Count"]) for r in _stats(run, "cuda_gpu_mem_time_sum")}
+    assert copies == {r["Operation"]: int(r["Count"]) for r in nsys_stats_rows(run, "cuda_gpu_mem_time_sum")}
     # the suite's ranges: nsys' NVTX summary, and its GPU projection's count of launched operations
     s = mp.summary(procs)["processes"][0]
     mine = {f"cookbook:{r['name']}": r for r in s["suite_ranges"]}
-    theirs = {r["Range"]: r for r in _stats(run, "nvtx_sum")}
+    theirs = {r["Range"]: r for r in nsys_stats_rows(run, "nvtx_sum")}
     assert set(mine) == set(theirs)
     for name, r in theirs.items():
         assert mine[name]["calls"] == int(r["Instances"])
         assert round(mine[name]["total_ms"] * 1e6) == int(r["Total Time (ns)"])
-    projected = {r["Range"]: int(r["Total GPU Ops"]) for r in _stats(run, "nvtx_gpu_proj_sum")}
+    projected = {r["Range"]: int(r["Total GPU Ops"]) for r in nsys_stats_rows(run, "nvtx_gpu_proj_sum")}
     assert {n: r["gpu_ops_launched"] for n, r in mine.items() if r["gpu_ops_launched"]} == projected
     assert p.thirdparty_ranges == () and p.marks == ()
 
@@ -219,3 +213,20 @@ def test_an_export_without_activity_is_refused_with_a_reason(tmp_path, capsys):
     assert rc == 2
     assert "quiet.sqlite: no process made CUDA calls or NVTX annotations" in capsys.readouterr().err
     assert not (tmp_path / "x.md").exists()
+
+
+@pytest.mark.parametrize("damage", ["UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL",
+                                    "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = NULL WHERE rowid = 1",
+                                    "UPDATE ThreadNames SET globalTid = 'main'"])
+def test_multiprocess_report_on_a_damaged_export_is_a_typed_error(tmp_path, capsys, damage):
+    """A NULL or text where nsys writes a global id is the export's error, named, not a TypeError."""
+    db = tmp_path / "damaged.sqlite"
+    with gzip.open(FUSED / "nsys.sqlite.gz", "rb") as src, open(db, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with sqlite3.connect(db) as con:
+        con.execute(damage)
+    out = tmp_path / "page.md"
+    assert main(["multiprocess-report", str(db), "--output", str(out), "--figure", str(tmp_path / "t.png")]) == 2
+    err = capsys.readouterr().err
+    assert "damaged.sqlite" in err and "damaged export" in err
+    assert not out.exists()

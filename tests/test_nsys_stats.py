@@ -10,18 +10,19 @@ import decimal
 import gzip
 import io
 import json
+import re
 import shutil
 import sqlite3
 
 import pytest
 
-from analysis import nsys_stats
+from analysis.nsys import stats as nsys_stats
 from analysis.__main__ import main
-from analysis.errors import AnalysisInputError, NoDataInExport
-from analysis.nsys_sqlite import NsysExport, NvtxRange
-from analysis.run_summary import ops_launched_in
+from analysis.errors import AnalysisInputError, DamagedExport, NoDataInExport
+from analysis.nsys.trace import Trace, NvtxRange
+from analysis.nsys import columns as cols
 
-from conftest import reference_runs
+from conftest import REPO, reference_runs
 
 RUNS = reference_runs(with_nsys_stats=True)
 REPORTS = list(nsys_stats.REPORTS)
@@ -57,11 +58,6 @@ def _close(column: str, mine: str, theirs: str) -> bool:
         half_digit = 0.5 * 10.0 ** -len(theirs.partition(".")[2])  # for values near 0 (a StdDev of 0.0)
         return abs(a - b) <= 1e-3 * abs(b) or abs(a - b) <= half_digit * (1 + 1e-9)
     return int(mine) == int(theirs)
-
-
-@pytest.fixture(params=RUNS, ids=lambda p: "/".join(p.parts[-3:]))
-def run(request):
-    return request.param
 
 
 @pytest.mark.parametrize("report", REPORTS)
@@ -175,48 +171,53 @@ def test_not_sqlite_is_a_clear_error(tmp_path, report):
         nsys_stats.report(str(bad), report)
 
 
-@pytest.mark.parametrize("report", ["nvtx_sum", "nvtx_gpu_proj_sum"])
-def test_export_without_nvtx_table_says_nvtx_tracing_was_off(tmp_path, report):
-    db = _plain_copy(tmp_path, "nonvtx.sqlite")
+# (reports, what is done to a committed export, what the error must say after the file's name)
+MISSING = {
+    "no_nvtx_table": (["nvtx_sum", "nvtx_gpu_proj_sum"], ["DROP TABLE NVTX_EVENTS"],
+                      "NVTX_EVENTS.*NVTX tracing was off"),
+    "no_ranges": (["nvtx_sum", "nvtx_gpu_proj_sum"], ["DELETE FROM NVTX_EVENTS WHERE eventType != 75"], "NVTX range"),
+    "no_memory_tables": (["cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum"],
+                         ["DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY", "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET"],
+                         "no CUPTI_ACTIVITY_KIND_MEMCPY"),
+    "no_kernels": (["cuda_gpu_kern_sum"], ["DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL"], "no CUDA kernels"),
+    "damaged_value": (["cuda_api_sum"], ["UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = 'soon' WHERE rowid = 1"],
+                      "damaged export"),
+}
+
+
+@pytest.mark.parametrize("case, report", [(case, report) for case, (reports, _, _) in MISSING.items()
+                                          for report in reports])
+def test_an_export_without_what_a_report_needs_is_a_clear_error_not_an_empty_table(tmp_path, case, report):
+    _, statements, message = MISSING[case]
+    db = _plain_copy(tmp_path)
     with sqlite3.connect(db) as con:
-        con.execute("DROP TABLE NVTX_EVENTS")
-    with pytest.raises(AnalysisInputError, match="nonvtx.sqlite.*NVTX_EVENTS.*NVTX tracing was off"):
+        for sql in statements:
+            con.execute(sql)
+    with pytest.raises(AnalysisInputError, match=f"export.sqlite.*{message}"):
         nsys_stats.report(str(db), report)
 
 
-@pytest.mark.parametrize("report", ["nvtx_sum", "nvtx_gpu_proj_sum"])
-def test_export_with_no_ranges_is_an_error_not_an_empty_table(tmp_path, report):
-    db = _plain_copy(tmp_path)
+@pytest.mark.parametrize("report", ["cuda_api_sum", "nvtx_sum"])
+def test_export_with_an_empty_string_table_is_refused_not_skipped(tmp_path, capsys, report):
+    """Without StringIds, cuda_api_sum found no calls (SKIPPED, exit 0) and nvtx_sum one unnamed range."""
+    db = _plain_copy(tmp_path, "nonames.sqlite")
     with sqlite3.connect(db) as con:
-        con.execute("DELETE FROM NVTX_EVENTS WHERE eventType != 75")
-    with pytest.raises(AnalysisInputError, match="export.sqlite.*NVTX range"):
+        con.execute("DELETE FROM StringIds")
+    with pytest.raises(DamagedExport, match="nonames.sqlite.*StringIds table is empty"):
         nsys_stats.report(str(db), report)
+    assert main(["stats", "--report", report, str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "nonames.sqlite" in err and "SKIPPED" not in err
 
 
-@pytest.mark.parametrize("report", ["cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum"])
-def test_export_without_memory_tables_is_a_clear_error(tmp_path, report):
+@pytest.mark.parametrize("table", Trace.TIMED_GPU_TABLES)
+def test_gpu_work_that_ends_before_it_starts_is_refused(tmp_path, table):
     db = _plain_copy(tmp_path)
     with sqlite3.connect(db) as con:
-        con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY")
-        con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET")
-    with pytest.raises(AnalysisInputError, match="export.sqlite.*no CUPTI_ACTIVITY_KIND_MEMCPY"):
-        nsys_stats.report(str(db), report)
-
-
-def test_export_with_no_kernels_is_an_error_not_an_empty_table(tmp_path):
-    db = _plain_copy(tmp_path)
-    with sqlite3.connect(db) as con:
-        con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
-    with pytest.raises(AnalysisInputError, match="no CUDA kernels"):
-        nsys_stats.report(str(db), "cuda_gpu_kern_sum")
-
-
-def test_damaged_values_are_a_clear_error(tmp_path):
-    db = _plain_copy(tmp_path)
-    with sqlite3.connect(db) as con:
-        con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = 'soon' WHERE rowid = 1")
-    with pytest.raises(AnalysisInputError, match="damaged export"):
-        nsys_stats.report(str(db), "cuda_api_sum")
+        assert con.execute(f"UPDATE {table} SET end = start - 1 WHERE rowid = (SELECT MAX(rowid) FROM {table})"
+                           ).rowcount == 1
+    with pytest.raises(DamagedExport, match=f"export.sqlite.*{table} row .* ends before it starts"):
+        Trace(db)
 
 
 def test_cli_error_exits_2_and_names_the_file(tmp_path, capsys):
@@ -230,8 +231,11 @@ def test_cli_error_exits_2_and_names_the_file(tmp_path, capsys):
 
 # --- the projection on ranges the reference captures do not have -------------------------------
 
-def _insert_range(con, start, end, event_type=59, text="outer"):
-    tid, domain = con.execute("SELECT globalTid, domainId FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1").fetchone()
+def _insert_range(con, start, end, event_type=59, text="outer", domain=None):
+    """A range on the thread (and, unless ``domain`` says otherwise, in the domain) of the first push/pop range."""
+    tid, first_domain = con.execute("SELECT globalTid, domainId FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1"
+                                    ).fetchone()
+    domain = first_domain if domain is None else domain
     con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, ?, ?, ?, ?)",
                 (start, end, event_type, text, tid, domain))
 
@@ -240,18 +244,12 @@ def test_projection_of_nested_ranges(tmp_path):
     """A range around all compute ranges: it projects onto all of their GPU work, the compute
     ranges become its children (level 1), and it has three children."""
     db = _plain_copy(tmp_path)
-    with NsysExport(db) as ex:
+    with Trace(db) as ex:
         computes = [r for r in ex.nvtx_ranges() if r.name.endswith("/compute")]
-        calls = ex.api_calls()
-        ops = ex.gpu_ops()
-    start, end = min(r.start_ns for r in computes) - 1, max(r.end_ns for r in computes) + 1
+        start, end = min(r.start_ns for r in computes) - 1, max(r.end_ns for r in computes) + 1
+        [(_, outer)] = cols.launched_in(ex, [NvtxRange(start, end, "outer", "cookbook", computes[0].global_tid, None)])
     with sqlite3.connect(db) as con:
         _insert_range(con, start, end)
-    by_corr = {}
-    for o in ops:
-        by_corr.setdefault(o.correlation_id, []).append(o)
-    outer = ops_launched_in(NvtxRange(start, end, "outer", "cookbook", computes[0].global_tid, None),
-                            calls, [c.start_ns for c in calls], by_corr)[1]
 
     header, rows = nsys_stats.report(str(db), "nvtx_gpu_proj_sum")
     got = {row[0]: dict(zip(header, row)) for row in rows}
@@ -268,9 +266,31 @@ def test_projection_of_nested_ranges(tmp_path):
     assert ["PushPop", "cookbook:outer"] in [row[-2:] for row in rows]
 
 
+def test_default_domain_ranges_print_with_a_colon_once_named_domains_exist(tmp_path):
+    """nsys prints ``:name`` for a default-domain range beside named domains (issue 21: a PyTorch
+    program's torch.cuda.nvtx ranges), and plain ``name`` when the export has no named domain."""
+    db = _plain_copy(tmp_path)
+    with Trace(db) as ex:
+        compute = next(r for r in ex.nvtx_ranges() if r.name.endswith("/compute"))
+    with sqlite3.connect(db) as con:
+        _insert_range(con, compute.start_ns, compute.end_ns, text="train_step_0", domain=0)
+    _, rows = nsys_stats.report(str(db), "nvtx_sum")
+    names = [row[-1] for row in rows]
+    assert ":train_step_0" in names and any(n.startswith("cookbook:") for n in names)
+    _, rows = nsys_stats.report(str(db), "nvtx_gpu_proj_sum")
+    assert ":train_step_0" in [row[0] for row in rows]
+
+    with sqlite3.connect(db) as con:  # the same ranges, all in the default domain
+        con.execute("DELETE FROM NVTX_EVENTS WHERE eventType = 75")
+        con.execute("UPDATE NVTX_EVENTS SET domainId = 0")
+    _, rows = nsys_stats.report(str(db), "nvtx_sum")
+    names = [row[-1] for row in rows]
+    assert "train_step_0" in names and not any(":" in n for n in names if "/" in n)
+
+
 def test_start_end_ranges_have_their_style(tmp_path):
     db = _plain_copy(tmp_path)
-    with NsysExport(db) as ex:
+    with Trace(db) as ex:
         computes = [r for r in ex.nvtx_ranges() if r.name.endswith("/compute")]
     with sqlite3.connect(db) as con:
         _insert_range(con, computes[0].start_ns, computes[0].end_ns, event_type=60, text="marker")
@@ -279,3 +299,11 @@ def test_start_end_ranges_have_their_style(tmp_path):
     assert marker and marker[0][-2] == "StartEnd" and marker[0][2] == 1
     _, rows = nsys_stats.report(str(db), "nvtx_gpu_proj_sum")
     assert [row[1] for row in rows if row[0] == "cookbook:marker"] == ["StartEnd"]
+
+
+def test_only_the_nsys_package_reads_the_export_tables():
+    """Every read of an nsys export goes through analysis/nsys/ (one Trace, one place for its quirks)."""
+    names = re.compile(r"CUPTI_ACTIVITY|NVTX_EVENTS|StringIds")
+    readers = {str(p.relative_to(REPO)) for top in ("analysis", "workloads") for p in (REPO / top).rglob("*.py")
+               if names.search(p.read_text())}
+    assert readers and {p for p in readers if not p.startswith("analysis/nsys/")} == set()

@@ -9,11 +9,11 @@ import json
 import pytest
 
 from analysis.errors import AnalysisInputError
-from analysis.nsys_stats import nvtx_gpu_proj_sum
-from analysis.nsys_sqlite import NsysExport
+from analysis.nsys.stats import nvtx_gpu_proj_sum
+from analysis.nsys.trace import Trace
 from analysis.nvtx_tree import counts_by_label, domain_totals, outline, read_tree
 
-from conftest import REFERENCE, reference_runs
+from conftest import REFERENCE, reference_runs, reference_trace
 
 RUNS_WITH_STATS = [r for r in reference_runs() if (r / "nsys-stats" / "stats_nvtx_sum.csv").is_file()]
 MULTIPROCESS = REFERENCE / "nvtx_multiprocess" / "nsys.sqlite.gz"
@@ -25,7 +25,7 @@ def _ids(runs):
 
 @pytest.mark.parametrize("run", RUNS_WITH_STATS, ids=_ids(RUNS_WITH_STATS))
 def test_instances_and_totals_equal_nsys_nvtx_sum(run):
-    tree = read_tree(run / "nsys.sqlite.gz", include_start_end=True)
+    tree = read_tree(reference_trace(run / "nsys.sqlite.gz"), include_start_end=True)
     with open(run / "nsys-stats" / "stats_nvtx_sum.csv", newline="") as f:
         want = {(row["Style"], row["Range"]): (int(row["Instances"]), int(row["Total Time (ns)"]))
                 for row in csv.DictReader(f)}
@@ -35,7 +35,7 @@ def test_instances_and_totals_equal_nsys_nvtx_sum(run):
 @pytest.mark.parametrize("run", RUNS_WITH_STATS, ids=_ids(RUNS_WITH_STATS))
 def test_suite_ranges_nest_in_nothing_and_compute_calls_are_numbered(run):
     workload, variant = run.parts[-3], run.parts[-2]
-    tree = read_tree(run / "nsys.sqlite.gz")
+    tree = read_tree(reference_trace(run / "nsys.sqlite.gz"))
     suite = tree.find(domain="cookbook")
     assert suite
     for r in suite:
@@ -52,7 +52,7 @@ def test_suite_ranges_nest_in_nothing_and_compute_calls_are_numbered(run):
 
 
 def test_multiprocess_capture_nests_three_domains_per_process():
-    tree = read_tree(MULTIPROCESS)
+    tree = read_tree(reference_trace(MULTIPROCESS))
     assert {r.domain for r in tree.ranges} == {"cookbook", "cookbook.thirdparty", "CCCL"}
     for size in (1024, 4096):
         (compute,) = tree.find(domain="cookbook", name=f"nvtx_multiprocess/n{size}/compute")
@@ -75,8 +75,8 @@ def test_multiprocess_capture_nests_three_domains_per_process():
 
 def test_levels_and_children_equal_the_suite_projection_report():
     # nvtx_gpu_proj_sum's "Avg Range Lvl" and "Avg Num Child" per range label (ranges with GPU work)
-    tree = read_tree(MULTIPROCESS)
-    with NsysExport(MULTIPROCESS) as ex:
+    tree = read_tree(reference_trace(MULTIPROCESS))
+    with Trace(MULTIPROCESS) as ex:
         header, rows = nvtx_gpu_proj_sum(ex)
     lvl, nchild = header.index("Avg Range Lvl"), header.index("Avg Num Child")
     checked = 0
@@ -90,7 +90,7 @@ def test_levels_and_children_equal_the_suite_projection_report():
 
 
 def test_payloads_and_domains_come_from_the_export():
-    tree = read_tree(REFERENCE / "cupy_sqdiff" / "fused" / "n4096" / "nsys.sqlite.gz")
+    tree = read_tree(reference_trace(REFERENCE / "cupy_sqdiff" / "fused" / "n4096" / "nsys.sqlite.gz"))
     compute = tree.find(domain="cookbook", name="cupy_sqdiff/fused/compute")
     assert [r.payload for r in compute] == [0, 1, 2]
     assert {r.category for r in compute} == {3}  # the suite's fixed category of the compute phase
@@ -101,8 +101,8 @@ def test_not_an_export_is_refused(tmp_path):
     bad = tmp_path / "x.sqlite"
     bad.write_text("not a database")
     with pytest.raises(AnalysisInputError, match="not an SQLite file"):
-        read_tree(bad)
+        read_tree(Trace(bad))
     gz = tmp_path / "x.sqlite.gz"
     gz.write_bytes(b"not gzip")
     with pytest.raises(AnalysisInputError, match="gzip"):
-        read_tree(gz)
+        read_tree(Trace(gz))

@@ -3,22 +3,20 @@ NVTX range and CUDA API call of the export, with their durations."""
 from __future__ import annotations
 
 import collections
-import csv
 import json
+import contextlib
 
 import pytest
 
 from analysis.__main__ import main
-from analysis.nsys_sqlite import NsysExport
 
-from conftest import reference_runs
+from conftest import nsys_stats_rows, reference_runs, reference_trace
 
 RUNS = reference_runs(with_nsys_stats=True)
 
 
 def _stats_total(run, report, column):
-    with open(run / "nsys-stats" / f"stats_{report}.csv", newline="") as f:
-        return sum(int(r[column]) for r in csv.DictReader(f))
+    return sum(int(r[column]) for r in nsys_stats_rows(run, report))
 
 
 @pytest.fixture(scope="module")
@@ -33,18 +31,13 @@ def traces(tmp_path_factory):
     return out
 
 
-@pytest.fixture(params=RUNS, ids=lambda p: "/".join(p.parts[-3:]))
-def run(request):
-    return request.param
-
-
 def _complete(trace, cat=None):
     return [e for e in trace["traceEvents"] if e["ph"] == "X" and (cat is None or e["cat"].startswith(cat))]
 
 
 def test_event_counts_equal_the_export(run, traces):
     t = traces[run]
-    with NsysExport(run / "nsys.sqlite.gz") as ex:
+    with contextlib.nullcontext(reference_trace(run / "nsys.sqlite.gz")) as ex:
         assert len(_complete(t, "kernel")) == len(ex.kernels())
         assert len(_complete(t, "memcpy")) == len(ex.memcpys())
         assert len(_complete(t, "memset")) == len(ex.memsets())
@@ -55,7 +48,7 @@ def test_event_counts_equal_the_export(run, traces):
 
 def test_durations_and_times_match(run, traces):
     t = traces[run]
-    with NsysExport(run / "nsys.sqlite.gz") as ex:
+    with contextlib.nullcontext(reference_trace(run / "nsys.sqlite.gz")) as ex:
         expected = {
             "kernel": [(o.name, o.start_ns, o.duration_ns) for o in ex.kernels()],
             "memcpy": [(o.name, o.start_ns, o.duration_ns) for o in ex.memcpys()],
@@ -91,10 +84,10 @@ def test_rows_are_named_and_properly_nested(run, traces):
 
 def test_gpu_streams_get_their_own_rows():
     run = next(r for r in RUNS if r.parts[-3:-1] == ("numba_ufunc", "streams"))
-    with NsysExport(run / "nsys.sqlite.gz") as ex:
+    with contextlib.nullcontext(reference_trace(run / "nsys.sqlite.gz")) as ex:
         streams = {o.stream_id for o in ex.gpu_ops()}
     from analysis import perfetto
-    with NsysExport(run / "nsys.sqlite.gz") as ex:
+    with contextlib.nullcontext(reference_trace(run / "nsys.sqlite.gz")) as ex:
         events = list(perfetto.trace_events(ex))
     gpu_rows = {e["tid"] for e in events if e["ph"] == "X" and e["pid"] >= perfetto.GPU_PID_BASE}
     assert gpu_rows == streams and len(streams) == 3

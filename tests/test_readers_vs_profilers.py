@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import contextlib
 import gzip
 import shutil
 import sqlite3
@@ -10,21 +11,11 @@ import pytest
 
 from analysis.errors import AnalysisInputError
 from analysis.ncu import SUMMARY_METRICS, read_launches
-from analysis.nsys_sqlite import NsysExport
+from analysis.nsys.trace import Trace
 
-from conftest import reference_runs
+from conftest import nsys_stats_rows, reference_runs, reference_trace
 
 RUNS = reference_runs(with_nsys_stats=True)
-
-
-def _stats(run, report):
-    with open(run / "nsys-stats" / f"stats_{report}.csv", newline="") as f:
-        return list(csv.DictReader(f))
-
-
-@pytest.fixture(params=RUNS, ids=lambda p: "/".join(p.parts[-3:]))
-def run(request):
-    return request.param
 
 
 def test_there_are_reference_runs():
@@ -32,48 +23,48 @@ def test_there_are_reference_runs():
 
 
 def test_kernels_equal_cuda_gpu_kern_sum(run):
-    with NsysExport(run / "nsys.sqlite.gz") as ex:
+    with contextlib.nullcontext(reference_trace(run / "nsys.sqlite.gz")) as ex:
         kernels = ex.kernels()
     mine = {}
     for k in kernels:
         n, total = mine.get(k.name, (0, 0))
         mine[k.name] = (n + 1, total + k.duration_ns)
-    theirs = {r["Name"]: (int(r["Instances"]), int(r["Total Time (ns)"])) for r in _stats(run, "cuda_gpu_kern_sum")}
+    theirs = {r["Name"]: (int(r["Instances"]), int(r["Total Time (ns)"])) for r in nsys_stats_rows(run, "cuda_gpu_kern_sum")}
     assert mine == theirs
 
 
 def test_copies_and_memsets_equal_cuda_gpu_mem_time_sum(run):
-    with NsysExport(run / "nsys.sqlite.gz") as ex:
+    with contextlib.nullcontext(reference_trace(run / "nsys.sqlite.gz")) as ex:
         ops = ex.memcpys() + ex.memsets()
     mine = {}
     for o in ops:
         n, total = mine.get(o.name, (0, 0))
         mine[o.name] = (n + 1, total + o.duration_ns)
     theirs = {r["Operation"]: (int(r["Count"]), int(r["Total Time (ns)"]))
-              for r in _stats(run, "cuda_gpu_mem_time_sum")}
+              for r in nsys_stats_rows(run, "cuda_gpu_mem_time_sum")}
     assert mine == theirs
 
 
 def test_api_calls_equal_cuda_api_sum(run):
-    with NsysExport(run / "nsys.sqlite.gz") as ex:
+    with contextlib.nullcontext(reference_trace(run / "nsys.sqlite.gz")) as ex:
         calls = ex.api_calls()
     mine = {}
     for c in calls:
         n, total = mine.get(c.name, (0, 0))
         mine[c.name] = (n + 1, total + c.duration_ns)
-    theirs = {r["Name"]: (int(r["Num Calls"]), int(r["Total Time (ns)"])) for r in _stats(run, "cuda_api_sum")}
+    theirs = {r["Name"]: (int(r["Num Calls"]), int(r["Total Time (ns)"])) for r in nsys_stats_rows(run, "cuda_api_sum")}
     assert mine == theirs
 
 
 def test_nvtx_ranges_equal_nvtx_sum(run):
-    with NsysExport(run / "nsys.sqlite.gz") as ex:
+    with contextlib.nullcontext(reference_trace(run / "nsys.sqlite.gz")) as ex:
         ranges = ex.nvtx_ranges()
     mine = {}
     for r in ranges:
         key = f"{r.domain}:{r.name}" if r.domain else r.name
         n, total = mine.get(key, (0, 0))
         mine[key] = (n + 1, total + r.duration_ns)
-    theirs = {r["Range"]: (int(r["Instances"]), int(r["Total Time (ns)"])) for r in _stats(run, "nvtx_sum")}
+    theirs = {r["Range"]: (int(r["Instances"]), int(r["Total Time (ns)"])) for r in nsys_stats_rows(run, "nvtx_sum")}
     assert mine == theirs
 
 
@@ -110,7 +101,7 @@ def test_not_sqlite_is_a_clear_error(tmp_path):
     bad = tmp_path / "trace.sqlite"
     bad.write_bytes(b"this is not a database" * 10)
     with pytest.raises(AnalysisInputError, match="not an SQLite file"):
-        NsysExport(bad)
+        Trace(bad)
 
 
 def test_truncated_export_is_a_clear_error(tmp_path, reference_dir):
@@ -119,7 +110,7 @@ def test_truncated_export_is_a_clear_error(tmp_path, reference_dir):
     cut = tmp_path / "cut.sqlite"
     cut.write_bytes(data[: len(data) // 3])
     with pytest.raises(AnalysisInputError, match="cut.sqlite"):
-        with NsysExport(cut) as ex:
+        with Trace(cut) as ex:
             ex.kernels()
             ex.nvtx_ranges()
 
@@ -132,7 +123,7 @@ def test_export_without_kernel_table_says_cuda_tracing_was_off(tmp_path, referen
     with sqlite3.connect(db) as con:
         con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
     with pytest.raises(AnalysisInputError, match="CUDA tracing was off"):
-        NsysExport(db)
+        Trace(db)
 
 
 def test_not_an_ncu_report_is_a_clear_error(tmp_path, reference_dir):

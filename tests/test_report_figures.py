@@ -2,24 +2,18 @@
 deterministic (the committed PNGs are rebuilt byte for byte)."""
 from __future__ import annotations
 
-import functools
-
 import pytest
 
 from analysis import figures, markdown
 from analysis.ncu import read_launches
 
 from analysis import run_summary
-from conftest import REFERENCE, reference_runs
+from conftest import REFERENCE, reference_runs, summary_of
 
 RUNS = reference_runs()
 
 
-@functools.lru_cache(maxsize=None)
-def _summary(run) -> dict:
-    from analysis.run_summary import summarize_run
-
-    return summarize_run(str(run))
+_summary = summary_of
 
 
 def _by_size(workload) -> dict[int, list[dict]]:
@@ -36,9 +30,9 @@ def _by_size(workload) -> dict[int, list[dict]]:
     return out
 
 
-@pytest.fixture(params=RUNS, ids=lambda p: "/".join(p.parts[-3:]))
-def run(request):
-    return request.param
+@pytest.fixture
+def run(any_run):
+    return any_run
 
 
 def test_timeline_is_compact_and_inside_the_run(run):

@@ -1,15 +1,42 @@
 """Run summaries from the real captures: what the report's claims rest on."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from analysis.run_summary import summarize_run, union_ns
+from analysis import layout
+from analysis.errors import AnalysisInputError, UnknownSchemaVersion
+from analysis.run_summary import SCHEMA_VERSION, load_summary, union_ns
 
-from conftest import REFERENCE
+from conftest import REFERENCE, summary_of
 
 
 def _summary(variant, size=16384):
-    return summarize_run(str(REFERENCE / "cupy_sqdiff" / variant / f"n{size}"))
+    return summary_of(REFERENCE / "cupy_sqdiff" / variant / f"n{size}")
+
+
+def test_a_summary_carries_its_schema_version_and_a_reader_refuses_another(tmp_path):
+    record = _summary("fused")
+    assert record["schema_version"] == SCHEMA_VERSION
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(record))
+    assert load_summary(str(path))["nsys"] == record["nsys"]
+    for version in (SCHEMA_VERSION + 1, None):
+        path.write_text(json.dumps({**record, "schema_version": version}))
+        with pytest.raises(UnknownSchemaVersion, match="summary.json"):
+            load_summary(str(path))
+
+
+def test_the_layout_names_the_files_of_a_reference_run_folder():
+    run = REFERENCE / "cupy_sqdiff" / "fused" / "n4096"
+    assert layout.run_dir(str(REFERENCE), "cupy_sqdiff", "fused", 4096) == str(run)
+    for name in (layout.TIMING, layout.NSYS_RUN, layout.NSYS_STATS):
+        assert (run / name).exists(), name
+    assert layout.nsys_export(str(run)) == str(run / (layout.NSYS_EXPORT + layout.GZIP_SUFFIX))
+    assert layout.capture(str(run.parent / "n16384"), layout.NCU_REPORT).endswith(".ncu-rep.gz")
+    with pytest.raises(AnalysisInputError, match="ncu.ncu-rep"):
+        layout.capture(str(run), layout.NCU_REPORT)  # ncu profiled the largest size only
 
 
 @pytest.mark.parametrize("size", [4096, 16384])

@@ -16,7 +16,7 @@ for first-use work) it reads:
   ``single_pass`` (libcudf's hash groupby runs exactly one per aggregate: the shared-memory kernel
   ``single_pass_shmem_aggs_kernel``, or a ``for_each`` over ``compute_single_pass_aggs_*_fn``);
 - **allocation**: cudaMalloc/cudaFree-family CUDA API calls (runtime and driver, sync and async,
-  :data:`analysis.nsys_sqlite.ALLOCATION_APIS`) made on the call's thread inside the call, counted
+  :data:`analysis.nsys.trace.ALLOCATION_APIS`) made on the call's thread inside the call, counted
   and timed as the rest of the suite counts them (:func:`analysis.breakdown.allocations`). RMM's
   pool sub-allocates without any CUDA call: with a pool large enough, the count is zero.
 
@@ -34,11 +34,11 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis import nsys_columns as cols
+from analysis import layout
+from analysis.nsys import columns as cols
 from analysis.breakdown import allocations
 from analysis.errors import AnalysisInputError
-from analysis.gzfiles import existing_capture
-from analysis.nsys_sqlite import NsysExport
+from analysis.nsys.trace import Trace
 from analysis.nvtx_tree import NvtxTree, OutlineRow, TreeRange, domain_totals, outline, read_tree
 from workloads.cudf_groupby import RECIPE  # the recipe's definition only: no cuDF import
 
@@ -121,9 +121,9 @@ def groupby_passes(tree: NvtxTree, root: TreeRange) -> int:
     return n
 
 
-def _kernels_in(ex: NsysExport, ranges: Sequence[TreeRange]) -> list[list[str]]:
+def _kernels_in(ex: Trace, ranges: Sequence[TreeRange]) -> list[list[str]]:
     """Per range: demangled names of the kernels launched from it (its thread, calls inside it)."""
-    trace = cols.read_trace(ex)
+    trace = ex.launches()
     per = cols.ops_in_ranges(trace, ranges)
     ids = np.unique(np.concatenate([trace.ops.name[i][trace.ops.kind[i] == cols.KERNEL] for i in per]
                                    or [np.zeros(0, np.int64)]))
@@ -131,7 +131,7 @@ def _kernels_in(ex: NsysExport, ranges: Sequence[TreeRange]) -> list[list[str]]:
     return [[names[int(n)] for n in trace.ops.name[i][trace.ops.kind[i] == cols.KERNEL]] for i in per]
 
 
-def _allocation_marks(ex: NsysExport, r: TreeRange) -> list[tuple[int, int]]:
+def _allocation_marks(ex: Trace, r: TreeRange) -> list[tuple[int, int]]:
     calls, _ = cols.calls_named(ex, cols.is_allocation_api)
     mask = (calls.tid == r.global_tid) & (calls.start >= r.start_ns) & (calls.end <= r.end_ns)
     starts, ends = calls.start[mask] - r.start_ns, calls.end[mask] - r.start_ns
@@ -143,13 +143,11 @@ def read_run(run_dir: str, variant: str, workload: str = WORKLOAD,
     """The NVTX, pass and allocation record of one step's run folder. ``require_domain``: a domain
     whose ranges must appear inside the steady calls (a cuDF capture without libcudf ranges was
     taken without NVTX tracing, and would report zero passes)."""
-    sqlite = existing_capture(run_dir, "nsys.sqlite")
-    if sqlite is None:
-        raise AnalysisInputError(run_dir, "no nsys.sqlite or nsys.sqlite.gz in this run folder")
+    sqlite = layout.nsys_export(run_dir)
     m = re.fullmatch(r"n(\d+)", os.path.basename(os.path.normpath(run_dir)))
     if m is None:
         raise AnalysisInputError(run_dir, "run folder is not named n<size>")
-    with NsysExport(sqlite) as ex:
+    with Trace(sqlite) as ex:
         tree = read_tree(ex)
         steady = steady_compute_ranges(tree, workload, variant)
         kernels = _kernels_in(ex, steady)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import statistics
 
+from analysis import layout
 from analysis.markdown import table
+from analysis.nsys import Trace
 from analysis.sections import jax_matmul_readers as readers
 
 RECIPE = "jax_matmul"
@@ -26,7 +28,8 @@ def summarize(workload_root: str) -> list[dict]:
     rows = []
     for variant in [v for v in R.variants if v in folders]:
         for size in sorted(folders[variant]):
-            calls = readers.compute_calls(readers.nsys_export(folders[variant][size]), RECIPE, variant)
+            with Trace(layout.nsys_export(folders[variant][size])) as ex:
+                calls = readers.compute_calls(ex, RECIPE, variant)
             st = readers.steady(calls)
 
             def med(f):

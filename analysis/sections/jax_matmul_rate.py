@@ -14,7 +14,9 @@ from __future__ import annotations
 import statistics
 
 from analysis.errors import AnalysisInputError
+from analysis import layout
 from analysis.markdown import table
+from analysis.nsys import Trace
 from analysis.sections import jax_matmul_readers as readers
 
 RECIPE = "jax_matmul"
@@ -36,10 +38,11 @@ def summarize(workload_root: str) -> list[dict]:
             continue
         size = max(folders[variant])
         run_dir = folders[variant][size]
-        calls = readers.steady(readers.compute_calls(readers.nsys_export(run_dir), RECIPE, variant))
+        with Trace(layout.nsys_export(run_dir)) as ex:
+            calls = readers.steady(readers.compute_calls(ex, RECIPE, variant))
         kernels = [c.longest for c in calls if c.longest is not None]
         if not kernels:
-            raise AnalysisInputError(readers.nsys_export(run_dir), f"no kernel inside {variant}'s compute ranges: "
+            raise AnalysisInputError(layout.nsys_export(run_dir), f"no kernel inside {variant}'s compute ranges: "
                                      "were CUDA graphs traced as a whole? (nsys --cuda-graph-trace=node)")
         kernel_ns = statistics.median(k.duration_ns for k in kernels)
         rec = readers.timing(run_dir)

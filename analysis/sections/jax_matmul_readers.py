@@ -26,8 +26,9 @@ import re
 from collections import Counter
 
 from analysis.errors import AnalysisInputError
+from analysis import layout
 from analysis.gzfiles import existing_capture
-from analysis.nsys_sqlite import NsysExport, api_family
+from analysis.nsys.trace import Trace, api_family
 from analysis.run_summary import SUITE_DOMAIN, load_json, union_ns
 
 #: memory kinds (ENUM_CUDA_MEM_KIND labels) that live in the GPU's own memory
@@ -81,7 +82,7 @@ class Call:
         return self.kernel_ns / self.kernels if self.kernels else None
 
 
-def _compute_ranges(ex: NsysExport, workload: str, variant: str):
+def _compute_ranges(ex: Trace, workload: str, variant: str):
     name = f"{workload}/{variant}/compute"
     ranges = sorted((r for r in ex.nvtx_ranges() if r.domain == SUITE_DOMAIN and r.name == name),
                     key=lambda r: r.start_ns)
@@ -91,16 +92,12 @@ def _compute_ranges(ex: NsysExport, workload: str, variant: str):
     return ranges
 
 
-def compute_calls(sqlite_path: str, workload: str, variant: str) -> list[Call]:
+def compute_calls(ex: Trace, workload: str, variant: str) -> list[Call]:
     """Every ``compute`` range of ``workload/variant`` in the export, in order (see the module doc)."""
-    with NsysExport(sqlite_path) as ex:
-        ranges = _compute_ranges(ex, workload, variant)
-        ops = ex.gpu_ops()
-        api = ex.api_calls()
-        node_ids = {}
-        if "graphNodeId" in {r[1] for r in ex.query("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}:
-            node_ids = {(st, corr): node for st, corr, node in ex.query(
-                "SELECT start, correlationId, graphNodeId FROM CUPTI_ACTIVITY_KIND_KERNEL")}
+    ranges = _compute_ranges(ex, workload, variant)
+    ops = ex.gpu_ops()
+    api = ex.api_calls()
+    node_ids = ex.kernel_graph_node_ids()
     calls = []
     for r in ranges:
         inside = [o for o in ops if o.start_ns >= r.start_ns and o.end_ns <= r.end_ns]
@@ -132,27 +129,19 @@ def steady(calls: list[Call]) -> list[Call]:
     return calls[1:] if len(calls) > 1 else calls
 
 
-def device_memory(sqlite_path: str) -> dict:
+def device_memory(ex: Trace) -> dict:
     """Device memory nsys recorded (``--cuda-memory-usage true``): allocations, frees, and the peak
     of the bytes held at once, events taken in time order (frees subtract)."""
-    with NsysExport(sqlite_path) as ex:
-        if "CUDA_GPU_MEMORY_USAGE_EVENTS" not in ex.tables:
-            raise AnalysisInputError(ex.path, "export has no CUDA_GPU_MEMORY_USAGE_EVENTS table: capture with "
-                                              "nsys profile --cuda-memory-usage true")
-        kinds = {i: label for i, label in ex.query("SELECT id, label FROM ENUM_CUDA_MEM_KIND")}
-        opers = {i: label for i, label in ex.query("SELECT id, label FROM ENUM_CUDA_DEV_MEM_EVENT_OPER")}
-        rows = ex.query("SELECT start, bytes, memKind, memoryOperationType FROM CUDA_GPU_MEMORY_USAGE_EVENTS "
-                        "ORDER BY start, rowid")
-        gpus = ex.gpu_info()
+    events = ex.device_memory_events()
+    gpus = ex.gpu_info()
     held = peak = 0
     allocs = frees = 0
     allocated = freed = largest = 0
     large: list[int] = []
     by_kind: dict[str, dict[str, int]] = {}
-    for _start, nbytes, kind, oper in rows:
-        label, op = kinds.get(kind), opers.get(oper)
+    for _start, nbytes, label, op in events:
         if label is None or op not in ("Allocation", "Deallocation"):
-            raise AnalysisInputError(sqlite_path, f"memory event with unknown kind {kind} or operation {oper}")
+            raise AnalysisInputError(ex.path, f"memory event with unknown kind {label} or operation {op}")
         k = by_kind.setdefault(label, {"allocations": 0, "allocated_bytes": 0, "frees": 0, "freed_bytes": 0})
         if op == "Allocation":
             k["allocations"] += 1
@@ -199,19 +188,11 @@ def longest_doubling(sizes: list[int]) -> list[int]:
     return best
 
 
-def allocations_per_call(sqlite_path: str, workload: str, variant: str) -> list[int]:
+def allocations_per_call(ex: Trace, workload: str, variant: str) -> list[int]:
     """Device-memory allocations recorded inside each ``compute`` range (time order)."""
-    with NsysExport(sqlite_path) as ex:
-        ranges = _compute_ranges(ex, workload, variant)
-        if "CUDA_GPU_MEMORY_USAGE_EVENTS" not in ex.tables:
-            raise AnalysisInputError(ex.path, "export has no CUDA_GPU_MEMORY_USAGE_EVENTS table: capture with "
-                                              "nsys profile --cuda-memory-usage true")
-        starts = [s for (s,) in ex.query(
-            "SELECT e.start FROM CUDA_GPU_MEMORY_USAGE_EVENTS e "
-            "JOIN ENUM_CUDA_DEV_MEM_EVENT_OPER o ON o.id = e.memoryOperationType "
-            "JOIN ENUM_CUDA_MEM_KIND k ON k.id = e.memKind "
-            f"WHERE o.label = 'Allocation' AND k.label IN ({', '.join('?' * len(DEVICE_MEMORY_KINDS))})",
-            DEVICE_MEMORY_KINDS)]
+    ranges = _compute_ranges(ex, workload, variant)
+    starts = [start for start, _, kind, op in ex.device_memory_events()
+              if op == "Allocation" and kind in DEVICE_MEMORY_KINDS]
     return [sum(r.start_ns <= s <= r.end_ns for s in starts) for r in ranges]
 
 
@@ -224,7 +205,7 @@ def run_folders(workload_root: str) -> dict[str, dict[int, str]]:
     out: dict[str, dict[int, str]] = {}
     for variant in sorted(os.listdir(workload_root)):
         vdir = os.path.join(workload_root, variant)
-        if variant == "experiments" or not os.path.isdir(vdir):
+        if variant == layout.EXPERIMENTS or not os.path.isdir(vdir):
             continue
         for entry in os.listdir(vdir):
             m = re.fullmatch(r"n(\d+)", entry)
@@ -233,27 +214,20 @@ def run_folders(workload_root: str) -> dict[str, dict[int, str]]:
     return out
 
 
-def nsys_export(run_dir: str) -> str:
-    path = existing_capture(run_dir, "nsys.sqlite")
-    if path is None:
-        raise AnalysisInputError(os.path.join(run_dir, "nsys.sqlite"), "no such file (nor .gz)")
-    return path
-
-
 def timing(run_dir: str) -> dict:
     """The timed run's record (``timing.json``): median etc. under ``timing``, the declared ``work``."""
-    rec = load_json(os.path.join(run_dir, "timing.json"))
+    rec = load_json(os.path.join(run_dir, layout.TIMING))
     if "timing" not in rec or "work" not in rec:
-        raise AnalysisInputError(os.path.join(run_dir, "timing.json"), "not a timed run's record (no timing/work)")
+        raise AnalysisInputError(os.path.join(run_dir, layout.TIMING), "not a timed run's record (no timing/work)")
     return rec
 
 
 def ceilings(workload_root: str) -> dict:
     """The ``ceilings`` mapping of the run's ceilings.json: the recipe's own when it was merged into
     the reference from a later run (analysis.captures.merge_reference), else the one beside its folder."""
-    path = os.path.join(workload_root, "ceilings.json")
+    path = os.path.join(workload_root, layout.CEILINGS)
     if not os.path.isfile(path):
-        path = os.path.join(os.path.dirname(os.path.normpath(workload_root)), "ceilings.json")
+        path = os.path.join(os.path.dirname(os.path.normpath(workload_root)), layout.CEILINGS)
     rec = load_json(path)
     if "ceilings" not in rec:
         raise AnalysisInputError(path, "no 'ceilings' mapping")
@@ -263,7 +237,7 @@ def ceilings(workload_root: str) -> dict:
 def allocator_experiment(workload_root: str) -> dict:
     """``experiments/allocator/allocator.json`` with each setting's nsys memory numbers added
     (``device_memory``, ``allocations_per_call``; None where nsys made no export, ``nsys_error``)."""
-    exp_dir = os.path.join(workload_root, "experiments", "allocator")
+    exp_dir = os.path.join(workload_root, layout.EXPERIMENTS, "allocator")
     path = os.path.join(exp_dir, "allocator.json")
     rec = load_json(path)
     settings = rec.get("settings")
@@ -283,7 +257,8 @@ def allocator_experiment(workload_root: str) -> dict:
         sqlite = existing_capture(exp_dir, s["sqlite"])
         if sqlite is None:
             raise AnalysisInputError(os.path.join(exp_dir, s["sqlite"]), "no such file (nor .gz)")
-        s["device_memory"] = device_memory(sqlite)
-        s["allocations_per_call"] = allocations_per_call(sqlite, rec.get("recipe", "jax_matmul"),
-                                                         s["run"]["variant"])
+        with Trace(sqlite) as ex:
+            s["device_memory"] = device_memory(ex)
+            s["allocations_per_call"] = allocations_per_call(ex, rec.get("recipe", "jax_matmul"),
+                                                             s["run"]["variant"])
     return rec

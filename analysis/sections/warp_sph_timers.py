@@ -24,10 +24,11 @@ import statistics
 from collections import defaultdict
 
 from analysis.errors import AnalysisInputError
-from analysis.gzfiles import existing_capture
 from analysis.markdown import table
-from analysis.nsys_sqlite import ApiCall, GpuOp, NsysExport, NvtxRange
-from analysis.run_summary import load_json, ops_launched_in, union_ns
+from analysis.nsys.trace import ApiCall, GpuOp, Trace, NvtxRange
+from analysis import layout
+from analysis.nsys import columns as cols
+from analysis.run_summary import load_json, union_ns
 
 EXPERIMENT = "scoped_timer"
 NVTX_DOMAIN = "cookbook.warp_sph"
@@ -141,13 +142,10 @@ def read_experiment(folder: str) -> tuple[dict, str]:
         for fr in run["frames"]:
             if "index" not in fr or "elapsed_ms" not in fr:
                 raise AnalysisInputError(path, f"a frame of {run['variant']}/{run['mode']} lacks index or elapsed_ms")
-    sqlite = existing_capture(folder, "nsys.sqlite")
-    if sqlite is None:
-        raise AnalysisInputError(os.path.join(folder, "nsys.sqlite"), "no such file (nor .gz)")
-    return record, sqlite
+    return record, layout.nsys_export(folder)
 
 
-def _frame_ranges(ex: NsysExport, domain: str) -> dict[tuple[str, int], NvtxRange]:
+def _frame_ranges(ex: Trace, domain: str) -> dict[tuple[str, int], NvtxRange]:
     out = {}
     for r in ex.nvtx_ranges():
         if r.domain == domain and r.payload is not None:
@@ -155,18 +153,12 @@ def _frame_ranges(ex: NsysExport, domain: str) -> dict[tuple[str, int], NvtxRang
     return out
 
 
-def compare(record: dict, sqlite_path: str) -> dict:
+def compare(record: dict, ex: Trace) -> dict:
     """Per variant and mode: per-activity pairs (Warp event time, nsys time) and per-frame times."""
     domain = record.get("nvtx_domain", NVTX_DOMAIN)
-    with NsysExport(sqlite_path) as ex:
-        ranges = _frame_ranges(ex, domain)
-        calls = ex.api_calls()
-        starts = [c.start_ns for c in calls]
-        ops_by_corr: dict[int, list[GpuOp]] = defaultdict(list)
-        for op in ex.gpu_ops():
-            ops_by_corr[op.correlation_id].append(op)
+    ranges = _frame_ranges(ex, domain)
     if not ranges:
-        raise AnalysisInputError(sqlite_path, f"no NVTX ranges of the domain {domain!r}: not this experiment's capture")
+        raise AnalysisInputError(ex.path, f"no NVTX ranges of the domain {domain!r}: not this experiment's capture")
     out: dict = {"runs": []}
     for run in record["runs"]:
         variant, mode = run["variant"], run["mode"]
@@ -178,8 +170,8 @@ def compare(record: dict, sqlite_path: str) -> dict:
         for fr in run["frames"]:
             rng = ranges.get((f"{variant}/{mode}", int(fr["index"])))
             if rng is None:
-                raise AnalysisInputError(sqlite_path, f"no NVTX range {variant}/{mode} payload {fr['index']}")
-            in_calls, ops = ops_launched_in(rng, calls, starts, ops_by_corr)
+                raise AnalysisInputError(ex.path, f"no NVTX range {variant}/{mode} payload {fr['index']}")
+            [(in_calls, ops)] = cols.launched_in(ex, [rng])
             items = frame_items(in_calls, ops)
             pairs, extra, lost = match(fr.get("activities", []), items)
             for a, it in pairs:
@@ -309,4 +301,5 @@ def _why(cmp: dict, diffs_us: list[float]) -> str:
 def render(workload_root: str, figure_dir: str) -> str:
     folder = os.path.join(workload_root, "experiments", EXPERIMENT)
     record, sqlite = read_experiment(folder)
-    return render_markdown(record, compare(record, sqlite))
+    with Trace(sqlite) as ex:
+        return render_markdown(record, compare(record, ex))

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -71,8 +70,6 @@ ALLOCATOR_VARIABLES = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_ALLOC
 #: string for an exterior index", with XLA compiling through ptxas child processes meanwhile): one
 #: more try, and the record keeps what the failed one said
 NSYS_ATTEMPTS = 2
-#: what an export must hold to be read: the memory events and the kernels
-REQUIRED_TABLES = ("CUDA_GPU_MEMORY_USAGE_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL")
 NSYS_FLAGS = ("-t", "cuda,nvtx", "--cuda-memory-usage", "true", "-s", "none", "--cpuctxsw", "none",
               # XLA launches through CUDA graphs: trace their kernels one by one
               "--cuda-graph-trace=node")
@@ -227,7 +224,9 @@ def _profile_once(setting, args, env, profile_cmd, child_cmd, child_json, rep_pr
         if e.returncode != 0 or not os.path.exists(sqlite):
             entry["nsys_error"] = f"nsys export exited with {e.returncode}: {_tail(e.stdout + e.stderr, 1500)}"
         else:
-            missing = [t for t in REQUIRED_TABLES if t not in _tables(sqlite)]
+            from analysis.nsys.trace import MEMORY_CAPTURE_TABLES, missing_tables  # noqa: PLC0415
+
+            missing = missing_tables(sqlite, MEMORY_CAPTURE_TABLES)
             if missing:
                 # nsys exits 0 when it loses the CUDA events while processing them: check the export
                 os.unlink(sqlite)
@@ -236,16 +235,6 @@ def _profile_once(setting, args, env, profile_cmd, child_cmd, child_json, rep_pr
             else:
                 entry["sqlite"] = os.path.basename(sqlite)
     return entry
-
-
-def _tables(sqlite_path: str) -> set[str]:
-    db = sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)
-    try:
-        return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.Error:
-        return set()
-    finally:
-        db.close()
 
 
 def _parser() -> argparse.ArgumentParser:

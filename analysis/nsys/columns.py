@@ -1,7 +1,7 @@
 """Columnar reading of an nsys SQLite export: numpy arrays, not one Python object per row.
 
 A trace of a million kernel launches holds a million kernel rows and a million runtime rows;
-the record readers of :mod:`analysis.nsys_sqlite` make two million objects of them. The
+the record readers of :class:`analysis.nsys.trace.Trace` make two million objects of them. The
 functions here read the same tables into int64 arrays (one scan per table, every value checked
 to be an integer), join GPU operations to the API calls that launched them, and find the
 operations each NVTX range launched, with array operations. Every function is a pure function
@@ -17,10 +17,10 @@ from typing import Sequence
 import numpy as np
 
 from analysis.errors import AnalysisInputError
-from analysis.nsys_sqlite import ALLOCATION_APIS, NsysExport, NvtxRange, api_family
+from analysis.nsys.trace import ALLOCATION_APIS, ApiCall, GpuOp, NvtxRange, Trace, api_base_name, api_family
 
 # globalTid = (hardware/VM id, pid, tid) packed; clearing the low 24 bits (the tid) keeps the process
-# part, as globalPid holds it (nsys_stats.PROCESS_MASK, as a signed 64-bit number)
+# part, as globalPid holds it (trace.PROCESS_ONLY_MASK, as a signed 64-bit number)
 PROCESS_MASK = np.int64(~0xFFFFFF)
 
 KINDS = ("kernel", "memcpy", "memset")
@@ -50,7 +50,7 @@ def is_pool_api(name: str) -> bool:
 CHUNK_ROWS = 4_000_000
 
 
-def int_columns(ex: NsysExport, table: str, exprs: Sequence[str], names: Sequence[str], where: str = "",
+def int_columns(ex: Trace, table: str, exprs: Sequence[str], names: Sequence[str], where: str = "",
                 params: Sequence = ()) -> dict[str, np.ndarray]:
     """``SELECT exprs FROM table [WHERE ...]`` as int64 arrays keyed by ``names``, all in the same
     (arbitrary) row order.
@@ -92,13 +92,13 @@ def _parse_ints(path: str, table: str, expr: str, text, n: int) -> np.ndarray:
     return values
 
 
-def string_ids(ex: NsysExport, ids: Sequence[int] | np.ndarray) -> dict[int, str]:
+def string_ids(ex: Trace, ids: Sequence[int] | np.ndarray) -> dict[int, str]:
     """StringIds.value for each id; an id the table lacks is an error."""
     wanted = sorted({int(i) for i in ids})
     out: dict[int, str] = {}
     for lo in range(0, len(wanted), 500):
         chunk = wanted[lo:lo + 500]
-        rows = ex.query(f"SELECT id, value FROM StringIds WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
+        rows = ex._query(f"SELECT id, value FROM StringIds WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
         for i, v in rows:
             if not isinstance(v, str):
                 raise AnalysisInputError(ex.path, f"damaged export: StringIds {i} is not a text")
@@ -107,12 +107,6 @@ def string_ids(ex: NsysExport, ids: Sequence[int] | np.ndarray) -> dict[int, str
     if missing:
         raise AnalysisInputError(ex.path, f"damaged export: StringIds has no id {missing[0]}")
     return out
-
-
-def enum_labels(ex: NsysExport, table: str) -> dict[int, str]:
-    if table not in ex.tables:
-        return {}
-    return {i: str(label) for i, label in ex.query(f"SELECT id, label FROM {table}")}
 
 
 @dataclasses.dataclass
@@ -148,7 +142,7 @@ class Ops:
 _OP_FIELDS = [f.name for f in dataclasses.fields(Ops)]
 
 
-def read_ops(ex: NsysExport) -> Ops:
+def read_ops(ex: Trace) -> Ops:
     parts = []
     k = int_columns(ex, "CUPTI_ACTIVITY_KIND_KERNEL",
                     ("start", "end", "COALESCE(correlationId, -1)", "COALESCE(globalPid, -1)", "streamId",
@@ -193,7 +187,7 @@ class Calls:
     name: np.ndarray  # StringIds id
 
 
-def read_calls(ex: NsysExport, where: str = "", params: Sequence = ()) -> Calls:
+def read_calls(ex: Trace, where: str = "", params: Sequence = ()) -> Calls:
     c = int_columns(ex, "CUPTI_ACTIVITY_KIND_RUNTIME",
                     ("start", "end", "COALESCE(globalTid, -1)", "COALESCE(correlationId, -1)", "nameId"),
                     ("start", "end", "tid", "corr", "name"), where, params)
@@ -201,10 +195,10 @@ def read_calls(ex: NsysExport, where: str = "", params: Sequence = ()) -> Calls:
     return Calls(**{k: v[order] for k, v in c.items()})
 
 
-def calls_named(ex: NsysExport, predicate) -> tuple[Calls, dict[int, str]]:
+def calls_named(ex: Trace, predicate) -> tuple[Calls, dict[int, str]]:
     """The API calls whose name satisfies ``predicate``, sorted by (tid, start), and the names
     of every API call by string id."""
-    trace = read_trace(ex)
+    trace = ex.launches()
     if trace.api_names is None:
         trace.api_names = string_ids(ex, np.unique(trace.calls.name))
     ids = [i for i, name in trace.api_names.items() if predicate(name)]
@@ -214,8 +208,9 @@ def calls_named(ex: NsysExport, predicate) -> tuple[Calls, dict[int, str]]:
 
 
 @dataclasses.dataclass
-class Trace:
-    """GPU operations joined to the calls that launched them."""
+class Launches:
+    """GPU operations joined to the calls that launched them. A CUDA-graph launch is one call, one
+    correlation id, for all its kernels: each of them joins to that one call."""
 
     path: str
     ops: Ops
@@ -234,11 +229,8 @@ def _join_key(pid: np.ndarray, corr: np.ndarray, pids: np.ndarray, path: str) ->
     return (rank.astype(np.int64) << 33) | (corr + 1)
 
 
-def read_trace(ex: NsysExport) -> Trace:
-    """Read (once per open export) the GPU operations and the API calls, and join them."""
-    cached = getattr(ex, "_columnar_trace", None)
-    if cached is not None:
-        return cached
+def read_launches(ex: Trace) -> Launches:
+    """Read the GPU operations and the API calls, and join them (``Trace.launches`` keeps the result)."""
     ops = read_ops(ex)
     calls = read_calls(ex)
     call_pid = calls.tid & PROCESS_MASK
@@ -254,9 +246,7 @@ def read_trace(ex: NsysExport) -> Trace:
         found &= sorted_keys[pos_c] == op_key
     op_call = np.where(found, key_order[pos_c] if len(sorted_keys) else -1, -1)
     by_call = np.argsort(op_call, kind="stable")
-    trace = Trace(ex.path, ops, calls, op_call, by_call, op_call[by_call])
-    ex._columnar_trace = trace
-    return trace
+    return Launches(ex.path, ops, calls, op_call, by_call, op_call[by_call])
 
 
 def _thread_slices(calls: Calls, tids: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray,
@@ -282,7 +272,7 @@ def range_arrays(ranges: Sequence[NvtxRange]) -> tuple[np.ndarray, np.ndarray, n
     return tids, starts, ends
 
 
-def ops_in_ranges(trace: Trace, ranges: Sequence[NvtxRange]) -> list[np.ndarray]:
+def ops_in_ranges(trace: Launches, ranges: Sequence[NvtxRange]) -> list[np.ndarray]:
     """Per range: indices into ``trace.ops`` of the GPU operations launched by API calls made on
     the range's thread that started and ended inside the range, in launch order (the calls' order,
     then each call's operations by start)."""
@@ -296,6 +286,29 @@ def ops_in_ranges(trace: Trace, ranges: Sequence[NvtxRange]) -> list[np.ndarray]
         if len(idx):
             idx = idx[trace.calls.end[trace.op_call[idx]] <= ends[i]]
         out.append(idx)
+    return out
+
+
+def launched_in(ex: Trace, ranges: Sequence[NvtxRange]) -> list[tuple[list[ApiCall], list[GpuOp]]]:
+    """Per range, as records: the API calls made on its thread that started and ended inside it
+    (in start order), and the GPU operations they launched (:func:`ops_in_ranges`' order). The
+    same join as :func:`ops_in_ranges`, for readers that want names and launch shapes."""
+    launches = ex.launches()
+    op_idx = ops_in_ranges(launches, ranges)
+    call_idx = calls_in_ranges(launches.calls, ranges)
+    records = {(o.kind, o.start_ns, o.end_ns, o.correlation_id if o.correlation_id is not None else -1,
+                o.global_pid if o.global_pid is not None else -1): o
+               for o in ex.gpu_ops()}
+    c, ops = launches.calls, launches.ops
+    wanted = np.concatenate([c.name[i] for i in call_idx]) if call_idx else np.zeros(0, np.int64)
+    names = string_ids(ex, np.unique(wanted))
+    out = []
+    for calls_i, ops_i in zip(call_idx, op_idx):
+        calls = [ApiCall(int(c.start[i]), int(c.end[i]), api_base_name(names[int(c.name[i])]), int(c.corr[i]),
+                         int(c.tid[i])) for i in calls_i.tolist()]
+        launched = [records[(KINDS[ops.kind[i]], int(ops.start[i]), int(ops.end[i]), int(ops.corr[i]),
+                             int(ops.pid[i]))] for i in ops_i.tolist()]
+        out.append((calls, launched))
     return out
 
 

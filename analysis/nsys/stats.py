@@ -33,24 +33,17 @@ import io
 import json
 import math
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from analysis import nsys_columns as columns
+from analysis.nsys import columns
 from analysis.errors import AnalysisInputError, NoDataInExport
-from analysis.nsys_sqlite import (NVTX_PUSH_POP, NVTX_START_END, PROCESS_ONLY_MASK, NsysExport,
-                                  api_base_name)
+from analysis.nsys.trace import NvtxEvent, Trace, api_base_name
 
 Header = list[str]
 Rows = list[list[Any]]
 Report = tuple[Header, Rows]
-
-# NVTX_EVENTS.eventType of ranges from NVTX's text API (nvtxt); nsys reports them with the others
-NVTXT_PUSH_POP = 70
-NVTXT_START_END = 71
-RANGE_STYLE = {NVTX_PUSH_POP: "PushPop", NVTX_START_END: "StartEnd",
-               NVTXT_PUSH_POP: "PushPop", NVTXT_START_END: "StartEnd"}
 
 # globalTid = (hardware/VM id, pid, tid) packed; these keep the process part
 PROCESS_MASK = 0xFFFFFFFFFF000000
@@ -124,37 +117,12 @@ def _percent(part: int, whole: int) -> decimal.Decimal | None:
 
 # --- reading the export -----------------------------------------------------------------------
 
-_KINDS: dict[str, tuple[type, ...]] = {
-    "int": (int,), "int?": (int, type(None)), "str": (str,), "str?": (str, type(None)),
-}
-
-
-def _rows(ex: NsysExport, sql: str, kinds: Sequence[str], what: str, params: Iterable = ()) -> list[tuple]:
-    """``ex.query(sql)``, with every value checked against ``kinds`` ("int", "str", "int?" for an
-    int or NULL, ...): a damaged export can hold anything anywhere, and that is its error to report."""
-    try:
-        rows = ex.query(sql, params)
-    except UnicodeDecodeError as e:  # sqlite3 raises it for text (or a schema) that is not UTF-8
-        raise AnalysisInputError(ex.path, f"damaged export: text that is not UTF-8 ({e})") from None
-    allowed = [_KINDS[k] for k in kinds]
-    for row in rows:
-        for value, ok, kind in zip(row, allowed, kinds):
-            if not isinstance(value, ok) or isinstance(value, bool):
-                raise AnalysisInputError(ex.path, f"damaged export: {what} holds {value!r} where "
-                                                  f"{'a text' if kind.startswith('str') else 'an integer'} belongs")
-    return rows
-
-
-def _columns(ex: NsysExport, table: str) -> set[str]:
-    return {r[1] for r in _rows(ex, f"PRAGMA table_info({table})", ("int", "str"), table)}
-
-
-def _require(ex: NsysExport, table: str, problem: str) -> None:
+def _require(ex: Trace, table: str, problem: str) -> None:
     if table not in ex.tables:
         raise AnalysisInputError(ex.path, f"export has no {table} table: {problem}")
 
 
-def _nonempty(ex: NsysExport, rows, problem: str):
+def _nonempty(ex: Trace, rows, problem: str):
     if len(rows) == 0:
         raise NoDataInExport(ex.path, problem)
     return rows
@@ -171,7 +139,7 @@ def _timed_rows(header: Header, groups: dict[Any, list[int]], label: Callable[[A
 
 # --- the reports ------------------------------------------------------------------------------
 
-def cuda_gpu_kern_sum(ex: NsysExport) -> Report:
+def cuda_gpu_kern_sum(ex: Trace) -> Report:
     """CUDA GPU Kernel Summary: kernels by (demangled) name. Read as columns (a trace may hold
     millions of kernels): names are looked up once per distinct name."""
     k = columns.int_columns(ex, "CUPTI_ACTIVITY_KIND_KERNEL", ("demangledName", "start", "end"),
@@ -190,7 +158,7 @@ def cuda_gpu_kern_sum(ex: NsysExport) -> Report:
                         "Max (ns)", "StdDev (ns)", "Name"], groups, lambda name: [name])
 
 
-def _memory_ops(ex: NsysExport) -> list[tuple[str, int, int, int]]:
+def _memory_ops(ex: Trace) -> list[tuple[str, int, int, int]]:
     """(operation name as nsys names it, start, end, bytes) of every memcpy and memset."""
     has_memcpy = "CUPTI_ACTIVITY_KIND_MEMCPY" in ex.tables
     has_memset = "CUPTI_ACTIVITY_KIND_MEMSET" in ex.tables
@@ -200,16 +168,16 @@ def _memory_ops(ex: NsysExport) -> list[tuple[str, int, int, int]]:
     rows: list[tuple] = []
     if has_memcpy:
         _require(ex, "ENUM_CUDA_MEMCPY_OPER", "the export is incomplete (memcpy kinds are missing)")
-        rows += _rows(ex, "SELECT '[CUDA memcpy ' || o.label || ']', m.start, m.end, m.bytes "
-                          "FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEMCPY_OPER o ON o.id = m.copyKind",
-                      ("str", "int", "int", "int"), "CUPTI_ACTIVITY_KIND_MEMCPY")
+        rows += ex.checked_rows("SELECT '[CUDA memcpy ' || o.label || ']', m.start, m.end, m.bytes "
+                                "FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEMCPY_OPER o ON o.id = m.copyKind",
+                                ("str", "int", "int", "int"), "CUPTI_ACTIVITY_KIND_MEMCPY")
     if has_memset:
-        rows += _rows(ex, "SELECT '[CUDA memset]', start, end, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET",
-                      ("str", "int", "int", "int"), "CUPTI_ACTIVITY_KIND_MEMSET")
+        rows += ex.checked_rows("SELECT '[CUDA memset]', start, end, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET",
+                                ("str", "int", "int", "int"), "CUPTI_ACTIVITY_KIND_MEMSET")
     return _nonempty(ex, rows, "export holds no GPU memory copies or memsets")
 
 
-def cuda_gpu_mem_time_sum(ex: NsysExport) -> Report:
+def cuda_gpu_mem_time_sum(ex: Trace) -> Report:
     """CUDA GPU MemOps Summary (by Time): memcpys by direction, and memsets."""
     groups: dict[str, list[int]] = {}
     for name, start, end, _ in _memory_ops(ex):
@@ -218,7 +186,7 @@ def cuda_gpu_mem_time_sum(ex: NsysExport) -> Report:
                         "StdDev (ns)", "Operation"], groups, lambda name: [name])
 
 
-def cuda_gpu_mem_size_sum(ex: NsysExport) -> Report:
+def cuda_gpu_mem_size_sum(ex: Trace) -> Report:
     """CUDA GPU MemOps Summary (by Size), in MB."""
     groups: dict[str, list[int]] = {}
     for name, _, _, nbytes in _memory_ops(ex):
@@ -230,10 +198,10 @@ def cuda_gpu_mem_size_sum(ex: NsysExport) -> Report:
     return ["Total (MB)", "Count", "Avg (MB)", "Med (MB)", "Min (MB)", "Max (MB)", "StdDev (MB)", "Operation"], rows
 
 
-def cuda_api_sum(ex: NsysExport) -> Report:
+def cuda_api_sum(ex: Trace) -> Report:
     """CUDA API Summary: runtime and driver calls by name, without nsys' version suffix."""
-    rows = _rows(ex, "SELECT s.value, r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-                     "JOIN StringIds s ON s.id = r.nameId", ("str", "int", "int"), "CUPTI_ACTIVITY_KIND_RUNTIME")
+    rows = ex.checked_rows("SELECT s.value, r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                           "JOIN StringIds s ON s.id = r.nameId", ("str", "int", "int"), "CUPTI_ACTIVITY_KIND_RUNTIME")
     _nonempty(ex, rows, "export holds no CUDA API calls: CUDA tracing was off (nsys -t cuda)")
     groups: dict[str, list[int]] = {}
     for name, start, end in rows:
@@ -242,80 +210,56 @@ def cuda_api_sum(ex: NsysExport) -> Report:
                         "StdDev (ns)", "Name"], groups, lambda name: [name])
 
 
-class _Range:
-    __slots__ = ("id", "start", "end", "style", "tid", "end_tid", "domain", "text")
-
-    def __init__(self, rid, start, end, event_type, tid, end_tid, domain, text) -> None:
-        self.id, self.start, self.end, self.tid, self.end_tid = rid, start, end, tid, end_tid
-        self.style = RANGE_STYLE[event_type]
-        self.domain, self.text = domain, text or ""
-
-
-def _nvtx(ex: NsysExport) -> tuple[list[_Range], int | None]:
+def _nvtx(ex: Trace) -> tuple[list[NvtxEvent], int | None]:
     """Every NVTX range (push/pop and start/end) with its domain's name, and the latest
     timestamp of any range (where nsys ends ranges that were never closed)."""
-    _require(ex, "NVTX_EVENTS", "NVTX tracing was off (nsys -t nvtx) or the program made no NVTX calls")
-    cols = _columns(ex, "NVTX_EVENTS")
-    missing = {"start", "end", "eventType", "globalTid"} - cols
-    if missing:
-        raise AnalysisInputError(ex.path, f"NVTX_EVENTS lacks the columns {sorted(missing)}: not an nsys export")
-    text = "coalesce(s.value, e.text)" if {"textId", "text"} <= cols else \
-        "s.value" if "textId" in cols else "e.text" if "text" in cols else "NULL"
-    join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in cols else ""
-    domain = "e.domainId" if "domainId" in cols else "NULL"
-    end_tid = "e.endGlobalTid" if "endGlobalTid" in cols else "NULL"
-    kinds = tuple(RANGE_STYLE)
-    marks = ", ".join("?" * len(kinds))
-
-    domains = ex.nvtx_domain_names()
-
-    rows = _rows(ex, f"SELECT e.rowid, e.start, e.end, e.eventType, e.globalTid, {end_tid}, {domain}, {text} "
-                     f"FROM NVTX_EVENTS e {join} WHERE e.eventType IN ({marks}) ORDER BY e.start, e.rowid",
-                 ("int", "int", "int?", "int", "int", "int?", "int?", "str?"), "NVTX_EVENTS", kinds)
-    ranges = [_Range(rid, st, en, et, tid, etid, domains.get((dom, tid & PROCESS_ONLY_MASK)), txt)
-              for rid, st, en, et, tid, etid, dom, txt in rows]
+    ranges = ex.nvtx_events()
     latest = max((max(r.start, r.end if r.end is not None else r.start) for r in ranges), default=None)
     return ranges, latest
 
 
-def nvtx_sum(ex: NsysExport) -> Report:
-    """NVTX Range Summary: closed push/pop and start/end ranges by style and ``domain:name``."""
+def nvtx_sum(ex: Trace) -> Report:
+    """NVTX Range Summary: closed push/pop and start/end ranges by style and ``domain:name``.
+
+    As nsys prints them: once the export holds a named domain, a range of the default domain
+    is ``:name`` (its domain's name is empty); without named domains, just ``name``."""
     ranges, _ = _nvtx(ex)
+    named_domains = bool(ex.nvtx_domain_names())
     groups: dict[tuple[str, str], list[int]] = {}
     for r in ranges:
         if r.end is None:
             continue
-        name = f"{r.domain}:{r.text}" if r.domain is not None else r.text
+        name = f"{r.domain or ''}:{r.text}" if named_domains else r.text
         groups.setdefault((r.style, name), []).append(r.end - r.start)
     _nonempty(ex, groups, "export holds no closed NVTX ranges: the program pushed or started none")
     return _timed_rows(["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
                         "StdDev (ns)", "Style", "Range"], groups, lambda key: list(key))
 
 
-def _gpu_ops(ex: NsysExport) -> dict[tuple[int, int], list[tuple[int, int]]]:
+def _gpu_ops(ex: Trace) -> dict[tuple[int, int], list[tuple[int, int]]]:
     """(correlationId, globalPid) -> [(start, end)] of every kernel, memcpy and memset."""
     ops: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
         if table not in ex.tables:
             continue
-        rows = _rows(ex, f"SELECT start, end, correlationId, globalPid FROM {table}", ("int",) * 4, table)
+        rows = ex.checked_rows(f"SELECT start, end, correlationId, globalPid FROM {table}", ("int",) * 4, table)
         for start, end, corr, pid in rows:
             ops.setdefault((corr, pid), []).append((start, end))
     return ops
 
 
-def _parents(ranges: list[_Range]) -> dict[int, int | None]:
+def _parents(ranges: list[NvtxEvent]) -> dict[int, int | None]:
     """Range id -> id of the tightest other range on the same thread that encloses it (None: a root).
 
     Tightness is the time the parent extends beyond the child on both sides; equally tight
     parents are told apart by the lower id."""
     parent: dict[int, int | None] = {}
-    by_tid: dict[int, list[_Range]] = {}
+    by_tid: dict[int, list[NvtxEvent]] = {}
     for r in ranges:
         by_tid.setdefault(r.tid, []).append(r)
     for rs in by_tid.values():
         rs.sort(key=lambda r: (r.start, r.id))
-        active: dict[int, _Range] = {}
+        active: dict[int, NvtxEvent] = {}
         ends: list[tuple[int, int]] = []
         i = 0
         while i < len(rs):
@@ -361,7 +305,7 @@ def _levels(parent: dict[int, int | None]) -> dict[int, int | None]:
     return level
 
 
-def nvtx_gpu_proj_sum(ex: NsysExport) -> Report:
+def nvtx_gpu_proj_sum(ex: Trace) -> Report:
     """NVTX GPU Projection Summary: each range projected onto the GPU work it launched."""
     ranges, latest = _nvtx(ex)
     own_thread = [r for r in ranges if r.end_tid is None]
@@ -369,10 +313,10 @@ def nvtx_gpu_proj_sum(ex: NsysExport) -> Report:
         if r.end is None:
             r.end = latest
     ops = _gpu_ops(ex)
-    calls = _rows(ex, "SELECT start, end, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME", ("int",) * 4,
-                  "CUPTI_ACTIVITY_KIND_RUNTIME")
+    calls = ex.checked_rows("SELECT start, end, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+                            ("int",) * 4, "CUPTI_ACTIVITY_KIND_RUNTIME")
 
-    by_tid: dict[int, list[_Range]] = {}
+    by_tid: dict[int, list[NvtxEvent]] = {}
     for r in own_thread:
         by_tid.setdefault(r.tid, []).append(r)
     launches: dict[int, list[tuple[int, int, list[tuple[int, int]], int]]] = {}
@@ -386,7 +330,7 @@ def nvtx_gpu_proj_sum(ex: NsysExport) -> Report:
     for tid, tid_calls in launches.items():
         rs = sorted(by_tid[tid], key=lambda r: r.start)
         tid_calls.sort(key=lambda c: c[0])
-        active: dict[int, _Range] = {}
+        active: dict[int, NvtxEvent] = {}
         ends: list[tuple[int, int]] = []
         i = 0
         for start, end, launched, corr in tid_calls:
@@ -442,7 +386,7 @@ def nvtx_gpu_proj_sum(ex: NsysExport) -> Report:
             "Avg Range Lvl", "Avg Num Child"], rows
 
 
-REPORTS: dict[str, Callable[[NsysExport], Report]] = {
+REPORTS: dict[str, Callable[[Trace], Report]] = {
     "cuda_gpu_kern_sum": cuda_gpu_kern_sum,
     "cuda_gpu_mem_time_sum": cuda_gpu_mem_time_sum,
     "cuda_gpu_mem_size_sum": cuda_gpu_mem_size_sum,
@@ -456,7 +400,7 @@ def report(path: str, name: str) -> Report:
     """Open the export at ``path`` (.sqlite or .sqlite.gz) and compute report ``name``."""
     if name not in REPORTS:
         raise ValueError(f"unknown report {name!r}; known: {', '.join(REPORTS)}")
-    with NsysExport(path) as ex:
+    with Trace(path) as ex:
         return REPORTS[name](ex)
 
 
