@@ -6,6 +6,7 @@ from typing import Sequence
 from analysis import verdicts
 from analysis.figures import steady_breakdown_ms
 from analysis.floors import floor
+from workloads import frameworks
 
 NCU_COLUMNS = (
     ("gpu__time_duration.sum", "duration µs", lambda v: f"{v / 1e3:.1f}"),
@@ -224,10 +225,6 @@ def findings_section(runs: Sequence[dict]) -> list[str]:
     return lines
 
 
-#: how a framework's variants are timed, where not with CUDA events (workloads/<framework>_backend.py)
-_TIMER = {"jax": "a host timer around `block_until_ready()` (JAX has no CUDA-event API)"}
-
-
 def _other_runs_note(by_size: dict[int, list[dict]], shown: dict) -> list[str]:
     """The runs whose captures come from another run of the pipeline than the one shown above
     (another commit or day): named, so that no number passes for what it is not."""
@@ -253,7 +250,7 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
         f"# {recipe.title} (`{recipe.name}`)",
         "",
         f"Recipe from seed document {recipe.seed_document}. Every variant was run cold (fresh JIT and "
-        f"driver caches) three ways: timed with {_TIMER.get(recipe.framework, 'CUDA events')} after warm-up, "
+        f"driver caches) three ways: timed with {frameworks.framework(recipe.framework).timer} after warm-up, "
         "under Nsight Systems, and under Nsight Compute. Every result was checked against a float64 reference.",
         "",
         "## Provenance",

@@ -5,6 +5,7 @@ import importlib.util
 import os
 import sys
 
+from workloads.frameworks import framework as FRAMEWORK
 from workloads.registry import BY_NAME as RECIPES
 
 
@@ -257,8 +258,8 @@ def requested_kernel_page(wc):
         raise ValueError(f"kernel_workload={w}: no such workload (have: {', '.join(RECIPES)})")
     if v not in RECIPES[w].variants:
         raise ValueError(f"kernel_variant={v}: {w} has {', '.join(RECIPES[w].variants)}")
-    # line directives are Warp's; other frameworks' pages have one name whatever the key says
-    ld = config["kernel_line_directives"] or RECIPES[w].framework != "warp"
+    # frameworks without two line views (workloads/frameworks.py) have one page name whatever the key says
+    ld = config["kernel_line_directives"] or not FRAMEWORK(RECIPES[w].framework).line_directives
     page = kernel_page_name(w, v, config["kernel_name"], ld)
     return [f"reports/kernels/{page}.md", f"{CAPTURES}/kernels/{page}/kernel.ncu-rep"]
 
@@ -272,3 +273,9 @@ def kernel_profile_args(wc):
 
 # Pages whose captures are committed, found from the files (config may have moved on).
 REFERENCE_KERNEL_PAGES = glob_wildcards(f"{REF_DIR}/kernels/{{page}}/kernel-run.json").page
+
+
+def profiler_env(wc):
+    """``K=V ...`` the profiled runs of the workload's framework add (Framework.profiler_env)."""
+    added = FRAMEWORK(RECIPES[wc.workload].framework).profiler_env
+    return " ".join(f"{k}={v}" for k, v in sorted(added.items()))

@@ -14,23 +14,13 @@ import shutil
 import subprocess
 from typing import Iterable
 
+from workloads import frameworks
+
 #: packages whose versions every record states, beyond the workload's own
 BASE_PACKAGES = ("numpy", "nvtx")
 
-#: import name -> distribution names to try (first found wins)
-DISTRIBUTIONS = {
-    "cupy": ("cupy-cuda13x", "cupy-cuda12x", "cupy"),
-    "rmm": ("rmm-cu13", "rmm-cu12", "rmm"),
-    "numba": ("numba",),
-    "numba_cuda": ("numba-cuda",),
-    "pycuda": ("pycuda",),
-    "warp": ("warp-lang",),
-    "jax": ("jax",),
-    "jaxlib": ("jaxlib",),
-    "cudf": ("cudf-cu13", "cudf-cu12", "cudf"),
-    "numpy": ("numpy",),
-    "nvtx": ("nvtx",),
-}
+#: import name -> distribution names to try (first found wins), from the framework records
+DISTRIBUTIONS = frameworks.distributions()
 
 
 def package_version(import_name: str) -> str | None:
