@@ -84,6 +84,26 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def driver_problem(library: str = "libcuda.so.1") -> str | None:
+    """None when the CUDA driver loads and lists a device; else one line saying what is missing.
+    Asked through ctypes first, so that a machine without a GPU gets one line and not each
+    framework's own warnings and banners."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(library)
+    except OSError:
+        return f"the CUDA driver library {library} is not on this machine (no NVIDIA driver)"
+    rc = lib.cuInit(0)
+    if rc != 0:
+        return f"the CUDA driver is present but cuInit failed with CUresult {rc} (no usable GPU)"
+    count = ctypes.c_int(0)
+    rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0 or count.value == 0:
+        return "the CUDA driver lists no GPU"
+    return None
+
+
 def _cupy_cuda_problem() -> str | None:
     try:
         import cupy
@@ -228,6 +248,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         cpu_env={"COOKBOOK_DATAFRAME": "pandas"},
         cpu_requires=("pandas",),
     ),
+    # a new framework: one record above this line
 )})
 
 
