@@ -24,6 +24,7 @@ import yaml
 
 import slurm_cluster
 from conftest import REPO
+from workloads import settings
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
@@ -184,7 +185,7 @@ def cluster():
     if reason is None and importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
         reason = "snakemake-executor-plugin-slurm is not installed"
     if reason is not None:
-        if os.environ.get("COOKBOOK_REQUIRE_SLURM") == "1":
+        if settings.flag("COOKBOOK_REQUIRE_SLURM"):
             pytest.fail(f"COOKBOOK_REQUIRE_SLURM=1 but no test SLURM here: {reason}")
         pytest.skip(reason)
     try:

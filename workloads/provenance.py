@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from typing import Iterable
 
-from workloads import frameworks
+from workloads import frameworks, settings
 
 #: packages whose versions every record states, beyond the workload's own
 BASE_PACKAGES = ("numpy", "nvtx")
@@ -58,7 +58,7 @@ def gpu_info() -> dict:
 
 def git_commit() -> str | None:
     """The suite's commit. The GPU host gets a copy without .git, so the caller may pass it in."""
-    env = os.environ.get("COOKBOOK_GIT_COMMIT")
+    env = settings.text("COOKBOOK_GIT_COMMIT")
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))

@@ -37,7 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
-from workloads import annotate, frameworks, provenance
+from workloads import annotate, frameworks, provenance, settings
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
 
@@ -180,7 +180,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
                 ev.stop()
                 steady_ms.append(ev.elapsed_ms())
         record["steady_call_ms"] = _summary_ms(steady_ms)["median_ms"]
-        launch = os.environ.get("COOKBOOK_LAUNCH_UNIX_NS")
+        launch = settings.text("COOKBOOK_LAUNCH_UNIX_NS")
         record["first_result"] = {
             "launch_unix_ns": int(launch) if launch else None,
             "imported_unix_ns": _IMPORTED_UNIX_NS,
