@@ -30,6 +30,11 @@ from analysis.nsys_sqlite import ApiCall, GpuOp, NsysExport, NvtxRange
 from analysis.run_summary import load_json, ops_launched_in, union_ns
 
 EXPERIMENT = "scoped_timer"
+
+#: what render() reads, relative to the recipe's capture folder: the report rule's inputs
+INPUTS: tuple[str, ...] = (f"experiments/{EXPERIMENT}",)
+#: the figures render() writes into its figure folder (the report rule's outputs)
+FIGURES: tuple[str, ...] = ()
 NVTX_DOMAIN = "cookbook.warp_sph"
 MODES = ("all", "sync", "host")
 
