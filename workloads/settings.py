@@ -113,9 +113,10 @@ def flag(name: str, environ: Mapping[str, str] | None = None) -> bool:
 
 
 def markdown_table() -> str:
-    """The README's table of the variables, generated from :data:`SETTINGS`."""
+    """The README's table of the variables, generated from :data:`SETTINGS`: those a user or the
+    suite sets (the test suite's own are declared, not listed)."""
     rows = ["| variable | default | set by | what it does |", "|---|---|---|---|"]
-    for s in SETTINGS.values():
+    for s in (s for s in SETTINGS.values() if s.set_by != "tests"):
         default = f"`{s.default}`" if s.default else "(none)"
         rows.append(f"| `{s.name}` | {default} | {s.set_by} | {s.meaning} |")
     return "\n".join(rows) + "\n"
