@@ -41,6 +41,11 @@ from workloads import annotate, frameworks, provenance, settings
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
 
+DEVICES = ("cuda", "cpu")
+#: exit status of a run refused before it starts (missing package, GPU or CPU path)
+EXIT_UNAVAILABLE = 2
+
+
 def _parser(recipe: Recipe) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m workloads.{recipe.name}",
@@ -59,11 +64,6 @@ def _parser(recipe: Recipe) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random inputs' seed")
     p.add_argument("--output", help="write the run's JSON record here (atomically)")
     return p
-
-
-DEVICES = ("cuda", "cpu")
-#: exit status of a run refused before it starts (missing package, GPU or CPU path)
-EXIT_UNAVAILABLE = 2
 
 
 def _importable(name: str) -> bool:
