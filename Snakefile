@@ -29,17 +29,15 @@ rule profile_all:
         f"{CAPTURES}/preflight.json",
         [f"{WORK}/analysis/live/{w}/{v}/n{s}.json" for w in RUNNABLE_WORKLOADS for v, s in runs(w)],
         f"{WORK}/analysis/live/coldstart.json",
-        "reports/index.md",
-        expand("reports/{workload}.md", workload=RUNNABLE_WORKLOADS),
-        "reports/gpu_jobs.md",
-        ["reports/nvtx_multiprocess.md"] if MULTIPROCESS_RUNNABLE else [],
+        # every page and figure, published from <work_dir>/reports/live/ (rules/report.smk)
+        published_reports(),
 
 
 rule rebuild_reports:
     """Rebuild the reports from the committed reference captures (no GPU needed) and check
     that they equal the committed reports/*.md."""
     input:
-        f"{WORK}/rebuilt/CHECKED",
+        f"{REPORTS}/reference/CHECKED",
         rules.rebuild_kernel_pages.input,
 
 

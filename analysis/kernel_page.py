@@ -7,6 +7,7 @@ import os
 import shlex
 
 from analysis.ncu_source import KernelProfile, SourceLine
+from workloads import frameworks
 
 #: what the common PC-sampling states mean (ncu's "Warp State" names, without the prefix)
 STALL_MEANING = {
@@ -31,19 +32,7 @@ STALL_MEANING = {
 }
 
 #: how to turn on line information, per framework (the page's reference table)
-LINE_INFO_HOWTO = (
-    ("Warp", "`wp.config.lineinfo = True` (or the module option `lineinfo`); the suite: `COOKBOOK_LINEINFO=1`",
-     "the Python kernel (default) or, with `wp.config.line_directives = False`, the generated CUDA-C in "
-     "the kernel cache"),
-    ("Numba", "`@cuda.jit(lineinfo=True)`; `vectorize(target=\"cuda\")` takes no options (the suite builds the "
-     "ufunc with a subclass of its builder when `COOKBOOK_LINEINFO=1`)", "the Python function"),
-    ("PyCUDA", "`SourceModule(src, options=[\"-lineinfo\"])`", "the CUDA-C source; its text is in the report "
-     "only if the file still exists when ncu imports it (PyCUDA compiles in a temporary folder it deletes "
-     "unless `keep=True`)"),
-    ("CuPy", "`RawKernel`/`RawModule`/`ElementwiseKernel(..., options=(\"-lineinfo\",))`; `cupy.fuse` and CuPy's "
-     "own ufuncs take no compile options, so their kernels have no line information",
-     "the generated CUDA-C (its text is not kept on disk)"),
-)
+LINE_INFO_HOWTO = frameworks.line_info_table()
 
 
 def _fmt_ns(ns: float | None) -> str:
@@ -352,7 +341,8 @@ def kernel_page(k: KernelProfile, run: dict | None, top: int = 15, report_hint: 
     lines += _stalls_table(k)
     lines += [""] + _source_section(k, run, top)
     lines += [""] + _gui_section(run, report_hint)
-    if (run or {}).get("framework") == "warp":
+    record = frameworks.FRAMEWORKS.get((run or {}).get("framework", ""))
+    if record is not None and record.line_directives:
         lines += [""] + _line_directives_section(k, run)
     lines += [""] + _howto_section()
     lines += [""] + _provenance_section(k, run)

@@ -6,6 +6,7 @@ from typing import Sequence
 from analysis import limiter, roofline, verdicts
 from analysis.figures import steady_breakdown_ms
 from analysis.floors import at_rate, floor, time_vs_floor
+from workloads import frameworks
 
 NCU_COLUMNS = (
     ("gpu__time_duration.sum", "duration µs", lambda v: f"{v / 1e3:.1f}"),
@@ -312,10 +313,6 @@ def findings_section(runs: Sequence[dict]) -> list[str]:
     return lines
 
 
-#: how a framework's variants are timed, where not with CUDA events (workloads/<framework>_backend.py)
-_TIMER = {"jax": "a host timer around `block_until_ready()` (JAX has no CUDA-event API)"}
-
-
 def _other_runs_note(by_size: dict[int, list[dict]], shown: dict) -> list[str]:
     """The runs whose captures come from another run of the pipeline than the one shown above
     (another commit or day): named, so that no number passes for what it is not."""
@@ -341,7 +338,7 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
         f"# {recipe.title} (`{recipe.name}`)",
         "",
         f"Recipe from seed document {recipe.seed_document}. Every variant was run cold (fresh JIT and "
-        f"driver caches), timed with {_TIMER.get(recipe.framework, 'CUDA events')} after warm-up and traced under "
+        f"driver caches), timed with {frameworks.framework(recipe.framework).timer} after warm-up and traced under "
         "Nsight Systems. Every result was checked against a float64 reference.",
         "",
         ncu_coverage_line(by_size),

@@ -7,6 +7,20 @@ import importlib
 from analysis.errors import AnalysisInputError
 
 
+def _modules(recipe):
+    return [importlib.import_module(f"analysis.sections.{recipe.name}_{name}") for name in recipe.sections]
+
+
+def declared_inputs(recipe) -> list[str]:
+    """What the recipe's sections read, relative to its capture folder (each module's ``INPUTS``)."""
+    return [path for m in _modules(recipe) for path in getattr(m, "INPUTS", ())]
+
+
+def declared_figures(recipe) -> list[str]:
+    """File names of the figures the recipe's sections write (each module's ``FIGURES``)."""
+    return [name for m in _modules(recipe) for name in getattr(m, "FIGURES", ())]
+
+
 def render_all(recipe, workload_root: str | None, figure_dir: str) -> list[str]:
     """Markdown of every section the recipe declares, in its order."""
     if not recipe.sections:

@@ -6,6 +6,7 @@ import os
 import sys
 
 from analysis import layout
+from workloads.frameworks import framework as FRAMEWORK
 from workloads.registry import BY_NAME as RECIPES
 
 
@@ -265,8 +266,8 @@ def requested_kernel_page(wc):
         raise ValueError(f"kernel_workload={w}: no such workload (have: {', '.join(RECIPES)})")
     if v not in RECIPES[w].variants:
         raise ValueError(f"kernel_variant={v}: {w} has {', '.join(RECIPES[w].variants)}")
-    # line directives are Warp's; other frameworks' pages have one name whatever the key says
-    ld = config["kernel_line_directives"] or RECIPES[w].framework != "warp"
+    # frameworks without two line views (workloads/frameworks.py) have one page name whatever the key says
+    ld = config["kernel_line_directives"] or not FRAMEWORK(RECIPES[w].framework).line_directives
     page = kernel_page_name(w, v, config["kernel_name"], ld)
     return [f"reports/kernels/{page}.md", f"{CAPTURES}/kernels/{page}/kernel.ncu-rep"]
 
@@ -280,3 +281,94 @@ def kernel_profile_args(wc):
 
 # Pages whose captures are committed, found from the files (config may have moved on).
 REFERENCE_KERNEL_PAGES = glob_wildcards(f"{REF_DIR}/kernels/{{page}}/kernel-run.json").page
+
+
+def profiler_env(wc):
+    """``K=V ...`` the profiled runs of the workload's framework add (Framework.profiler_env)."""
+    added = FRAMEWORK(RECIPES[wc.workload].framework).profiler_env
+    return " ".join(f"{k}={v}" for k, v in sorted(added.items()))
+
+
+# --- reports (rules/report.smk): one rule per product, {set} = live | reference -----------------
+
+from analysis.report_sections import declared_figures, declared_inputs
+
+#: figure file name -> the workload whose report's sections write it (Recipe.sections' FIGURES)
+SECTION_FIGURES = {f: w for w in RECIPES for f in declared_figures(RECIPES[w])}
+
+
+def set_workloads(capture_set):
+    return RUNNABLE_WORKLOADS if capture_set == "live" else REFERENCE_WORKLOADS
+
+
+def set_has_multiprocess(capture_set):
+    return MULTIPROCESS_RUNNABLE if capture_set == "live" else REFERENCE_HAS_MULTIPROCESS
+
+
+def report_inputs(wc):
+    w, live = wc.workload, wc.set == "live"
+    root = f"{capture_root(wc.set)}/{w}"
+    files = {
+        "analyses": analyses(wc.set, w),
+        "ceilings": f"{CAPTURES}/ceilings.json" if live else reference_ceilings(w),
+        # what the recipe's sections read (analysis/sections/<recipe>_<section>.py: INPUTS)
+        "sections": [f"{root}/{p}" for p in declared_inputs(RECIPES[w])],
+    }
+    if live:
+        files["ground_truth"] = live_ground_truth(wc)
+        files["experiments"] = experiment_dirs(CAPTURES, w)
+    return files
+
+
+def index_inputs(wc):
+    s, live = wc.set, wc.set == "live"
+    ws = set_workloads(s)
+    has_coldstart = live or REFERENCE_HAS_COLDSTART
+    return {
+        "reports": [f"{WORK}/reports/{s}/{w}.md" for w in ws],
+        "analyses": [a for w in ws for a in analyses(s, w)],
+        "ceilings": f"{CAPTURES if live else REF_DIR}/ceilings.json",
+        "preflight": f"{CAPTURES if live else REF_DIR}/preflight.json",
+        "coldstart": [f"{WORK}/analysis/{s}/coldstart.json"] if has_coldstart else [],
+        "multiprocess": [f"{WORK}/reports/{s}/nvtx_multiprocess.md"] if set_has_multiprocess(s) else [],
+    }
+
+
+def gpu_jobs_inputs(wc):
+    if wc.set == "reference":
+        return {"records": REF_GPU_JOBS}
+    # after every GPU job of the run: the records are complete
+    return {
+        "analyses": [a for w in RUNNABLE_WORKLOADS for a in analyses("live", w)],
+        "experiments": [d for w in RUNNABLE_WORKLOADS for d in experiment_dirs(CAPTURES, w)],
+        "coldstart": f"{WORK}/analysis/live/coldstart.json",
+        "ceilings": f"{CAPTURES}/ceilings.json",
+        "multiprocess": [f"{WORK}/reports/live/nvtx_multiprocess.md"] if MULTIPROCESS_RUNNABLE else [],
+    }
+
+
+def published_source(wc):
+    """The live file `publish` copies to reports/<product>; a section's figure has no rule of its
+    own, so its source's producer, the workload's page, is the input."""
+    name = wc.product.removeprefix("figures/")
+    if wc.product.startswith("figures/") and name in SECTION_FIGURES:
+        return f"{WORK}/reports/live/{SECTION_FIGURES[name]}.md"
+    return f"{WORK}/reports/live/{wc.product}"
+
+
+def published_reports():
+    """Every product profile_all publishes into reports/."""
+    out = ["reports/index.md", "reports/gpu_jobs.md", "reports/figures/gpu_jobs.png"]
+    for w in RUNNABLE_WORKLOADS:
+        out.append(f"reports/{w}.md")
+        out += [f"reports/figures/{w}_{f}.png" for f in REPORT_FIGURES]
+        out += [f"reports/figures/{f}" for f in declared_figures(RECIPES[w])]
+    if MULTIPROCESS_RUNNABLE:
+        out += ["reports/nvtx_multiprocess.md", "reports/figures/nvtx_multiprocess_timeline.png"]
+    return out
+
+
+def kernel_page_inputs(wc):
+    if wc.set == "live":
+        return {"rep": f"{CAPTURES}/kernels/{wc.page}/kernel.ncu-rep", "run": f"{CAPTURES}/kernels/{wc.page}/kernel-run.json"}
+    return {"rep": f"{REF_DIR}/kernels/{wc.page}/kernel.ncu-rep.gz", "run": f"{REF_DIR}/kernels/{wc.page}/kernel-run.json"}

@@ -46,13 +46,14 @@ rule kernel_capture:
 
 
 rule kernel_page_md:
+    """A kernel's page, from a live capture or a committed one ({set}); `publish` copies live pages
+    into reports/kernels/."""
     input:
-        rep=f"{CAPTURES}/kernels/{{page}}/kernel.ncu-rep",
-        run=f"{CAPTURES}/kernels/{{page}}/kernel-run.json",
+        unpack(kernel_page_inputs),
     output:
-        "reports/kernels/{page}.md",
+        f"{REPORTS}/{{set}}/kernels/{{page}}.md",
     log:
-        f"{WORK}/logs/kernels/{{page}}_page.log",
+        f"{WORK}/logs/report/{{set}}/kernels/{{page}}.log",
     params:
         python=PYTHON,
         top=config["kernel_top_lines"],
@@ -69,31 +70,13 @@ rule kernel_page:
         requested_kernel_page,
 
 
-rule kernel_page_rebuilt:
-    input:
-        rep=f"{REF_DIR}/kernels/{{page}}/kernel.ncu-rep.gz",
-        run=f"{REF_DIR}/kernels/{{page}}/kernel-run.json",
-    output:
-        f"{WORK}/rebuilt/kernels/{{page}}.md",
-    log:
-        f"{WORK}/logs/report_rebuilt/kernels/{{page}}.log",
-    params:
-        python=PYTHON,
-        top=config["kernel_top_lines"],
-    conda:
-        CONDA_ENV
-    shell:
-        "{params.python} -m analysis kernel-page --report {input.rep} --run {input.run}"
-        " --top {params.top} --output {output} > {log} 2>&1"
-
-
 rule check_kernel_pages:
     input:
-        expand(f"{WORK}/rebuilt/kernels/{{page}}.md", page=REFERENCE_KERNEL_PAGES),
+        expand(f"{REPORTS}/reference/kernels/{{page}}.md", page=REFERENCE_KERNEL_PAGES),
     output:
-        touch(f"{WORK}/rebuilt/kernels/CHECKED"),
+        touch(f"{REPORTS}/reference/kernels/CHECKED"),
     log:
-        f"{WORK}/logs/report_rebuilt/kernels/check.log",
+        f"{WORK}/logs/report/reference/kernels/check.log",
     params:
         python=PYTHON,
         rebuilt=lambda wc, output: os.path.dirname(output[0]),
@@ -107,4 +90,4 @@ rule check_kernel_pages:
 rule rebuild_kernel_pages:
     """The kernel pages rebuilt from the committed captures (no GPU), checked against reports/kernels."""
     input:
-        [f"{WORK}/rebuilt/kernels/CHECKED"] if REFERENCE_KERNEL_PAGES else [],
+        [f"{REPORTS}/reference/kernels/CHECKED"] if REFERENCE_KERNEL_PAGES else [],

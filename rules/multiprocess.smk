@@ -34,29 +34,13 @@ rule nsys_multiprocess:
 
 rule multiprocess_report:
     input:
-        f"{CAPTURES}/nvtx_multiprocess/nsys.sqlite",
+        lambda wc: f"{CAPTURES}/nvtx_multiprocess/nsys.sqlite" if wc.set == "live"
+        else f"{REF_DIR}/nvtx_multiprocess/nsys.sqlite.gz",
     output:
-        md="reports/nvtx_multiprocess.md",
-        figure="reports/figures/nvtx_multiprocess_timeline.png",
+        md=f"{REPORTS}/{{set}}/nvtx_multiprocess.md",
+        figure=f"{REPORTS}/{{set}}/figures/nvtx_multiprocess_timeline.png",
     log:
-        f"{WORK}/logs/report/nvtx_multiprocess.log",
-    params:
-        python=PYTHON,
-    conda:
-        CONDA_ENV
-    shell:
-        "{params.python} -m analysis multiprocess-report {input} --output {output.md}"
-        " --figure {output.figure} > {log} 2>&1"
-
-
-rule multiprocess_report_rebuilt:
-    input:
-        f"{REF_DIR}/nvtx_multiprocess/nsys.sqlite.gz",
-    output:
-        md=f"{WORK}/rebuilt/nvtx_multiprocess.md",
-        figure=f"{WORK}/rebuilt/figures/nvtx_multiprocess_timeline.png",
-    log:
-        f"{WORK}/logs/report_rebuilt/nvtx_multiprocess.log",
+        f"{WORK}/logs/report/{{set}}/nvtx_multiprocess.log",
     params:
         python=PYTHON,
     conda:

@@ -144,6 +144,7 @@ rule ncu:
         python=PYTHON,
         ncu=NCU,
         flags=ncu_flags,
+        env=profiler_env,
         calls=profiled_calls,
         prefix=lambda wc, output: output.rep.removesuffix(".ncu-rep"),
     resources:
@@ -153,9 +154,9 @@ rule ncu:
     conda:
         CONDA_ENV
     shell:
-        # JAX preallocates 75% of the GPU by default: ncu's kernel replay then saves and restores
-        # ~105 GB per pass and makes no progress; other frameworks ignore the variable
-        "(XLA_PYTHON_CLIENT_PREALLOCATE=false {params.cold} --tag ncu -- {params.ncu} {params.flags} --force-overwrite"
+        # the framework's own settings for profiled runs (JAX: no preallocation, else ncu's kernel
+        # replay saves and restores ~105 GB per pass)
+        "({params.env} {params.cold} --tag ncu -- {params.ncu} {params.flags} --force-overwrite"
         " --export {params.prefix} {params.python} -m workloads.{wildcards.workload}"
         " --variant {wildcards.variant} --size {wildcards.size} --calls {params.calls}"
         " --output {output.run}"

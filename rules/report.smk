@@ -1,47 +1,30 @@
-# Markdown reports and figures. Live: reports/ from this run's captures. Rebuilt: the same reports
-# from the committed reference captures, checked against the committed reports/*.md.
+# Markdown reports and figures: one rule per product for both capture sets, {set} = "live" (this
+# run's captures) or "reference" (the committed ones, reports/reference/). Both write under
+# <work_dir>/reports/<set>/; `publish` copies live products into reports/, and check_rebuild compares
+# the reference ones with the committed reports/*.md.
 
-# the figures `python -m analysis report` draws for each workload: reports/figures/<workload>_<name>.png
+# the figures `python -m analysis report` draws for each workload: figures/<workload>_<name>.png
 REPORT_FIGURES = ["gpu_time", "timing", "timeline", "roofline"]
+REPORTS = f"{WORK}/reports"
+
+
+wildcard_constraints:
+    set="live|reference",
 
 
 rule report:
+    """One workload's page; its recipe's sections read the inputs they declare (analysis/sections)."""
     input:
-        analyses=lambda wc: analyses("live", wc.workload),
-        ceilings=f"{CAPTURES}/ceilings.json",
-        ground_truth=live_ground_truth,
-        experiments=lambda wc: experiment_dirs(CAPTURES, wc.workload),
+        unpack(report_inputs),
     output:
-        md="reports/{workload}.md",
-        figures=expand("reports/figures/{{workload}}_{figure}.png", figure=REPORT_FIGURES),
+        md=f"{REPORTS}/{{set}}/{{workload}}.md",
+        figures=expand(f"{REPORTS}/{{{{set}}}}/figures/{{{{workload}}}}_{{figure}}.png", figure=REPORT_FIGURES),
     log:
-        f"{WORK}/logs/report/{{workload}}.log",
-    params:
-        python=PYTHON,
-        captures=lambda wc: f"{CAPTURES}/{wc.workload}",
-    conda:
-        CONDA_ENV
-    shell:
-        "{params.python} -m analysis report --workload {wildcards.workload}"
-        " --ceilings {input.ceilings} --captures {params.captures} --out-dir reports {input.analyses}"
-        " > {log} 2>&1"
-
-
-rule report_rebuilt:
-    input:
-        analyses=lambda wc: analyses("reference", wc.workload),
-        ceilings=lambda wc: reference_ceilings(wc.workload),
-    output:
-        md=f"{WORK}/rebuilt/{{workload}}.md",
-        figures=expand(
-            f"{WORK}/rebuilt/figures/{{{{workload}}}}_{{figure}}.png", figure=REPORT_FIGURES
-        ),
-    log:
-        f"{WORK}/logs/report_rebuilt/{{workload}}.log",
+        f"{WORK}/logs/report/{{set}}/{{workload}}.log",
     params:
         python=PYTHON,
         out_dir=lambda wc, output: os.path.dirname(output.md),
-        captures=lambda wc: f"{REF_DIR}/{wc.workload}",
+        captures=lambda wc: f"{capture_root(wc.set)}/{wc.workload}",
     conda:
         CONDA_ENV
     shell:
@@ -52,47 +35,21 @@ rule report_rebuilt:
 
 rule index:
     input:
-        reports=expand("reports/{workload}.md", workload=RUNNABLE_WORKLOADS),
-        analyses=[a for w in RUNNABLE_WORKLOADS for a in analyses("live", w)],
-        ceilings=f"{CAPTURES}/ceilings.json",
-        preflight=f"{CAPTURES}/preflight.json",
-        coldstart=f"{WORK}/analysis/live/coldstart.json",
-        multiprocess=["reports/nvtx_multiprocess.md"] if MULTIPROCESS_RUNNABLE else [],
+        unpack(index_inputs),
     output:
-        "reports/index.md",
+        f"{REPORTS}/{{set}}/index.md",
     log:
-        f"{WORK}/logs/report/index.log",
-    params:
-        python=PYTHON,
-        multiprocess="--multiprocess" if MULTIPROCESS_RUNNABLE else "",
-    conda:
-        CONDA_ENV
-    shell:
-        "{params.python} -m analysis index --ceilings {input.ceilings} --preflight {input.preflight}"
-        " --coldstart {input.coldstart} {params.multiprocess} --output {output} {input.analyses} > {log} 2>&1"
-
-
-rule index_rebuilt:
-    input:
-        reports=expand(f"{WORK}/rebuilt/{{workload}}.md", workload=REFERENCE_WORKLOADS),
-        analyses=[a for w in REFERENCE_WORKLOADS for a in analyses("reference", w)],
-        ceilings=f"{REF_DIR}/ceilings.json",
-        preflight=f"{REF_DIR}/preflight.json",
-        coldstart=[f"{WORK}/analysis/reference/coldstart.json"] if REFERENCE_HAS_COLDSTART else [],
-        multiprocess=[f"{WORK}/rebuilt/nvtx_multiprocess.md"] if REFERENCE_HAS_MULTIPROCESS else [],
-    output:
-        f"{WORK}/rebuilt/index.md",
-    log:
-        f"{WORK}/logs/report_rebuilt/index.log",
+        f"{WORK}/logs/report/{{set}}/index.log",
     params:
         python=PYTHON,
         coldstart=lambda wc, input: f"--coldstart {input.coldstart}" if input.coldstart else "",
-        own_ceilings=" ".join(
+        # reference workloads merged in from a partial run keep the ceilings of their own run
+        own_ceilings=lambda wc: "" if wc.set == "live" else " ".join(
             f"--workload-ceilings {w}={reference_ceilings(w)}"
             for w in REFERENCE_WORKLOADS
             if reference_ceilings(w) != f"{REF_DIR}/ceilings.json"
         ),
-        multiprocess="--multiprocess" if REFERENCE_HAS_MULTIPROCESS else "",
+        multiprocess=lambda wc, input: "--multiprocess" if input.multiprocess else "",
     conda:
         CONDA_ENV
     shell:
@@ -102,21 +59,18 @@ rule index_rebuilt:
 
 
 rule gpu_jobs:
-    """Which GPU job ran on which GPU, and when: after every GPU job of the run."""
+    """Which GPU job ran on which GPU, and when: live after every GPU job of the run; reference from
+    the committed records of a two-GPU run."""
     input:
-        analyses=[a for w in RUNNABLE_WORKLOADS for a in analyses("live", w)],
-        experiments=[d for w in RUNNABLE_WORKLOADS for d in experiment_dirs(CAPTURES, w)],
-        coldstart=f"{WORK}/analysis/live/coldstart.json",
-        ceilings=f"{CAPTURES}/ceilings.json",
-        multiprocess=["reports/nvtx_multiprocess.md"] if MULTIPROCESS_RUNNABLE else [],
+        unpack(gpu_jobs_inputs),
     output:
-        md="reports/gpu_jobs.md",
-        figure="reports/figures/gpu_jobs.png",
+        md=f"{REPORTS}/{{set}}/gpu_jobs.md",
+        figure=f"{REPORTS}/{{set}}/figures/gpu_jobs.png",
     log:
-        f"{WORK}/logs/report/gpu_jobs.log",
+        f"{WORK}/logs/report/{{set}}/gpu_jobs.log",
     params:
         python=PYTHON,
-        records=f"{WORK}/gpu-jobs",
+        records=lambda wc: f"{WORK}/gpu-jobs" if wc.set == "live" else REF_GPU_JOBS[0],
     conda:
         CONDA_ENV
     shell:
@@ -124,32 +78,29 @@ rule gpu_jobs:
         " --figure {output.figure} > {log} 2>&1"
 
 
-rule gpu_jobs_rebuilt:
+rule publish:
+    """Copy one live product (page or figure) into reports/."""
     input:
-        records=REF_GPU_JOBS,
+        published_source,
     output:
-        md=f"{WORK}/rebuilt/gpu_jobs.md",
-        figure=f"{WORK}/rebuilt/figures/gpu_jobs.png",
-    log:
-        f"{WORK}/logs/report_rebuilt/gpu_jobs.log",
+        "reports/{product}",
+    wildcard_constraints:
+        product=r"[A-Za-z0-9_]+\.md|figures/[A-Za-z0-9_]+\.png|kernels/[A-Za-z0-9_]+\.md",
     params:
-        python=PYTHON,
-    conda:
-        CONDA_ENV
+        source=lambda wc: f"{REPORTS}/live/{wc.product}",
     shell:
-        "{params.python} -m analysis gpu-jobs --records {input.records} --output {output.md}"
-        " --figure {output.figure} > {log} 2>&1"
+        "cp {params.source} {output}"
 
 
 rule check_rebuild:
     input:
-        index=rules.index_rebuilt.output,
-        gpu_jobs=[rules.gpu_jobs_rebuilt.output.md] if REF_GPU_JOBS else [],
-        reports=expand(f"{WORK}/rebuilt/{{workload}}.md", workload=REFERENCE_WORKLOADS),
+        index=f"{REPORTS}/reference/index.md",
+        gpu_jobs=[f"{REPORTS}/reference/gpu_jobs.md"] if REF_GPU_JOBS else [],
+        reports=expand(f"{REPORTS}/reference/{{workload}}.md", workload=REFERENCE_WORKLOADS),
     output:
-        touch(f"{WORK}/rebuilt/CHECKED"),
+        touch(f"{REPORTS}/reference/CHECKED"),
     log:
-        f"{WORK}/logs/report_rebuilt/check.log",
+        f"{WORK}/logs/report/reference/check.log",
     params:
         python=PYTHON,
         rebuilt=lambda wc, output: os.path.dirname(output[0]),

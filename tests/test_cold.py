@@ -87,7 +87,7 @@ def test_coldwarm_runs_three_times_in_one_private_cache_and_removes_it(tmp_path)
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     r = subprocess.run([sys.executable, "-m", "workloads.tools.coldwarm", "--work-dir", str(tmp_path),
                         "--output", str(out), "--", sys.executable, "-m", "workloads.numba_ufunc",
-                        "--variant", "streams", "--size", "1000"], cwd=REPO, env=env, capture_output=True,
+                        "--device", "cpu", "--variant", "streams", "--size", "1000"], cwd=REPO, env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(out.read_text())

@@ -117,7 +117,8 @@ def test_sizes_that_are_not_a_power_of_two_or_too_large_are_refused(size):
 
 
 def test_the_runner_refuses_a_non_power_of_two_with_one_line():
-    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul", "--variant", "baseline", "--size", "96"],
+    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "baseline",
+                        "--size", "96"],
                        cwd=REPO, env=CPU_ENV, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1
     assert "power of two" in r.stderr
@@ -125,7 +126,7 @@ def test_the_runner_refuses_a_non_power_of_two_with_one_line():
 
 def test_timed_run_through_the_runner(tmp_path):
     out = tmp_path / "t.json"
-    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul", "--variant", "jit", "--size", "128", "--mode",
+    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "jit", "--size", "128", "--mode",
                         "timed", "--warmup", "1", "--repeats", "3", "--output", str(out)],
                        cwd=REPO, env=CPU_ENV, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -133,6 +134,9 @@ def test_timed_run_through_the_runner(tmp_path):
     assert rec["relative_error"] == 0.0
     assert len(rec["times_ms"]) == 3 and all(t > 0 for t in rec["times_ms"])
     assert rec["work"]["flops"] == sum(2 * n ** 3 for n in (2, 4, 8, 16, 32, 64, 128))
+    # the record and the printed line say which backend timed it, and with which timer
+    assert rec["device"] == "cpu" and "block_until_ready" in rec["timer"]
+    assert "device=cpu" in r.stdout and "block_until_ready" in r.stdout
 
 
 def test_host_clock_pair_waits_and_refuses_early_reads():

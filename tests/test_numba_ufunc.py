@@ -39,8 +39,9 @@ def _simulate(code: str) -> str:
 def test_streams_variant_runs_and_checks_under_the_simulator(tmp_path, mode):
     # 3001 elements: chunks of unequal length, every stream used more than once
     out = tmp_path / "rec.json"
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    args = [sys.executable, "-m", "workloads.numba_ufunc", "--variant", "streams", "--size", "3001",
+    # --device cpu turns the simulator on by itself (workloads/frameworks.py)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    args = [sys.executable, "-m", "workloads.numba_ufunc", "--device", "cpu", "--variant", "streams", "--size", "3001",
             "--mode", mode, "--output", str(out)]
     if mode == "timed":
         args += ["--warmup", "1", "--repeats", "3"]

@@ -67,7 +67,7 @@ def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
     repo = _repo_copy(tmp_path)
     r = subprocess.run(SNAKEMAKE + ["rebuild_reports"], cwd=repo, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert (repo / "results" / "rebuilt" / "CHECKED").exists()
+    assert (repo / "results" / "reports" / "reference" / "CHECKED").exists()
     assert "equal the committed ones" in r.stdout + r.stderr
     # and it would notice a difference
     md = repo / "reports" / "cupy_sqdiff.md"

@@ -24,6 +24,7 @@ import yaml
 
 import slurm_cluster
 from conftest import REPO
+from workloads import settings
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
@@ -184,7 +185,7 @@ def cluster():
     if reason is None and importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
         reason = "snakemake-executor-plugin-slurm is not installed"
     if reason is not None:
-        if os.environ.get("COOKBOOK_REQUIRE_SLURM") == "1":
+        if settings.flag("COOKBOOK_REQUIRE_SLURM"):
             pytest.fail(f"COOKBOOK_REQUIRE_SLURM=1 but no test SLURM here: {reason}")
         pytest.skip(reason)
     try:
@@ -242,7 +243,7 @@ SLURM_CONF={conf} exec {srun} "$@"
 """
 
 SUMMARIES = [f"results/analysis/reference/cupy_sqdiff/{v}/n4096.json" for v in ("baseline", "fused")]
-LOCAL_TARGET = "results/rebuilt/nvtx_multiprocess.md"
+LOCAL_TARGET = "results/reports/reference/nvtx_multiprocess.md"
 
 
 def _squeue(cluster) -> dict[str, tuple[str, str]]:
@@ -266,7 +267,7 @@ def test_workflow_runs_through_the_profile_on_a_real_slurm(cluster, tmp_path_fac
     # the site: the summaries go to the queue as well (normally they run on the login node), so
     # that CPU jobs are submitted; two GPUs per node; one environment module
     local = yaml.safe_load((wf / "rules" / "config.yaml").read_text())["cluster"]["local_rules"]
-    assert "summarize_run" in local and "multiprocess_report_rebuilt" in local
+    assert "summarize_run" in local and "multiprocess_report" in local
     (wf / "site.yaml").write_text(yaml.safe_dump({
         "gpus": 2, "cluster": {"local_rules": [r for r in local if r != "summarize_run"],
                                "envmodules": ["cookbook-probe/1.0"]}}))
@@ -312,8 +313,8 @@ def test_workflow_runs_through_the_profile_on_a_real_slurm(cluster, tmp_path_fac
         assert f"submitted with SLURM jobid {p.stem} " in log, f"Snakemake never reported job {p.stem}"
     assert len(run_names) == 1  # one Snakemake run, one job name: what the status checks ask squeue for
     # the local rule did not: no SLURM log, and Snakemake says it ran locally
-    assert not (slurm_logs / "rule_multiprocess_report_rebuilt").exists()
-    assert "localrule multiprocess_report_rebuilt" in log
+    assert not (slurm_logs / "rule_multiprocess_report").exists()
+    assert "localrule multiprocess_report" in log
 
     # the same summaries as a local run, and each rule's own log
     for target in SUMMARIES:
@@ -325,7 +326,7 @@ def test_workflow_runs_through_the_profile_on_a_real_slurm(cluster, tmp_path_fac
         assert (wf / target).read_bytes() == local_out.read_bytes(), target
         assert (wf / f"results/logs/analysis/reference/cupy_sqdiff_{variant}_n4096.log").exists()
     assert (wf / LOCAL_TARGET).stat().st_size > 0
-    assert (wf / "results/logs/report_rebuilt/nvtx_multiprocess.log").exists()
+    assert (wf / "results/logs/report/reference/nvtx_multiprocess.log").exists()
 
     # the GPU job: SLURM's GPU, kept; modules loaded inside that job
     probe = json.loads((wf / "probe/gpu_probe.json").read_text())

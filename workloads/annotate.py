@@ -36,6 +36,7 @@ from typing import Callable, Iterable, Sequence
 
 import nvtx
 
+from workloads import settings
 from workloads.contract import WorkloadError
 
 DOMAIN = "cookbook"
@@ -75,12 +76,11 @@ class AnnotationError(WorkloadError, ValueError):
 
 
 def _switch_from_environment() -> bool:
-    raw = os.environ.get(ENV_SWITCH, "1").strip().lower()
-    if raw in ("1", "", "on", "true", "yes"):
-        return True
-    if raw in ("0", "off", "false", "no"):
-        return False
-    raise AnnotationError(f"{ENV_SWITCH}={os.environ[ENV_SWITCH]!r}: use 1 (annotate, the default) or 0 (no NVTX)")
+    try:
+        return settings.flag(ENV_SWITCH)
+    except settings.SettingError:
+        raise AnnotationError(f"{ENV_SWITCH}={settings.raw(ENV_SWITCH)!r}: use 1 (annotate, the default) "
+                              "or 0 (no NVTX)") from None
 
 
 #: read once: the switch must not cost a dictionary lookup per range
@@ -378,7 +378,7 @@ def annotated_paths() -> list[str]:
 
 def functions_from_environment(environ: dict | None = None) -> list[str]:
     """The dotted paths listed in ``COOKBOOK_NVTX_FUNCTIONS`` (comma-separated; blanks ignored)."""
-    raw = (os.environ if environ is None else environ).get(ENV_FUNCTIONS, "")
+    raw = settings.text(ENV_FUNCTIONS, environ)
     return [p.strip() for p in raw.split(",") if p.strip()]
 
 

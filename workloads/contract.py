@@ -22,7 +22,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib
-from typing import ClassVar, Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -203,9 +203,3 @@ def check_result(out: np.ndarray, ref: np.ndarray, tolerance: float, what: str) 
         raise ResultMismatch(f"{what}: relative error {err:.3e} exceeds tolerance {tolerance:.1e}")
     return err
 
-
-def all_recipes() -> Sequence[Recipe]:
-    """Every recipe in the suite, in the order reports list them."""
-    from workloads import registry
-
-    return registry.RECIPES

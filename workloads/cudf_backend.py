@@ -23,9 +23,9 @@ pandas computes synchronously on the host: its event pair is two host timestamps
 """
 from __future__ import annotations
 
-import os
 import time
 
+from workloads import settings
 from workloads.contract import EventPair, WorkloadError
 from workloads.cupy_backend import CupyEventPair
 
@@ -39,10 +39,10 @@ DEFAULT_STREAM_HANDLES = (0, 1, 2)
 
 def frame_library(environ: dict | None = None) -> str:
     """The data-frame library ``COOKBOOK_DATAFRAME`` names: ``cudf`` (default) or ``pandas``."""
-    raw = (os.environ if environ is None else environ).get(ENV_DATAFRAME, "")
-    name = raw.strip().lower() or "cudf"
+    name = settings.text(ENV_DATAFRAME, environ).lower()
     if name not in LIBRARIES:
-        raise WorkloadError(f"{ENV_DATAFRAME}={raw!r}: use one of {', '.join(LIBRARIES)}")
+        raise WorkloadError(f"{ENV_DATAFRAME}={settings.raw(ENV_DATAFRAME, environ)!r}: use one of "
+                            f"{', '.join(LIBRARIES)}")
     return name
 
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 from typing import Iterator
 
+from workloads import settings
 from workloads.contract import WorkloadError
 
 #: "1" turns the range on; anything else (or unset) leaves it a no-op
@@ -46,14 +46,14 @@ class ProfilerRangeError(WorkloadError):
 
 
 def enabled_from_environment() -> bool:
-    return os.environ.get(ENV_SWITCH, "") == "1"
+    return settings.text(ENV_SWITCH) == "1"
 
 
 class CudaDriver:
     """The few CUDA driver functions the suite calls directly, through ctypes."""
 
     def __init__(self, library: str | None = None, device: int = 0) -> None:
-        self.library = library or os.environ.get(ENV_LIBRARY) or DEFAULT_LIBRARY
+        self.library = library or settings.text(ENV_LIBRARY)
         self.device = device
         try:
             self._lib = ctypes.CDLL(self.library)

@@ -14,23 +14,13 @@ import shutil
 import subprocess
 from typing import Iterable
 
+from workloads import frameworks, settings
+
 #: packages whose versions every record states, beyond the workload's own
 BASE_PACKAGES = ("numpy", "nvtx")
 
-#: import name -> distribution names to try (first found wins)
-DISTRIBUTIONS = {
-    "cupy": ("cupy-cuda13x", "cupy-cuda12x", "cupy"),
-    "rmm": ("rmm-cu13", "rmm-cu12", "rmm"),
-    "numba": ("numba",),
-    "numba_cuda": ("numba-cuda",),
-    "pycuda": ("pycuda",),
-    "warp": ("warp-lang",),
-    "jax": ("jax",),
-    "jaxlib": ("jaxlib",),
-    "cudf": ("cudf-cu13", "cudf-cu12", "cudf"),
-    "numpy": ("numpy",),
-    "nvtx": ("nvtx",),
-}
+#: import name -> distribution names to try (first found wins), from the framework records
+DISTRIBUTIONS = frameworks.distributions()
 
 
 def package_version(import_name: str) -> str | None:
@@ -68,7 +58,7 @@ def gpu_info() -> dict:
 
 def git_commit() -> str | None:
     """The suite's commit. The GPU host gets a copy without .git, so the caller may pass it in."""
-    env = os.environ.get("COOKBOOK_GIT_COMMIT")
+    env = settings.text("COOKBOOK_GIT_COMMIT")
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))

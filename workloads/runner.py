@@ -14,11 +14,18 @@ Two modes:
     setup and one call, timestamped on the wall clock: with the launch time that
     ``workloads.tools.coldwarm`` passes in, the time to the first result of a new
     process (interpreter start, imports, JIT compilation, module load, first launch).
+
+``--device cuda`` (default) runs on a CUDA GPU and refuses, in one line and with exit status 2,
+when the recipe's packages or a GPU are missing. ``--device cpu`` runs the recipe's CPU path
+through its framework's own switch (``Framework.cpu_env`` in :mod:`workloads.frameworks`: Warp's
+CPU device, JAX's CPU platform, Numba's CUDA simulator, pandas for cuDF); a framework without one
+is refused the same way.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import sys
@@ -30,8 +37,13 @@ from typing import Sequence
 
 import numpy as np
 
-from workloads import annotate, provenance
+from workloads import annotate, frameworks, provenance, settings
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
+
+
+DEVICES = ("cuda", "cpu")
+#: exit status of a run refused before it starts (missing package, GPU or CPU path)
+EXIT_UNAVAILABLE = 2
 
 
 def _parser(recipe: Recipe) -> argparse.ArgumentParser:
@@ -41,6 +53,9 @@ def _parser(recipe: Recipe) -> argparse.ArgumentParser:
         + ", ".join(recipe.variants),
     )
     p.add_argument("--variant", required=True, choices=recipe.variants)
+    p.add_argument("--device", choices=DEVICES, default="cuda",
+                   help="cuda (default): a CUDA GPU; cpu: the recipe's CPU path, through its framework's "
+                        "own switch (slow: for tests at small sizes)")
     p.add_argument("--size", type=int, default=recipe.default_size, help=recipe.size_meaning)
     p.add_argument("--mode", choices=("run", "timed", "first"), default="run")
     p.add_argument("--calls", type=int, default=3, help="run mode: calls of the computation")
@@ -49,6 +64,35 @@ def _parser(recipe: Recipe) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random inputs' seed")
     p.add_argument("--output", help="write the run's JSON record here (atomically)")
     return p
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
+
+
+def device_problem(recipe: Recipe, device: str) -> str | None:
+    """Why ``recipe`` cannot run on ``device`` here, in one line; None when it can. For ``cpu``,
+    applies the framework's CPU switch to this process's environment first (before any import of
+    the framework, which reads it at import time)."""
+    fw = frameworks.framework(recipe.framework)
+    command = f"python -m workloads.{recipe.name} --device cpu --variant ..."
+    if device == "cpu":
+        if fw.cpu_env is None:
+            return f"{fw.title} has no CPU path: this recipe needs a CUDA GPU (--device cuda)"
+        os.environ.update(fw.cpu_env)
+        missing = [m for m in (fw.cpu_requires or recipe.requires) if not _importable(m)]
+        if missing:
+            return f"its CPU path needs the Python package(s) {', '.join(missing)}, not importable here"
+        return None
+    cpu_hint = f"; its CPU path: {command}" if fw.cpu_env is not None else "; it has no CPU path"
+    missing = [m for m in recipe.requires if not _importable(m)]
+    if missing:
+        return f"needs the Python package(s) {', '.join(missing)}, not importable here{cpu_hint}"
+    reason = frameworks.driver_problem() or fw.cuda_problem()
+    return None if reason is None else f"no CUDA GPU: {reason}{cpu_hint}"
 
 
 def write_json_atomic(path: str, record: dict) -> None:
@@ -116,6 +160,8 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         "summary": v.summary,
         "size": v.size,
         "mode": args.mode,
+        "device": args.device,
+        "timer": frameworks.framework(recipe.framework).timer,
         "work": v.work().as_dict(),
         "annotated_functions": annotated,
     }
@@ -134,7 +180,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
                 ev.stop()
                 steady_ms.append(ev.elapsed_ms())
         record["steady_call_ms"] = _summary_ms(steady_ms)["median_ms"]
-        launch = os.environ.get("COOKBOOK_LAUNCH_UNIX_NS")
+        launch = settings.text("COOKBOOK_LAUNCH_UNIX_NS")
         record["first_result"] = {
             "launch_unix_ns": int(launch) if launch else None,
             "imported_unix_ns": _IMPORTED_UNIX_NS,
@@ -191,14 +237,19 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
 
 def main(recipe: Recipe, argv: Sequence[str] | None = None) -> int:
     args = _parser(recipe).parse_args(argv)
+    problem = device_problem(recipe, args.device)
+    if problem is not None:
+        print(f"{recipe.name}: {problem}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     try:
         record = run(recipe, args)
     except WorkloadError as e:
         print(f"{recipe.name}: {e}", file=sys.stderr)
         return 1
-    line = f"{recipe.name}/{record['variant']} size={record['size']} mode={record['mode']}"
+    line = f"{recipe.name}/{record['variant']} size={record['size']} mode={record['mode']} device={record['device']}"
     if "timing" in record:
         t = record["timing"]
+        line += f" timer=\"{record['timer'].replace('`', '')}\""
         gbs = record["work"]["bytes_read"] + record["work"]["bytes_written"]
         line += f" median={t['median_ms']:.4f} ms iqr={t['iqr_ms']:.4f} ms ({gbs / t['median_ms'] / 1e6:.1f} GB/s)"
     line += f" rel_err={record['relative_error']:.2e}"

@@ -25,10 +25,10 @@ first ``@wp.kernel`` (and be imported only from inside a variant's methods).
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 
+from workloads import settings
 from workloads.contract import EventPair, WorkloadError
 
 ENV_DEVICE = "COOKBOOK_WARP_DEVICE"
@@ -39,18 +39,6 @@ ENV_COMPILE_TIME_TRACE = "COOKBOOK_WARP_COMPILE_TIME_TRACE"
 
 #: what configured_warp() applied, for records and error messages
 APPLIED: dict[str, object] = {}
-
-
-def _flag(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    value = raw.strip().lower()
-    if value in ("1", "true", "on", "yes"):
-        return True
-    if value in ("0", "false", "off", "no"):
-        return False
-    raise WorkloadError(f"{name}={raw!r}: use 1 or 0")
 
 
 def _initialized(wp) -> bool:
@@ -68,14 +56,13 @@ def configured_warp():
     if APPLIED:
         return wp
     already = _initialized(wp)
-    settings: dict[str, object] = {}
-    if _flag(ENV_LINEINFO, False):
+    if settings.flag(ENV_LINEINFO):
         wp.config.lineinfo = True
-    if not _flag(ENV_LINE_DIRECTIVES, True):
+    if not settings.flag(ENV_LINE_DIRECTIVES):
         wp.config.line_directives = False
-    if _flag(ENV_COMPILE_TIME_TRACE, False):
+    if settings.flag(ENV_COMPILE_TIME_TRACE):
         wp.config.compile_time_trace = True
-    cache = os.environ.get(ENV_KERNEL_CACHE)
+    cache = settings.text(ENV_KERNEL_CACHE)
     if cache:
         if already:
             # Warp resolves the folder (and adds its version below it) in init(); setting it later
@@ -84,17 +71,16 @@ def configured_warp():
                                 "suite could apply it; set it before the workload starts")
         wp.config.kernel_cache_dir = cache
     wp.init()
-    settings.update(lineinfo=wp.config.lineinfo, line_directives=wp.config.line_directives,
-                    compile_time_trace=wp.config.compile_time_trace,
-                    kernel_cache_dir=wp.config.kernel_cache_dir)
-    APPLIED.update(settings)
+    APPLIED.update(lineinfo=wp.config.lineinfo, line_directives=wp.config.line_directives,
+                   compile_time_trace=wp.config.compile_time_trace,
+                   kernel_cache_dir=wp.config.kernel_cache_dir)
     return wp
 
 
 def device_name() -> str:
     """The Warp device the variants run on (see ``COOKBOOK_WARP_DEVICE``)."""
     wp = configured_warp()
-    name = os.environ.get(ENV_DEVICE, "").strip()
+    name = settings.text(ENV_DEVICE)
     if not name:
         return "cuda:0" if wp.is_cuda_available() else "cpu"
     try:

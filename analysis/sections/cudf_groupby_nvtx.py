@@ -43,6 +43,11 @@ from analysis.nvtx_tree import NvtxTree, OutlineRow, TreeRange, domain_totals, o
 from workloads.cudf_groupby import RECIPE  # the recipe's definition only: no cuDF import
 
 WORKLOAD = RECIPE.name
+
+#: what render() reads, relative to the capture folder, beyond the run folders (inputs of the run summaries): the report rule's inputs
+INPUTS: tuple[str, ...] = ()
+#: the figures render() writes into its figure folder (the report rule's outputs)
+FIGURES: tuple[str, ...] = ("cudf_groupby_nvtx.png",)
 SUITE_DOMAIN = "cookbook"
 LIBCUDF = "libcudf"
 CUDF_PYTHON = "cudf_python"

@@ -16,6 +16,11 @@ from analysis.sections import jax_matmul_readers as readers
 
 GIB = 1 << 30
 
+#: what render() reads, relative to the recipe's capture folder: the report rule's inputs
+INPUTS: tuple[str, ...] = ("experiments/allocator",)
+#: the figures render() writes into its figure folder (the report rule's outputs)
+FIGURES: tuple[str, ...] = ()
+
 
 def _gib(x) -> str:
     return "n/a" if x is None else f"{x / GIB:.2f}"

@@ -16,6 +16,11 @@ from analysis.nsys import Trace
 from analysis.sections import jax_matmul_readers as readers
 
 RECIPE = "jax_matmul"
+
+#: what render() reads, relative to the capture folder, beyond the run folders (inputs of the run summaries): the report rule's inputs
+INPUTS: tuple[str, ...] = ()
+#: the figures render() writes into its figure folder (the report rule's outputs)
+FIGURES: tuple[str, ...] = ()
 #: below this share of the call with the GPU busy, the call is bound by its host side (dispatch)
 DISPATCH_BOUND_BUSY = 0.5
 

@@ -20,6 +20,11 @@ from analysis.nsys import Trace
 from analysis.sections import jax_matmul_readers as readers
 
 RECIPE = "jax_matmul"
+
+#: what render() reads, relative to the capture folder, beyond the run folders and ceilings (inputs of the report): the report rule's inputs
+INPUTS: tuple[str, ...] = ()
+#: the figures render() writes into its figure folder (the report rule's outputs)
+FIGURES: tuple[str, ...] = ()
 GOAL = 0.80
 #: variant -> the ceiling its goal and floor are measured against, and the like-for-like one if any
 CEILING_OF = {"bf16": ("fp16_gemm", "bf16_gemm"), "float32": ("fp32_fma", None)}

@@ -15,6 +15,11 @@ from analysis.markdown import table
 from analysis.run_summary import load_json
 
 EXPERIMENT = "coldstart"
+
+#: what render() reads, relative to the recipe's capture folder: the report rule's inputs
+INPUTS: tuple[str, ...] = (f"experiments/{EXPERIMENT}",)
+#: the figures render() writes into its figure folder (the report rule's outputs)
+FIGURES: tuple[str, ...] = ()
 #: the states shown, in column order, with their headings
 COLUMNS = (
     ("cold_fresh_cache", "cold, fresh CUDA_CACHE_PATH"),

@@ -31,6 +31,11 @@ from analysis.nsys import columns as cols
 from analysis.run_summary import load_json, union_ns
 
 EXPERIMENT = "scoped_timer"
+
+#: what render() reads, relative to the recipe's capture folder: the report rule's inputs
+INPUTS: tuple[str, ...] = (f"experiments/{EXPERIMENT}",)
+#: the figures render() writes into its figure folder (the report rule's outputs)
+FIGURES: tuple[str, ...] = ()
 NVTX_DOMAIN = "cookbook.warp_sph"
 MODES = ("all", "sync", "host")
 

@@ -4,11 +4,12 @@ ufunc for the tests (the CUDA simulator cannot run CUDA ufuncs)."""
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 # a module-level name: the CUDA simulator swaps the kernels' global `cuda` for its own
 from numba import cuda
+
+from workloads import settings
 
 
 def mycalculation(x):
@@ -37,7 +38,7 @@ def jit_options() -> dict:
     ``jit`` has no such option."""
     from numba.cuda import config  # noqa: PLC0415
 
-    if os.environ.get("COOKBOOK_LINEINFO") == "1" and not config.ENABLE_CUDASIM:
+    if settings.flag("COOKBOOK_LINEINFO") and not config.ENABLE_CUDASIM:
         return {"lineinfo": True}
     return {}
 

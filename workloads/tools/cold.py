@@ -18,21 +18,13 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from workloads import frameworks
 from workloads.tools.gpu_jobs import gpu_job
 
-#: environment variable -> sub-folder of the run's cache root
-CACHE_VARIABLES = {
-    "CUPY_CACHE_DIR": "cupy",          # CuPy's compiled-kernel cache
-    "CUDA_CACHE_PATH": "cuda",         # the driver's PTX -> SASS compute cache
-    "NUMBA_CACHE_DIR": "numba",        # Numba's on-disk cache (cache=True functions)
-    "PYCUDA_CACHE_DIR": "pycuda",      # PyCUDA's SourceModule cache
-    "WARP_CACHE_PATH": "warp",         # Warp's kernel cache (and LTO cache beneath it)
-    "XDG_CACHE_HOME": "xdg",           # per-user caches of tools that follow XDG (PyCUDA's fallback)
-}
+#: environment variable -> sub-folder of the run's cache root (the driver's and each framework's)
+CACHE_VARIABLES = frameworks.cache_variables()
 #: settings that turn a persistent cache off rather than moving it
-CACHE_OFF = {
-    "JAX_ENABLE_COMPILATION_CACHE": "false",
-}
+CACHE_OFF = frameworks.cache_off()
 
 
 class UnsafePathError(RuntimeError):

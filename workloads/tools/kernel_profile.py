@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from workloads import provenance
+from workloads import frameworks, provenance
 from workloads.contract import WorkloadError
 from workloads.runner import write_json_atomic
 from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree
@@ -48,21 +48,6 @@ RUN_RECORD = "kernel-run.json"
 #: a Python function name: the only kind of base name the patterns are built from
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-#: framework -> (pattern template, what the framework's kernel names look like)
-_PATTERNS = {
-    # Warp: <python name>_<8 hex digits of the module hash>_cuda_kernel_forward (backward: _backward)
-    "warp": (r"^{name}_[0-9a-f]{{8}}_cuda_kernel_forward$",
-             "get_acceleration_a9fb4286_cuda_kernel_forward"),
-    # Numba: the Python name, then ABI tags in brackets; CUDA ufuncs and gufuncs are kernels named
-    # __vectorized_<name> / __gufunc_<name> around the scalar function
-    "numba": (r"^(__vectorized_|__gufunc_)?{name}(\[.*)?$",
-              "__vectorized_mycalculation[abi:v3,cw51c...], mycalculation_kernel[abi:v1,cw51c...]"),
-    # PyCUDA SourceModule (extern "C" by default): the name as written in the CUDA source
-    "pycuda": (r"^{name}$", "scale_vec4"),
-    # CuPy: RawKernel / cupy.fuse(kernel_name=...) as given; ufuncs and ElementwiseKernels add
-    # __<types> (cupy_subtract__float64_float64_float64)
-    "cupy": (r"^{name}(__.*)?$", "cookbook_squared_diff, cupy_subtract__float64_float64_float64"),
-}
 
 
 def kernel_regex(framework: str, name: str) -> str:
@@ -72,10 +57,13 @@ def kernel_regex(framework: str, name: str) -> str:
     namespace, no parameters), so it works whether ncu searches or matches in full."""
     if not _IDENTIFIER.fullmatch(name):
         raise WorkloadError(f"kernel name {name!r} is not a Python/CUDA identifier")
-    if framework not in _PATTERNS:
-        raise WorkloadError(f"no kernel-name rule for framework {framework!r} (have: {', '.join(_PATTERNS)}); "
+    known = [f.name for f in frameworks.FRAMEWORKS.values() if f.kernel_pattern is not None]
+    record = frameworks.FRAMEWORKS.get(framework)
+    pattern = record.kernel_regex(name) if record is not None else None
+    if pattern is None:
+        raise WorkloadError(f"no kernel-name rule for framework {framework!r} (have: {', '.join(known)}); "
                             "pass --kernel-regex")
-    return _PATTERNS[framework][0].format(name=name)
+    return pattern
 
 
 def name_matches(pattern: str, function_name: str) -> bool:
@@ -94,9 +82,13 @@ def nvtx_include(workload: str, variant: str) -> str:
 def profiled_env(framework: str, cache_dir: Path, line_directives: bool) -> dict[str, str]:
     """Environment added to the profiled process (beyond cold.py's fresh caches)."""
     env = {"COOKBOOK_LINEINFO": "1"}
-    if framework == "warp":
-        env["COOKBOOK_WARP_KERNEL_CACHE"] = str(cache_dir / "warp")
-        env["COOKBOOK_WARP_LINE_DIRECTIVES"] = "1" if line_directives else "0"
+    record = frameworks.FRAMEWORKS.get(framework)  # None: an overridden name with no record
+    if record is None:
+        return env
+    if record.kernel_cache_variable:
+        env[record.kernel_cache_variable] = str(cache_dir / framework)
+    if record.line_directives_variable:
+        env[record.line_directives_variable] = "1" if line_directives else "0"
     return env
 
 
@@ -155,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     env.update(added)
     # ncu looks for source files that are missing at their recorded path in these folders,
     # recursively: Warp's generated .cu is recorded by its base name (the NVRTC program name)
-    source_folders = [str(cache_dir / "warp")]
+    source_folders = [str(cache_dir / f.name) for f in frameworks.FRAMEWORKS.values() if f.kernel_cache_variable]
     cmd = ncu_command(args.ncu, args.python, args.workload, args.variant, size, pattern, source_folders,
                       str(out_dir / REPORT_STEM))
     print(f"kernel_profile: caches in {cache_dir}\nkernel_profile: {shlex.join(cmd)}", file=sys.stderr, flush=True)
@@ -199,7 +191,8 @@ def run(args: argparse.Namespace) -> int:
         "framework": framework,
         "kernel_regex": pattern,
         "profiled_kernel": names[0],
-        "line_directives": args.line_directives if framework == "warp" else None,
+        "line_directives": args.line_directives if getattr(frameworks.FRAMEWORKS.get(framework), "line_directives",
+                                                           False) else None,
         "report": report.name,
         "command": cmd,
         "environment": added,

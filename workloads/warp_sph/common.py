@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import sys
 from typing import ClassVar
 
 import numpy as np
 
+from workloads import settings
 from workloads.contract import Variant, Work, WorkloadError
 from workloads.warp_backend import WarpDevice, describe
 
@@ -34,12 +34,7 @@ ENV_CPU_CAPTURE = "COOKBOOK_WARP_CPU_CAPTURE"
 
 
 def cpu_capture_enabled() -> bool:
-    raw = os.environ.get(ENV_CPU_CAPTURE, "1").strip().lower()
-    if raw in ("1", "", "true", "on", "yes"):
-        return True
-    if raw in ("0", "false", "off", "no"):
-        return False
-    raise WorkloadError(f"{ENV_CPU_CAPTURE}={raw!r}: use 1 or 0")
+    return settings.flag(ENV_CPU_CAPTURE)
 
 
 @dataclasses.dataclass(frozen=True)

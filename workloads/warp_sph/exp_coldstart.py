@@ -38,7 +38,7 @@ from typing import Sequence
 #: when this module was imported: the child's interpreter and the suite are up, Warp not yet
 _IMPORTED_UNIX_NS = time.time_ns()
 
-from workloads import provenance  # noqa: E402
+from workloads import provenance, settings  # noqa: E402
 from workloads.contract import WorkloadError  # noqa: E402
 from workloads.runner import write_json_atomic  # noqa: E402
 from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree  # noqa: E402
@@ -115,16 +115,16 @@ def run_child(variant: str, size: int) -> dict:
     out = v.result()
     if not np.isfinite(out).all():
         raise WorkloadError(f"exp_coldstart: {variant} produced non-finite positions")
-    launch = os.environ.get("COOKBOOK_LAUNCH_UNIX_NS")
+    launch = settings.text("COOKBOOK_LAUNCH_UNIX_NS")
     t["launch_unix_ns"] = int(launch) if launch else None
     cache = APPLIED.get("kernel_cache_dir")
     binaries = sorted(os.path.relpath(p, cache) for p in glob.glob(os.path.join(cache, "wp_*", "*"))
                       if p.endswith((".cubin", ".ptx", ".o")))
     return {"variant": variant, "size": size, "device": str(v.device), "frame_mode": v.frame_mode,
             "stamps": t, "module_loads": logger.loads, "kernel_cache_dir": cache, "binaries": binaries,
-            "env": {k: os.environ.get(k) for k in ("CUDA_CACHE_PATH", "CUDA_CACHE_DISABLE", "WARP_CACHE_PATH",
-                                                   "COOKBOOK_WARP_KERNEL_CACHE",
-                                                   "COOKBOOK_WARP_COMPILE_TIME_TRACE")},
+            "env": {**{k: os.environ.get(k) for k in ("CUDA_CACHE_PATH", "CUDA_CACHE_DISABLE", "WARP_CACHE_PATH")},
+                    **{k: settings.raw(k) for k in ("COOKBOOK_WARP_KERNEL_CACHE",
+                                                    "COOKBOOK_WARP_COMPILE_TIME_TRACE")}},
             "provenance": provenance.collect(("warp",))}
 
 

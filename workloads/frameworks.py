@@ -1,0 +1,293 @@
+"""What the suite knows about each framework, in one record per framework.
+
+A recipe names its framework (``Recipe.framework``); everything that depends on the framework reads
+it from :data:`FRAMEWORKS`: the distributions provenance records (:mod:`workloads.provenance`), the
+caches a cold start empties (:mod:`workloads.tools.cold`), the ncu kernel-name pattern and line
+information switches (:mod:`workloads.tools.kernel_profile`, :mod:`analysis.kernel_page`), the timer
+reports name (:mod:`analysis.markdown`), the environment the profilers need
+(``rules/profile.smk``) and how ``--device cpu`` / ``--device cuda`` are honoured
+(:mod:`workloads.runner`).
+
+Nothing here imports a GPU package at import time: the analysis imports this module on machines
+without any. The checks in :attr:`Framework.cuda_problem` import their package when called.
+
+Adding a framework = one :class:`Framework` record in :data:`FRAMEWORKS`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+#: the CUDA driver's own JIT cache (PTX -> SASS): every framework that loads PTX goes through it
+DRIVER_CACHE_VARIABLES = MappingProxyType({"CUDA_CACHE_PATH": "cuda"})
+
+#: distributions every record names, whatever the framework
+BASE_DISTRIBUTIONS = MappingProxyType({"numpy": ("numpy",), "nvtx": ("nvtx",)})
+
+CUDA_EVENTS = "CUDA events"
+
+
+@dataclasses.dataclass(frozen=True)
+class Framework:
+    """One framework's facts. ``name`` is the value of ``Recipe.framework``."""
+
+    name: str
+    #: how pages name it ("Warp", "CuPy")
+    title: str
+    #: import name -> distribution names to try for its version, first found wins (provenance)
+    distributions: Mapping[str, tuple[str, ...]]
+    #: environment variable -> sub-folder of a cold run's fresh cache root
+    cache_variables: Mapping[str, str]
+    #: check that finds a CUDA device through the framework: None when there is one, else one line
+    #: saying what is missing (imports the package when called)
+    cuda_problem: Callable[[], str | None]
+    #: ``ncu -k regex:`` template for a kernel's Python/CUDA name (``{name}``; braces doubled);
+    #: None: no rule known (kernel_profile then needs --kernel-regex)
+    kernel_pattern: str | None = None
+    #: what its kernel names look like (error messages, docs)
+    kernel_example: str = ""
+    #: how its kernels get line information, and what the lines correlate to (kernel pages' table)
+    line_info_howto: str = ""
+    line_info_target: str = ""
+    #: settings that turn a persistent cache off rather than moving it (cold starts)
+    cache_off: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: how its variants are timed, in the reports' words
+    timer: str = CUDA_EVENTS
+    #: environment the profilers' runs add (ncu replays kernels: a framework that preallocates the
+    #: GPU would make every replay save and restore it)
+    profiler_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: environment that makes its recipes run on the CPU (``--device cpu``); None: no CPU path
+    cpu_env: Mapping[str, str] | None = None
+    #: import names the CPU path needs instead of ``Recipe.requires`` (None: the same)
+    cpu_requires: tuple[str, ...] | None = None
+    #: the variable that chooses whether SASS relates to the Python lines ("1") or to the generated
+    #: CUDA-C ("0"), for frameworks that generate CUDA-C with ``#line`` directives (Warp); None: one view
+    line_directives_variable: str | None = None
+    #: the variable that puts its kernel cache (the generated sources ncu imports) in a given folder
+    kernel_cache_variable: str | None = None
+    #: kernel-page table: the order frameworks are listed in (None: not listed)
+    howto_order: int | None = None
+
+    @property
+    def line_directives(self) -> bool:
+        """Whether its kernel pages come in two views (Python lines or generated CUDA-C)."""
+        return self.line_directives_variable is not None
+
+    def kernel_regex(self, name: str) -> str | None:
+        return None if self.kernel_pattern is None else self.kernel_pattern.format(name=name)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def driver_problem(library: str = "libcuda.so.1") -> str | None:
+    """None when the CUDA driver loads and lists a device; else one line saying what is missing.
+    Asked through ctypes first, so that a machine without a GPU gets one line and not each
+    framework's own warnings and banners."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(library)
+    except OSError:
+        return f"the CUDA driver library {library} is not on this machine (no NVIDIA driver)"
+    rc = lib.cuInit(0)
+    if rc != 0:
+        return f"the CUDA driver is present but cuInit failed with CUresult {rc} (no usable GPU)"
+    count = ctypes.c_int(0)
+    rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0 or count.value == 0:
+        return "the CUDA driver lists no GPU"
+    return None
+
+
+def _cupy_cuda_problem() -> str | None:
+    try:
+        import cupy
+    except ImportError as e:
+        return f"CuPy is not importable ({_first_line(e)})"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # CUDARuntimeError: no driver, insufficient driver, no device
+        return f"CuPy finds no usable CUDA GPU ({_first_line(e)})"
+    return None if n > 0 else "CuPy finds no CUDA GPU"
+
+
+def _numba_cuda_problem() -> str | None:
+    try:
+        from numba import cuda
+    except ImportError as e:
+        return f"Numba CUDA is not importable ({_first_line(e)})"
+    # is_available() swallows the driver's errors (CudaSupportError) and answers False
+    return None if cuda.is_available() else "Numba finds no CUDA GPU or driver"
+
+
+def _pycuda_cuda_problem() -> str | None:
+    try:
+        import pycuda.driver as drv
+    except ImportError as e:
+        return f"PyCUDA is not importable ({_first_line(e)})"
+    try:
+        drv.init()
+        n = drv.Device.count()
+    except Exception as e:  # pycuda._driver.Error and its subclasses
+        return f"PyCUDA finds no usable CUDA GPU ({_first_line(e)})"
+    return None if n > 0 else "PyCUDA finds no CUDA GPU"
+
+
+def _warp_cuda_problem() -> str | None:
+    if importlib.util.find_spec("warp") is None:
+        return "Warp is not installed (pip install warp-lang)"
+    from workloads.warp_backend import configured_warp
+
+    wp = configured_warp()
+    return None if wp.is_cuda_available() else "Warp finds no CUDA GPU or driver"
+
+
+def _jax_cuda_problem() -> str | None:
+    try:
+        import jax
+    except ImportError as e:
+        return f"JAX is not importable ({_first_line(e)})"
+    try:
+        devices = jax.devices("cuda")
+    except RuntimeError as e:  # "Unknown backend cuda" / "Unable to initialize backend 'cuda'"
+        return f"JAX has no CUDA backend here ({_first_line(e)})"
+    return None if devices else "JAX finds no CUDA device"
+
+
+def _cudf_cuda_problem() -> str | None:
+    if importlib.util.find_spec("cudf") is None:
+        return "cuDF is not installed"
+    return _cupy_cuda_problem()
+
+
+FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
+    Framework(
+        name="cupy", title="CuPy",
+        distributions={"cupy": ("cupy-cuda13x", "cupy-cuda12x", "cupy"), "rmm": ("rmm-cu13", "rmm-cu12", "rmm")},
+        cache_variables={"CUPY_CACHE_DIR": "cupy"},
+        # RawKernel / cupy.fuse(kernel_name=...) as given; ufuncs and ElementwiseKernels add __<types>
+        kernel_pattern=r"^{name}(__.*)?$",
+        kernel_example="cookbook_squared_diff, cupy_subtract__float64_float64_float64",
+        line_info_howto="`RawKernel`/`RawModule`/`ElementwiseKernel(..., options=(\"-lineinfo\",))`; `cupy.fuse` "
+                        "and CuPy's own ufuncs take no compile options, so their kernels have no line information",
+        line_info_target="the generated CUDA-C (its text is not kept on disk)",
+        cuda_problem=_cupy_cuda_problem,
+        howto_order=3,
+    ),
+    Framework(
+        name="numba", title="Numba",
+        distributions={"numba": ("numba",), "numba_cuda": ("numba-cuda",)},
+        cache_variables={"NUMBA_CACHE_DIR": "numba"},
+        # the Python name, then ABI tags in brackets; CUDA ufuncs/gufuncs are kernels named
+        # __vectorized_<name> / __gufunc_<name> around the scalar function
+        kernel_pattern=r"^(__vectorized_|__gufunc_)?{name}(\[.*)?$",
+        kernel_example="__vectorized_mycalculation[abi:v3,cw51c...], mycalculation_kernel[abi:v1,cw51c...]",
+        line_info_howto="`@cuda.jit(lineinfo=True)`; `vectorize(target=\"cuda\")` takes no options (the suite "
+                        "builds the ufunc with a subclass of its builder when `COOKBOOK_LINEINFO=1`)",
+        line_info_target="the Python function",
+        cuda_problem=_numba_cuda_problem,
+        # Numba's CUDA simulator runs the same kernels in Python threads (slow: small sizes only)
+        cpu_env={"NUMBA_ENABLE_CUDASIM": "1"},
+        howto_order=1,
+    ),
+    Framework(
+        name="pycuda", title="PyCUDA",
+        distributions={"pycuda": ("pycuda",)},
+        # XDG_CACHE_HOME: PyCUDA's fallback when PYCUDA_CACHE_DIR is unset, and other XDG tools'
+        cache_variables={"PYCUDA_CACHE_DIR": "pycuda", "XDG_CACHE_HOME": "xdg"},
+        # SourceModule (extern "C" by default): the name as written in the CUDA source
+        kernel_pattern=r"^{name}$",
+        kernel_example="scale_vec4",
+        line_info_howto="`SourceModule(src, options=[\"-lineinfo\"])`",
+        line_info_target="the CUDA-C source; its text is in the report only if the file still exists when ncu "
+                         "imports it (PyCUDA compiles in a temporary folder it deletes unless `keep=True`)",
+        cuda_problem=_pycuda_cuda_problem,
+        howto_order=2,
+    ),
+    Framework(
+        name="warp", title="Warp",
+        distributions={"warp": ("warp-lang",)},
+        cache_variables={"WARP_CACHE_PATH": "warp"},
+        # <python name>_<8 hex digits of the module hash>_cuda_kernel_forward (backward: _backward)
+        kernel_pattern=r"^{name}_[0-9a-f]{{8}}_cuda_kernel_forward$",
+        kernel_example="get_acceleration_a9fb4286_cuda_kernel_forward",
+        line_info_howto="`wp.config.lineinfo = True` (or the module option `lineinfo`); the suite: "
+                        "`COOKBOOK_LINEINFO=1`",
+        line_info_target="the Python kernel (default) or, with `wp.config.line_directives = False`, the "
+                         "generated CUDA-C in the kernel cache",
+        cuda_problem=_warp_cuda_problem,
+        cpu_env={"COOKBOOK_WARP_DEVICE": "cpu"},
+        line_directives_variable="COOKBOOK_WARP_LINE_DIRECTIVES",
+        kernel_cache_variable="COOKBOOK_WARP_KERNEL_CACHE",
+        howto_order=0,
+    ),
+    Framework(
+        name="jax", title="JAX",
+        distributions={"jax": ("jax",), "jaxlib": ("jaxlib",)},
+        cache_variables={},
+        cache_off={"JAX_ENABLE_COMPILATION_CACHE": "false"},
+        cuda_problem=_jax_cuda_problem,
+        timer="a host timer around `block_until_ready()` (JAX has no CUDA-event API)",
+        # JAX preallocates 75% of the GPU by default: ncu's kernel replay then saves and restores
+        # ~105 GB per pass and makes no progress
+        profiler_env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+        cpu_env={"JAX_PLATFORMS": "cpu"},
+    ),
+    Framework(
+        name="cudf", title="cuDF",
+        distributions={"cudf": ("cudf-cu13", "cudf-cu12", "cudf"), "rmm": ("rmm-cu13", "rmm-cu12", "rmm"),
+                       "pandas": ("pandas",)},
+        cache_variables={"CUPY_CACHE_DIR": "cupy"},
+        cuda_problem=_cudf_cuda_problem,
+        # the same recipe code through pandas (workloads/cudf_backend.py)
+        cpu_env={"COOKBOOK_DATAFRAME": "pandas"},
+        cpu_requires=("pandas",),
+    ),
+    # a new framework: one record above this line
+)})
+
+
+class UnknownFramework(KeyError):
+    """A recipe names a framework that has no record here."""
+
+
+def framework(name: str) -> Framework:
+    try:
+        return FRAMEWORKS[name]
+    except KeyError:
+        raise UnknownFramework(f"no framework record {name!r} in workloads/frameworks.py "
+                               f"(have: {', '.join(FRAMEWORKS)})") from None
+
+
+def distributions() -> dict[str, tuple[str, ...]]:
+    """Import name -> distribution names, over every framework (provenance)."""
+    out = dict(BASE_DISTRIBUTIONS)
+    for f in FRAMEWORKS.values():
+        out.update(f.distributions)
+    return out
+
+
+def cache_variables() -> dict[str, str]:
+    """Environment variable -> cache sub-folder, over the driver and every framework (cold starts)."""
+    out = dict(DRIVER_CACHE_VARIABLES)
+    for f in FRAMEWORKS.values():
+        out.update(f.cache_variables)
+    return out
+
+
+def cache_off() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for f in FRAMEWORKS.values():
+        out.update(f.cache_off)
+    return out
+
+
+def line_info_table() -> list[tuple[str, str, str]]:
+    """(framework, how, lines correlate to) rows for kernel pages, in the frameworks' table order."""
+    listed = sorted((f for f in FRAMEWORKS.values() if f.howto_order is not None), key=lambda f: f.howto_order)
+    return [(f.title, f.line_info_howto, f.line_info_target) for f in listed]
