@@ -24,6 +24,7 @@ from typing import IO, Iterator
 
 from analysis.errors import AnalysisInputError
 from analysis.nsys_sqlite import NsysExport, api_base_name
+from analysis.outputs import atomic_output
 from analysis.nsys_stats import _KINDS, _nvtx
 
 #: GPU "processes" get pids above any real one (Linux pids stay below 2^22)
@@ -192,15 +193,8 @@ def write_trace(ex: NsysExport, out: IO[str]) -> int:
 
 def convert(export: str, output: str) -> int:
     """Write ``output`` (atomically) from the export at ``export``; returns the number of events."""
-    tmp = f"{output}.tmp-{os.getpid()}"
-    try:
-        with NsysExport(export) as ex, open(tmp, "w") as f:
-            n = write_trace(ex, f)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return n
+    with NsysExport(export) as ex, atomic_output(output) as tmp, open(tmp, "w") as f:
+        return write_trace(ex, f)
 
 
 def cmd_perfetto(a: argparse.Namespace) -> int:

@@ -34,6 +34,40 @@ def load_json(path: str) -> dict:
         raise AnalysisInputError(path, f"not valid JSON ({e})") from None
 
 
+_NUMBER = {"type": "number"}
+#: what ``report`` and ``index`` read from a run summary (summarize_run writes more)
+SUMMARY_SCHEMA = {
+    "type": "object",
+    "required": ["workload", "variant", "size", "work", "timing", "times_ms", "provenance", "nsys", "ncu"],
+    "properties": {
+        "workload": {"type": "string"},
+        "variant": {"type": "string"},
+        "size": {"type": "integer", "minimum": 1},
+        "work": {"type": "object", "required": ["bytes_read", "bytes_written", "flops"],
+                 "additionalProperties": _NUMBER},
+        "timing": {"type": "object", "required": ["median_ms", "q1_ms", "q3_ms"], "additionalProperties": _NUMBER},
+        "times_ms": {"type": "array", "minItems": 1, "items": _NUMBER},
+        "provenance": {"type": "object"},
+        "nsys": {"type": "object", "required": ["calls"], "properties": {"calls": {"type": "array"}}},
+        "ncu": {"type": ["array", "null"], "items": {"type": "object"}},
+        "findings": {"type": "array", "items": {"type": "object"}},
+    },
+}
+
+
+def load_summary(path: str) -> dict:
+    """A run summary (``summarize-run``'s output), checked: a missing or mistyped field is an
+    AnalysisInputError naming the file and the field."""
+    import jsonschema  # noqa: PLC0415 - snakemake's own dependency; only the report commands need it
+
+    record = load_json(path)
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SUMMARY_SCHEMA).iter_errors(record))
+    if error is not None:
+        field = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise AnalysisInputError(path, f"not a run summary: field {field}: {error.message}")
+    return record
+
+
 def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
     """Total length covered by possibly overlapping [start, end) intervals."""
     total, cur_s, cur_e = 0, None, None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import time
@@ -30,6 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
+from analysis import outputs
 from workloads import annotate, provenance
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
@@ -52,13 +52,8 @@ def _parser(recipe: Recipe) -> argparse.ArgumentParser:
 
 
 def write_json_atomic(path: str, record: dict) -> None:
-    """Write JSON so that a reader never sees a half-written file."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Write JSON so that a reader never sees a half-written file (analysis/outputs.py)."""
+    outputs.write_json_atomic(path, record, indent=2)
 
 
 def _summary_ms(times_ms: Sequence[float]) -> dict:
