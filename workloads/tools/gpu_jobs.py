@@ -161,6 +161,7 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             "git_commit": git_commit(),
             "started_unix_ns": time.time_ns(),
             "returncode": None,
+            "killed_by": None,  # the signal the wrapper passed on to the job (workloads/tools/cold.py)
         }
         where = f"GPU {visible}" if visible is not None else "the default GPU"
         print(f"{tag}: on {where} ({assigned_by})"
