@@ -172,6 +172,24 @@ def _tail(text: str, limit: int = 3000) -> str:
     return text[-limit:]
 
 
+def run_streaming(cmd: Sequence[str], env: dict[str, str], label: str) -> subprocess.CompletedProcess:
+    """Run ``cmd``, passing its output to our stderr line by line as it comes (prefixed with
+    ``label``) and keeping it for the record. A run captured whole said nothing until it ended: a
+    setting that hung or was killed left a log holding only "<setting> ...". The exit status is
+    said when the run ends."""
+    proc = subprocess.Popen(list(cmd), env=dict(env, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        print(f"  [{label}] {line}", end="" if line.endswith("\n") else "\n", file=sys.stderr, flush=True)
+    returncode = proc.wait()
+    how = f"killed by signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
+    print(f"  [{label}] {how}", file=sys.stderr, flush=True)
+    output = "".join(lines)
+    return subprocess.CompletedProcess(list(cmd), returncode, stdout="", stderr=output)
+
+
 def run_setting(setting: str, args: argparse.Namespace, tmp: str) -> dict:
     """One setting under nsys, exported to ``<out-dir>/<setting>.sqlite``; returns its entry."""
     env = child_environment(dict(os.environ), setting)
@@ -201,7 +219,7 @@ def _profile_once(setting, args, env, profile_cmd, child_cmd, child_json, rep_pr
     for stale in (child_json, f"{rep_prefix}.nsys-rep"):
         if os.path.exists(stale):
             os.unlink(stale)
-    r = subprocess.run(profile_cmd, env=env, capture_output=True, text=True)
+    r = run_streaming(profile_cmd, env, f"{setting} under nsys")
     if not os.path.exists(child_json):
         raise WorkloadError(f"exp_allocator: setting {setting}: the run under nsys wrote no record; "
                             f"`{' '.join(profile_cmd)}` exited with {r.returncode}:\n{_tail(r.stdout + r.stderr)}")
@@ -223,7 +241,7 @@ def _profile_once(setting, args, env, profile_cmd, child_cmd, child_json, rep_pr
     if not os.path.exists(f"{rep_prefix}.nsys-rep"):
         entry["nsys_error"] = f"nsys made no report (exit {r.returncode}): {_tail(r.stdout + r.stderr, 1500)}"
     else:
-        e = subprocess.run(export_cmd, capture_output=True, text=True)
+        e = run_streaming(export_cmd, dict(os.environ), f"{setting} nsys export")
         if e.returncode != 0 or not os.path.exists(sqlite):
             entry["nsys_error"] = f"nsys export exited with {e.returncode}: {_tail(e.stdout + e.stderr, 1500)}"
         else:
