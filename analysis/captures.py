@@ -122,6 +122,9 @@ def copy_captures(src: str, dst: str) -> list[str]:
 def compare_reports(rebuilt: str, committed: str) -> list[str]:
     """Unified diffs of every markdown file in ``rebuilt`` that differs from ``committed``."""
     diffs = []
+    for folder in (rebuilt, committed):
+        if not os.path.isdir(folder):
+            raise AnalysisInputError(folder, "no such folder")
     names = sorted(n for n in os.listdir(rebuilt) if n.endswith(".md"))
     if not names:
         raise AnalysisInputError(rebuilt, "no rebuilt markdown reports")

@@ -58,13 +58,18 @@ SUMMARY_SCHEMA = {
 def load_summary(path: str) -> dict:
     """A run summary (``summarize-run``'s output), checked: a missing or mistyped field is an
     AnalysisInputError naming the file and the field."""
+    return check_json(path, load_json(path), SUMMARY_SCHEMA, "a run summary")
+
+
+def check_json(path: str, record, schema: dict, what: str):
+    """``record`` (read from ``path``) if it matches the JSON schema, else an AnalysisInputError
+    naming the file and the first wrong field."""
     import jsonschema  # noqa: PLC0415 - snakemake's own dependency; only the report commands need it
 
-    record = load_json(path)
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SUMMARY_SCHEMA).iter_errors(record))
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(record))
     if error is not None:
         field = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise AnalysisInputError(path, f"not a run summary: field {field}: {error.message}")
+        raise AnalysisInputError(path, f"not {what}: field {field}: {error.message}")
     return record
 
 

@@ -164,3 +164,27 @@ def test_config_schema_needs_a_workload_in_only_workloads():
                         "only_workloads=[]"], cwd=REPO, capture_output=True, text=True)
     out = r.stdout + r.stderr
     assert r.returncode != 0 and "only_workloads" in out and "non-empty" in out, out[-800:]
+
+
+def test_check_rebuild_names_a_missing_folder(tmp_path, capsys):
+    from analysis.__main__ import main
+
+    assert main(["check-rebuild", "--rebuilt", str(tmp_path / "absent"), "--committed", "reports"]) == 2
+    assert "absent: no such folder" in capsys.readouterr().err
+    (tmp_path / "rebuilt").mkdir()
+    (tmp_path / "rebuilt" / "x.md").write_text("x\n")
+    assert main(["check-rebuild", "--rebuilt", str(tmp_path / "rebuilt"), "--committed", str(tmp_path / "nope")]) == 2
+    assert "nope: no such folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option,value", [("--repeats", "0"), ("--calls", "0"), ("--warmup", "-1"),
+                                          ("--size", "0"), ("--repeats", "many")])
+def test_a_count_below_its_least_is_refused_by_the_runner(option, value):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    r = subprocess.run([sys.executable, "-m", "workloads.numba_ufunc", "--variant", "baseline", "--mode", "timed",
+                        option, value], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and option in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]

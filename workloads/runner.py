@@ -34,6 +34,22 @@ from workloads import annotate, provenance
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
 
+def at_least(minimum: int):
+    """An argparse type: an integer no smaller than ``minimum`` (``--repeats 0`` would time nothing
+    and fail later, far from the cause, on statistics of no samples)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below the least allowed, {minimum}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
 def _parser(recipe: Recipe) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m workloads.{recipe.name}",
@@ -41,11 +57,11 @@ def _parser(recipe: Recipe) -> argparse.ArgumentParser:
         + ", ".join(recipe.variants),
     )
     p.add_argument("--variant", required=True, choices=recipe.variants)
-    p.add_argument("--size", type=int, default=recipe.default_size, help=recipe.size_meaning)
+    p.add_argument("--size", type=at_least(1), default=recipe.default_size, help=recipe.size_meaning)
     p.add_argument("--mode", choices=("run", "timed", "first"), default="run")
-    p.add_argument("--calls", type=int, default=3, help="run mode: calls of the computation")
-    p.add_argument("--warmup", type=int, default=5, help="timed mode: untimed calls first")
-    p.add_argument("--repeats", type=int, default=30, help="timed mode: timed calls")
+    p.add_argument("--calls", type=at_least(1), default=3, help="run mode: calls of the computation")
+    p.add_argument("--warmup", type=at_least(0), default=5, help="timed mode: untimed calls first")
+    p.add_argument("--repeats", type=at_least(1), default=30, help="timed mode: timed calls")
     p.add_argument("--seed", type=int, default=0, help="random inputs' seed")
     p.add_argument("--output", help="write the run's JSON record here (atomically)")
     return p

@@ -49,7 +49,7 @@ from typing import Sequence
 import numpy as np
 
 from workloads.contract import WorkloadError, check_result
-from workloads.runner import write_json_atomic
+from workloads.runner import at_least, write_json_atomic
 
 RECIPE_NAME = "jax_matmul"
 EXPERIMENT = "allocator"
@@ -274,9 +274,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ncu", default=os.environ.get("NCU", "ncu"), help="accepted for the experiment CLI; unused")
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--variant", default="float32")
-    p.add_argument("--size", type=int, default=8192)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--size", type=at_least(1), default=8192)
+    p.add_argument("--warmup", type=at_least(0), default=2)
+    p.add_argument("--repeats", type=at_least(1), default=10)
     p.add_argument("--settings", default=",".join(SETTING_NAMES), help="comma-separated subset, in report order")
     # the process nsys profiles: one setting, its environment already set by the parent
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
