@@ -97,3 +97,21 @@ def test_reader_module_is_checked_once_and_named():
     module = reader_module()
     assert reader_module() is module  # checked once per process
     assert str(module).startswith("ncu_report ") and os.path.exists(module.file)
+
+
+def test_kernel_page_on_a_damaged_kernel_report_names_the_file_and_metric(tmp_path, capsys):
+    """Twelve flipped bits that leave a source-counter instance without a value: the page's sums
+    raised TypeError (ncu_source.py, issue 20); now the metric is named."""
+    from analysis.__main__ import main
+
+    source = REPO / "reports/reference/h200/kernels/warp_sph_baseline_get_acceleration/kernel.ncu-rep.gz"
+    data = bytearray(_plain_bytes(source))
+    for pos, mask in [(1133260, 8), (1988679, 128), (536636, 32), (1823071, 128), (2206029, 32), (459654, 8),
+                      (1763771, 1), (1095549, 4), (99667, 1), (818238, 4), (957290, 1), (1195618, 32)]:
+        data[pos] ^= mask
+    damaged = tmp_path / "kernel-damaged.ncu-rep"
+    damaged.write_bytes(bytes(data))
+    assert main(["kernel-page", "--report", str(damaged), "--output", str(tmp_path / "page.md")]) == 2
+    err = capsys.readouterr().err
+    assert "kernel-damaged.ncu-rep" in err and "smsp__pcsamp_warps_issue_stalled_" in err, err
+    assert "not a number" in err and not (tmp_path / "page.md").exists()
