@@ -44,7 +44,7 @@ SUMMARY_SCHEMA = {
         "variant": {"type": "string"},
         "size": {"type": "integer", "minimum": 1},
         "work": {"type": "object", "required": ["bytes_read", "bytes_written", "flops"],
-                 "additionalProperties": _NUMBER},
+                 "properties": {"bytes_read": _NUMBER, "bytes_written": _NUMBER, "flops": _NUMBER}},
         "timing": {"type": "object", "required": ["median_ms", "q1_ms", "q3_ms"], "additionalProperties": _NUMBER},
         "times_ms": {"type": "array", "minItems": 1, "items": _NUMBER},
         "provenance": {"type": "object"},

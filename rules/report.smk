@@ -22,9 +22,9 @@ rule report:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis report --workload {wildcards.workload}"
-        " --ceilings {input.ceilings} --captures {params.captures} --out-dir reports {input.analyses}"
-        " > {log} 2>&1"
+        "{params.python:q} -m analysis report --workload {wildcards.workload}"
+        " --ceilings {input.ceilings:q} --captures {params.captures:q} --out-dir reports {input.analyses:q}"
+        " > {log:q} 2>&1"
 
 
 rule report_rebuilt:
@@ -45,9 +45,9 @@ rule report_rebuilt:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis report --workload {wildcards.workload}"
-        " --ceilings {input.ceilings} --captures {params.captures} --out-dir {params.out_dir}"
-        " {input.analyses} > {log} 2>&1"
+        "{params.python:q} -m analysis report --workload {wildcards.workload}"
+        " --ceilings {input.ceilings:q} --captures {params.captures:q} --out-dir {params.out_dir:q}"
+        " {input.analyses:q} > {log:q} 2>&1"
 
 
 rule index:
@@ -68,8 +68,8 @@ rule index:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis index --ceilings {input.ceilings} --preflight {input.preflight}"
-        " --coldstart {input.coldstart} {params.multiprocess} --output {output} {input.analyses} > {log} 2>&1"
+        "{params.python:q} -m analysis index --ceilings {input.ceilings:q} --preflight {input.preflight:q}"
+        " --coldstart {input.coldstart:q} {params.multiprocess} --output {output:q} {input.analyses:q} > {log:q} 2>&1"
 
 
 rule index_rebuilt:
@@ -86,19 +86,20 @@ rule index_rebuilt:
         f"{WORK}/logs/report_rebuilt/index.log",
     params:
         python=PYTHON,
-        coldstart=lambda wc, input: f"--coldstart {input.coldstart}" if input.coldstart else "",
-        own_ceilings=" ".join(
-            f"--workload-ceilings {w}={reference_ceilings(w)}"
+        coldstart=lambda wc, input: shlex.join(["--coldstart", *input.coldstart]) if input.coldstart else "",
+        own_ceilings=shlex.join(
+            arg
             for w in REFERENCE_WORKLOADS
             if reference_ceilings(w) != f"{REF_DIR}/ceilings.json"
+            for arg in ("--workload-ceilings", f"{w}={reference_ceilings(w)}")
         ),
         multiprocess="--multiprocess" if REFERENCE_HAS_MULTIPROCESS else "",
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis index --ceilings {input.ceilings} --preflight {input.preflight}"
-        " {params.own_ceilings} {params.coldstart} {params.multiprocess} --output {output} {input.analyses}"
-        " > {log} 2>&1"
+        "{params.python:q} -m analysis index --ceilings {input.ceilings:q} --preflight {input.preflight:q}"
+        " {params.own_ceilings} {params.coldstart} {params.multiprocess} --output {output:q} {input.analyses:q}"
+        " > {log:q} 2>&1"
 
 
 rule gpu_jobs:
@@ -120,8 +121,8 @@ rule gpu_jobs:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis gpu-jobs --records {params.records} --output {output.md}"
-        " --figure {output.figure} > {log} 2>&1"
+        "{params.python:q} -m analysis gpu-jobs --records {params.records:q} --output {output.md:q}"
+        " --figure {output.figure:q} > {log:q} 2>&1"
 
 
 rule gpu_jobs_rebuilt:
@@ -137,8 +138,8 @@ rule gpu_jobs_rebuilt:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis gpu-jobs --records {input.records} --output {output.md}"
-        " --figure {output.figure} > {log} 2>&1"
+        "{params.python:q} -m analysis gpu-jobs --records {input.records:q} --output {output.md:q}"
+        " --figure {output.figure:q} > {log:q} 2>&1"
 
 
 rule check_rebuild:
@@ -156,5 +157,5 @@ rule check_rebuild:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis check-rebuild --rebuilt {params.rebuilt} --committed reports"
-        " 2>&1 | tee {log}"
+        "{params.python:q} -m analysis check-rebuild --rebuilt {params.rebuilt:q} --committed reports"
+        " 2>&1 | tee {log:q}"
