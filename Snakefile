@@ -54,9 +54,9 @@ rule capture_reference:
         captures=lambda wc, input: os.path.dirname(input[0]),
         reference=REF_DIR,
         # a run of some workloads (only_workloads) is merged in; a run of all replaces the reference
-        merge=f"--merge {' '.join(RUNNABLE_WORKLOADS)}" if ONLY else "",
+        merge=shlex.join(["--merge", *RUNNABLE_WORKLOADS]) if ONLY else "",
     conda:
         "environment.yml"
     shell:
-        "{params.python} -m analysis copy-captures --from {params.captures} --to {params.reference}"
-        " {params.merge} > {log} 2>&1"
+        "{params.python:q} -m analysis copy-captures --from {params.captures:q} --to {params.reference:q}"
+        " {params.merge} > {log:q} 2>&1"

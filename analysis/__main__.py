@@ -22,10 +22,25 @@ from analysis import coldstart_cli, stats_cli
 from analysis import multiprocess_cli
 from analysis import kernel_page_cli, ncu_cli, perfetto
 from analysis.errors import AnalysisInputError
-from analysis.outputs import write_text_atomic
+from analysis.outputs import check_targets, write_text_atomic
 from analysis.run_summary import load_json, load_summary, summarize_run
 
 
+
+
+def _load_summaries(paths: list[str]) -> list[dict]:
+    """The run summaries, checked (field types, and a registered workload and variant)."""
+    from workloads.registry import BY_NAME
+
+    summaries = []
+    for path in paths:
+        s = load_summary(path)
+        if s["workload"] not in BY_NAME:
+            raise AnalysisInputError(path, f"field workload: {s['workload']!r} is no registered workload")
+        if s["variant"] not in BY_NAME[s["workload"]].variants:
+            raise AnalysisInputError(path, f"field variant: {s['variant']!r} is no variant of {s['workload']}")
+        summaries.append(s)
+    return summaries
 
 
 def _by_size(summaries: list[dict], workload: str) -> dict[int, list[dict]]:
@@ -54,7 +69,7 @@ def cmd_report(a) -> None:
     from workloads.registry import BY_NAME
 
     recipe = BY_NAME[a.workload]
-    by_size = _by_size([load_summary(p) for p in a.summaries], a.workload)
+    by_size = _by_size(_load_summaries(a.summaries), a.workload)
     if not by_size:
         raise AnalysisInputError(a.summaries[0] if a.summaries else a.workload, "no run summaries for this workload")
     ceilings = load_json(a.ceilings)
@@ -70,17 +85,20 @@ def cmd_report(a) -> None:
             f"{a.workload}_roofline.png",
     }
     fig_dir = os.path.join(a.out_dir, "figures")
+    md_path = os.path.join(a.out_dir, f"{a.workload}.md")
+    # the page first: malformed summaries and unsafe output paths are refused before any figure is written
+    md = markdown.workload_report(recipe, by_size, ceilings, names)
+    check_targets(md_path, *(os.path.join(fig_dir, n) for n in names.values()))
     figures.timing_figure(by_size, ceilings["ceilings"], os.path.join(fig_dir, f"{a.workload}_timing.png"),
                           recipe.title)
     figures.gpu_time_figure(by_size, os.path.join(fig_dir, f"{a.workload}_gpu_time.png"), recipe.title)
     figures.timeline_figure(by_size, os.path.join(fig_dir, f"{a.workload}_timeline.png"), recipe.title)
     figures.roofline_figure(by_size, ceilings["ceilings"], os.path.join(fig_dir, f"{a.workload}_roofline.png"),
                             recipe.title)
-    md = markdown.workload_report(recipe, by_size, ceilings, names)
     parts = report_sections.render_all(recipe, a.captures, fig_dir)
     if parts:
         md = md.rstrip("\n") + "\n\n" + "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
-    write_text_atomic(os.path.join(a.out_dir, f"{a.workload}.md"), md)
+    write_text_atomic(md_path, md)
     print(f"wrote {os.path.join(a.out_dir, a.workload + '.md')}")
 
 
@@ -88,7 +106,7 @@ def cmd_index(a) -> None:
     from analysis import markdown
     from workloads.registry import BY_NAME
 
-    summaries = [load_summary(p) for p in a.summaries]
+    summaries = _load_summaries(a.summaries)
     workloads = [w for w in BY_NAME if any(s["workload"] == w for s in summaries)]
     runs = {w: _by_size(summaries, w) for w in workloads}
     coldstart = load_json(a.coldstart) if a.coldstart else []
@@ -116,6 +134,7 @@ def cmd_gpu_jobs(a) -> None:
 
     runs = [gpu_jobs.summarize(r) for r in gpu_jobs.split_runs(gpu_jobs.load_gpu_jobs(a.records))]
     latest = runs[-1]
+    check_targets(a.figure, a.output)
     figures.gpu_jobs_figure(latest.jobs, a.figure, "Pipeline")
     rel = os.path.relpath(a.figure, os.path.dirname(os.path.abspath(a.output)))
     write_text_atomic(a.output, gpu_jobs_markdown.gpu_jobs_report(runs, rel))

@@ -34,6 +34,15 @@ def replace_reference(src: str, dst: str) -> list[str]:
     return copied
 
 
+def _inside(folder: str, path: str) -> str:
+    """``path``, refused unless it lies strictly inside ``folder`` once links are resolved: what
+    the merge deletes must be the reference's own."""
+    real_folder, real = os.path.realpath(folder), os.path.realpath(path)
+    if os.path.commonpath([real_folder, real]) != real_folder or real == real_folder:
+        raise AnalysisInputError(path, f"lies outside the reference folder {folder}; refusing to replace it")
+    return path
+
+
 def merge_reference(src: str, dst: str, workloads: list[str]) -> list[str]:
     """Put the captures of a run that profiled only ``workloads`` into an existing reference: each
     workload's folder is replaced whole, its cold-start records replace the old ones, and the run's
@@ -44,6 +53,13 @@ def merge_reference(src: str, dst: str, workloads: list[str]) -> list[str]:
         raise AnalysisInputError(dst, "a reference folder must be reports/reference/<name>; refusing to merge into it")
     if not os.path.isdir(dst):
         raise AnalysisInputError(dst, "no reference to merge into; copy a whole run first (replace_reference)")
+    from workloads.registry import BY_NAME  # noqa: PLC0415 - the recipes' definitions only
+
+    if not workloads:
+        raise AnalysisInputError(dst, "no workload to merge named")
+    for w in workloads:
+        if w not in BY_NAME:
+            raise AnalysisInputError(dst, f"--merge {w!r}: no such workload (registered: {', '.join(BY_NAME)})")
     ceilings = os.path.join(src, layout.CEILINGS)
     if not os.path.isfile(ceilings):
         raise AnalysisInputError(ceilings, "missing: a merged workload needs the ceilings of its own run")
@@ -52,8 +68,8 @@ def merge_reference(src: str, dst: str, workloads: list[str]) -> list[str]:
         w_src = os.path.join(src, w)
         if not os.path.isdir(w_src):
             raise AnalysisInputError(w_src, f"no captures of workload {w!r} in this run")
-        w_dst = os.path.join(dst, w)
-        fresh = w_dst + ".new"
+        w_dst = _inside(dst, os.path.join(dst, w))
+        fresh = _inside(dst, w_dst + ".new")
         if os.path.isdir(fresh):
             shutil.rmtree(fresh)
         copied += [f"{w}/{rel}" for rel in copy_captures(w_src, fresh)]
@@ -74,7 +90,7 @@ def merge_reference(src: str, dst: str, workloads: list[str]) -> list[str]:
     # single-kernel pages captured in this run (rules/kernel.smk) replace their older captures
     k_src = os.path.join(src, layout.KERNELS)
     for page in sorted(os.listdir(k_src)) if os.path.isdir(k_src) else []:
-        p_dst = os.path.join(dst, layout.KERNELS, page)
+        p_dst = _inside(dst, os.path.join(dst, layout.KERNELS, page))
         if os.path.isdir(p_dst):
             shutil.rmtree(p_dst)
         copied += [f"{layout.KERNELS}/{page}/{rel}" for rel in copy_captures(os.path.join(k_src, page), p_dst)]
@@ -107,6 +123,9 @@ def copy_captures(src: str, dst: str) -> list[str]:
 def compare_reports(rebuilt: str, committed: str) -> list[str]:
     """Unified diffs of every markdown file in ``rebuilt`` that differs from ``committed``."""
     diffs = []
+    for folder in (rebuilt, committed):
+        if not os.path.isdir(folder):
+            raise AnalysisInputError(folder, "no such folder")
     names = sorted(n for n in os.listdir(rebuilt) if n.endswith(".md"))
     if not names:
         raise AnalysisInputError(rebuilt, "no rebuilt markdown reports")

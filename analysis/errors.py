@@ -12,6 +12,10 @@ class AnalysisInputError(Exception):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def __reduce__(self):
+        # rebuilt from (path, problem) so the error crosses a process boundary intact (the ncu reader's child)
+        return (type(self), (self.path, self.problem))
+
 
 class NoDataInExport(AnalysisInputError):
     """The export is sound but holds nothing of what a report summarizes (no memory copies, no

@@ -12,6 +12,7 @@ import matplotlib.ticker  # noqa: E402
 
 from analysis.floors import floor  # noqa: E402
 from analysis.gpu_jobs import gpu_label_order  # noqa: E402
+from analysis.outputs import save_figure_atomic  # noqa: E402
 
 # Stable colours per kind of GPU time, as Nsight Systems draws them (kernels blue, copies red...)
 KIND_COLORS = {"kernel": "#4c72b0", "memcpy": "#c44e52", "memset": "#dd8452", "idle": "#cccccc"}
@@ -233,11 +234,7 @@ def roofline_figure(summaries_by_size: dict[int, Sequence[dict]], ceilings: dict
 
 
 def _save(fig, path: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp.png"
-    fig.savefig(tmp, dpi=110, metadata=_PNG_META)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure_atomic(fig, path, dpi=110, metadata=_PNG_META)
 
 
 #: one colour per kind of GPU job in the job chart

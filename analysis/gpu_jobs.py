@@ -17,12 +17,38 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from analysis.errors import AnalysisInputError
-from analysis.run_summary import load_json, union_ns
+from analysis.run_summary import check_json, load_json, union_ns
 
 #: the record format this reader knows (workloads/tools/gpu_jobs.py RECORD_VERSION)
 RECORD_VERSION = 1
 REQUIRED = ("record_version", "tag", "argv", "host", "assigned_by", "cuda_visible_devices", "gpu",
             "started_unix_ns", "ended_unix_ns", "returncode")
+_NS = {"type": "integer", "minimum": 0}
+_TEXT_OR_NULL = {"type": ["string", "null"]}
+#: the fields this reader uses, with their types (workloads/tools/gpu_jobs.py writes them)
+RECORD_SCHEMA = {
+    "type": "object",
+    "required": list(REQUIRED),
+    "properties": {
+        "record_version": {"type": "integer"},
+        "tag": {"type": "string"},
+        "argv": {"type": "array", "items": {"type": "string"}},
+        "host": {"type": "string"},
+        "assigned_by": {"type": "string"},
+        "cuda_visible_devices": _TEXT_OR_NULL,
+        "gpu": {"oneOf": [{"type": "null"}, {
+            "type": "object", "required": ["index", "uuid", "pci_bus_id", "name"],
+            "properties": {"index": {"type": "integer"}, "uuid": {"type": "string"},
+                           "pci_bus_id": {"type": "string"}, "name": {"type": "string"},
+                           "driver_version": _TEXT_OR_NULL}}]},
+        "started_unix_ns": _NS,
+        "ended_unix_ns": _NS,
+        "returncode": {"type": ["integer", "null"]},
+        "slurm_job_id": _TEXT_OR_NULL,
+        "git_commit": _TEXT_OR_NULL,
+        "killed_by": _TEXT_OR_NULL,
+    },
+}
 #: a pause longer than this between jobs starts a new run (a pipeline resumed another day)
 NEW_RUN_GAP_NS = 30 * 60 * 10**9
 
@@ -83,9 +109,11 @@ def _gpu_label(record: dict) -> str:
 
 def parse_record(path: str) -> GpuJob:
     record = load_json(path)
-    missing = [k for k in REQUIRED if k not in record]
-    if missing:
-        raise AnalysisInputError(path, f"GPU job record lacks {', '.join(missing)}")
+    if isinstance(record, dict):
+        missing = [k for k in REQUIRED if k not in record]
+        if missing:
+            raise AnalysisInputError(path, f"GPU job record lacks {', '.join(missing)}")
+    check_json(path, record, RECORD_SCHEMA, "a GPU job record")
     if record["record_version"] != RECORD_VERSION:
         raise AnalysisInputError(path, f"record_version {record['record_version']}, this reader knows {RECORD_VERSION}")
     if record["ended_unix_ns"] < record["started_unix_ns"]:

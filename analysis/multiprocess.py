@@ -19,6 +19,7 @@ import zlib
 from typing import Sequence
 
 from analysis.errors import AnalysisInputError
+from analysis.outputs import save_figure_atomic
 from analysis.run_summary import union_ns
 from analysis.nsys.trace import NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, Trace
 from workloads.annotate import (DOMAIN, MARK_COLOR, PHASE_COLORS, THIRDPARTY_COLOR, THIRDPARTY_DOMAIN,
@@ -518,11 +519,7 @@ def timeline_figure(procs: Sequence[ProcessActivity], path: str, title: str) -> 
         legend_in = 0.3 * ((len(handles) + 5) // 6)  # one legend line per six entries, below the axis
         fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}.png"
-    fig.savefig(tmp, dpi=110, metadata={"Software": None})  # deterministic bytes
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure_atomic(fig, path, dpi=110, metadata={"Software": None})  # deterministic bytes
 
 
 def require_processes(procs: Sequence[ProcessActivity], path: str) -> None:

@@ -2,7 +2,7 @@
 nsys SQLite export, as a markdown page and a timeline figure (see :mod:`analysis.multiprocess`)."""
 from __future__ import annotations
 
-from analysis.outputs import write_text_atomic
+from analysis.outputs import check_targets, write_text_atomic
 
 import argparse
 import json
@@ -16,6 +16,7 @@ from analysis import multiprocess
 def cmd_multiprocess_report(a: argparse.Namespace) -> int:
     procs = multiprocess.read_processes(a.export)
     multiprocess.require_processes(procs, a.export)
+    check_targets(a.output, a.figure, *([a.json] if a.json else []))
     # the page links the figure relative to itself, so both can move together
     figure_link = os.path.relpath(os.path.abspath(a.figure), os.path.dirname(os.path.abspath(a.output)))
     multiprocess.timeline_figure(procs, a.figure, a.title)

@@ -2,22 +2,21 @@
 
 Uses NVIDIA's ``ncu_report`` module: the ``ncu-report`` package from PyPI (no
 ncu install needed), else the copy under an Nsight Compute install's
-``extras/python``. Values are converted to the units the suite uses
+``extras/python``, always in a child process (analysis/ncu_child.py: the native
+module aborts on damaged reports). Values are converted to the units the suite uses
 everywhere: durations in ns, percentages as 0-100, bytes as bytes.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
-import glob
-import importlib
 import os
 import re
-import sys
 from typing import Any
 
 from analysis.errors import AnalysisInputError
 from analysis.gzfiles import plain_file
+from analysis.ncu_child import import_ncu_report, read_isolated
 
 #: the metrics every summary carries, named as ncu names them
 SUMMARY_METRICS = (
@@ -88,21 +87,6 @@ class Launch:
     demangled_name: str
     metrics: dict[str, float | int | None]
     findings: tuple[Finding, ...]
-
-
-def _load_module():
-    try:
-        return importlib.import_module("ncu_report")
-    except ImportError:
-        pass
-    roots = [os.environ.get("NCU_HOME", "")] + sorted(glob.glob("/opt/nvidia/nsight-compute/*")) + \
-        sorted(glob.glob("/usr/local/cuda*/nsight-compute*"))
-    for root in roots:
-        extras = os.path.join(root, "extras", "python")
-        if os.path.isfile(os.path.join(extras, "ncu_report.py")):
-            sys.path.insert(0, extras)
-            return importlib.import_module("ncu_report")
-    raise ImportError("ncu_report not found: `pip install ncu-report`, or set NCU_HOME to an Nsight Compute install")
 
 
 def cli_kernel_name(demangled: str) -> str:
@@ -186,18 +170,19 @@ def read_launches(path: str | os.PathLike) -> list[Launch]:
     if not os.path.isfile(path):
         raise AnalysisInputError(path, "no such file")
     with plain_file(path) as plain:
-        return _read_plain(path, plain)
+        return read_isolated("launches", path, plain)
 
 
 def load_actions(path: str, plain: str) -> tuple[Any, list]:
     """(report context, its profiled launches in ncu's ID order) of the plain file ``plain`` that
-    ``path`` names; the context must outlive the actions. Typed errors name ``path``."""
+    ``path`` names; the context must outlive the actions. Typed errors name ``path``. Runs in the
+    reader's child process only (analysis/ncu_child.py)."""
     with open(plain, "rb") as f:
         head = f.read(64)
     if not head.startswith(NCU_REP_MAGIC):
         raise AnalysisInputError(path, "not an Nsight Compute report (.ncu-rep): wrong magic bytes")
     try:
-        ncu_report = _load_module()
+        ncu_report = import_ncu_report()
     except ImportError as e:
         raise AnalysisInputError(path, str(e)) from None
     try:

@@ -38,6 +38,7 @@ from typing import Any
 from analysis.errors import AnalysisInputError
 from analysis.gzfiles import plain_file
 from analysis.ncu import _metric_value, cli_kernel_name, load_actions
+from analysis.ncu_child import read_isolated
 
 #: kernel-level metrics the page shows, named as ncu names them
 KEY_METRICS = (
@@ -183,7 +184,14 @@ def _instances(action, name: str) -> dict[int, int | float] | None:
     n = m.num_instances()
     if ids.num_instances() != n:
         raise ValueError(f"{name}: {n} values but {ids.num_instances()} addresses")
-    return {int(ids.value(i)): m.value(i) for i in range(n)}
+    out: dict[int, int | float] = {}
+    for i in range(n):
+        address, value = ids.value(i), m.value(i)
+        # a damaged report gives None or strings here; the sums below need numbers
+        if not isinstance(address, int) or isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{name}: instance {i} holds {value!r} at address {address!r}, not a number")
+        out[address] = value
+    return out
 
 
 def _stall_metrics(action) -> list[str]:
@@ -297,34 +305,40 @@ def read_kernel_profile(path: str | os.PathLike, launch: int = 0) -> KernelProfi
     if not os.path.isfile(path):
         raise AnalysisInputError(path, "no such file")
     with plain_file(path) as plain:
-        _ctx, actions = load_actions(path, plain)
-        if not actions:
-            raise AnalysisInputError(path, "report holds no profiled kernel (no kernel matched ncu's -k/-c filters)")
-        if not 0 <= launch < len(actions):
-            raise AnalysisInputError(path, f"no launch {launch}: the report holds {len(actions)}")
-        action = actions[launch]
-        metrics: dict[str, Any] = {m: _metric_value(action.metric_by_name(m)) for m in KEY_METRICS}
-        if metrics["gpu__time_duration.sum"] is None:
-            raise AnalysisInputError(path, f"launch {launch} has no duration: the report is truncated or damaged")
-        stall_totals = {n[len(STALL_PREFIX):]: _metric_value(action.metric_by_name(n)) or 0
-                        for n in _stall_metrics(action)}
-        try:
-            source = _source_view(action, metrics[SAMPLES])
-        except ValueError as e:
-            raise AnalysisInputError(path, f"launch {launch}: inconsistent source counters ({e})") from None
-        demangled = str(action.name(action.NameBase_DEMANGLED))
-        return KernelProfile(
-            report=path,
-            launch=launch,
-            launches_in_report=len(actions),
-            function_name=str(action.name(action.NameBase_FUNCTION)),
-            display_name=cli_kernel_name(demangled),
-            demangled_name=demangled,
-            mangled_name=str(action.name(action.NameBase_MANGLED)),
-            metrics=metrics,
-            stalls=_sorted_stalls(stall_totals),
-            source=source,
-        )
+        return read_isolated("kernel_profile", path, plain, str(launch))
+
+
+def _read_kernel_profile(path: str, plain: str, launch_arg: str) -> KernelProfile:
+    """In the reader's child process (analysis/ncu_child.py)."""
+    launch = int(launch_arg)
+    _ctx, actions = load_actions(path, plain)
+    if not actions:
+        raise AnalysisInputError(path, "report holds no profiled kernel (no kernel matched ncu's -k/-c filters)")
+    if not 0 <= launch < len(actions):
+        raise AnalysisInputError(path, f"no launch {launch}: the report holds {len(actions)}")
+    action = actions[launch]
+    metrics: dict[str, Any] = {m: _metric_value(action.metric_by_name(m)) for m in KEY_METRICS}
+    if metrics["gpu__time_duration.sum"] is None:
+        raise AnalysisInputError(path, f"launch {launch} has no duration: the report is truncated or damaged")
+    stall_totals = {n[len(STALL_PREFIX):]: _metric_value(action.metric_by_name(n)) or 0
+                    for n in _stall_metrics(action)}
+    try:
+        source = _source_view(action, metrics[SAMPLES])
+    except ValueError as e:
+        raise AnalysisInputError(path, f"launch {launch}: inconsistent source counters ({e})") from None
+    demangled = str(action.name(action.NameBase_DEMANGLED))
+    return KernelProfile(
+        report=path,
+        launch=launch,
+        launches_in_report=len(actions),
+        function_name=str(action.name(action.NameBase_FUNCTION)),
+        display_name=cli_kernel_name(demangled),
+        demangled_name=demangled,
+        mangled_name=str(action.name(action.NameBase_MANGLED)),
+        metrics=metrics,
+        stalls=_sorted_stalls(stall_totals),
+        source=source,
+    )
 
 
 def kernel_names(path: str | os.PathLike) -> list[str]:
@@ -333,5 +347,9 @@ def kernel_names(path: str | os.PathLike) -> list[str]:
     if not os.path.isfile(path):
         raise AnalysisInputError(path, "no such file")
     with plain_file(path) as plain:
-        _ctx, actions = load_actions(path, plain)
-        return [str(a.name()) for a in actions]
+        return read_isolated("kernel_names", path, plain)
+
+
+def _kernel_names(path: str, plain: str) -> list[str]:
+    _ctx, actions = load_actions(path, plain)
+    return [str(a.name()) for a in actions]

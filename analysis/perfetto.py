@@ -24,6 +24,7 @@ from typing import IO, Iterator
 
 from analysis.errors import AnalysisInputError
 from analysis.nsys.trace import Trace
+from analysis.outputs import atomic_output
 
 #: GPU "processes" get pids above any real one (Linux pids stay below 2^22)
 GPU_PID_BASE = 1 << 30
@@ -147,15 +148,8 @@ def write_trace(ex: Trace, out: IO[str]) -> int:
 
 def convert(export: str, output: str) -> int:
     """Write ``output`` (atomically) from the export at ``export``; returns the number of events."""
-    tmp = f"{output}.tmp-{os.getpid()}"
-    try:
-        with Trace(export) as ex, open(tmp, "w") as f:
-            n = write_trace(ex, f)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return n
+    with Trace(export) as ex, atomic_output(output) as tmp, open(tmp, "w") as f:
+        return write_trace(ex, f)
 
 
 def cmd_perfetto(a: argparse.Namespace) -> int:

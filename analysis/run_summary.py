@@ -40,12 +40,46 @@ def load_json(path: str) -> dict:
 
 def load_summary(path: str) -> dict:
     """A run summary written by :func:`summarize_run`, refused (UnknownSchemaVersion) when it was
-    written with a schema this code does not know."""
+    written with a schema this code does not know, and checked against SUMMARY_SCHEMA: a missing or
+    mistyped field is an AnalysisInputError naming the file and the field."""
     record = load_json(path)
     version = record.get("schema_version") if isinstance(record, dict) else None
     if version != SCHEMA_VERSION:
         raise UnknownSchemaVersion(path, f"run summary schema_version {version!r}, this code reads "
                                          f"{SCHEMA_VERSION}: summarize the captures again")
+    return check_json(path, record, SUMMARY_SCHEMA, "a run summary")
+
+
+_NUMBER = {"type": "number"}
+#: what ``report`` and ``index`` read from a run summary (summarize_run writes more)
+SUMMARY_SCHEMA = {
+    "type": "object",
+    "required": ["workload", "variant", "size", "work", "timing", "times_ms", "provenance", "nsys", "ncu"],
+    "properties": {
+        "workload": {"type": "string"},
+        "variant": {"type": "string"},
+        "size": {"type": "integer", "minimum": 1},
+        "work": {"type": "object", "required": ["bytes_read", "bytes_written", "flops"],
+                 "properties": {"bytes_read": _NUMBER, "bytes_written": _NUMBER, "flops": _NUMBER}},
+        "timing": {"type": "object", "required": ["median_ms", "q1_ms", "q3_ms"], "additionalProperties": _NUMBER},
+        "times_ms": {"type": "array", "minItems": 1, "items": _NUMBER},
+        "provenance": {"type": "object"},
+        "nsys": {"type": "object", "required": ["calls"], "properties": {"calls": {"type": "array"}}},
+        "ncu": {"type": ["array", "null"], "items": {"type": "object"}},
+        "findings": {"type": "array", "items": {"type": "object"}},
+    },
+}
+
+
+def check_json(path: str, record, schema: dict, what: str):
+    """``record`` (read from ``path``) if it matches the JSON schema, else an AnalysisInputError
+    naming the file and the first wrong field."""
+    import jsonschema  # noqa: PLC0415 - snakemake's own dependency; only the report commands need it
+
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(record))
+    if error is not None:
+        field = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise AnalysisInputError(path, f"not {what}: field {field}: {error.message}")
     return record
 
 

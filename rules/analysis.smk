@@ -17,8 +17,8 @@ rule summarize_run:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis summarize-run --run-dir {params.run_dir} --output {output}"
-        " > {log} 2>&1"
+        "{params.python:q} -m analysis summarize-run --run-dir {params.run_dir:q} --output {output:q}"
+        " > {log:q} 2>&1"
 
 
 rule summarize_coldstart:
@@ -36,5 +36,5 @@ rule summarize_coldstart:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis coldstart --captures {params.captures} --output {output}"
-        " {input.records} > {log} 2>&1"
+        "{params.python:q} -m analysis coldstart --captures {params.captures:q} --output {output:q}"
+        " {input.records:q} > {log:q} 2>&1"

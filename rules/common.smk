@@ -3,6 +3,8 @@
 import glob
 import importlib.util
 import os
+import re
+import shlex
 import sys
 
 from analysis import layout
@@ -15,16 +17,35 @@ def _exe(key, env_var):
     return config.get(key) or os.environ.get(env_var) or key
 
 
+def _checked_work_dir(path):
+    """The work folder: relative inside the repository, or absolute and not the filesystem root;
+    no ``~`` (the shell does not expand it here: a literal folder named ~ would appear) and no empty
+    components (``//``). Its cache folder is the only place the suite deletes from."""
+    problem = None
+    if path.startswith("~"):
+        problem = "starts with ~ (not expanded here): give the folder itself"
+    elif os.path.isabs(path) and not path.strip("/"):
+        problem = "is the filesystem root"
+    elif "//" in path.rstrip("/") or not path.strip():
+        problem = "has an empty component (//)"
+    elif not os.path.isabs(path) and os.path.normpath(path).split(os.sep)[0] in ("..", "."):
+        problem = "is not inside the repository (a relative work_dir must name a folder below it)"
+    if problem:
+        raise ValueError(f"work_dir={path!r} {problem}")
+    return path.rstrip("/")
+
+
 NSYS = _exe("nsys", "NSYS")
 NCU = _exe("ncu", "NCU")
 PYTHON = config.get("python") or sys.executable
-WORK = config["work_dir"].rstrip("/")
+WORK = _checked_work_dir(config["work_dir"])
 CAPTURES = f"{WORK}/captures"
 REF_DIR = config["reference"]["dir"].rstrip("/")
 # GPU job records of a reference run, when the reference has them (rules/report.smk: gpu_jobs)
 REF_GPU_JOBS = [d for d in [config["reference"].get("gpu_jobs")] if d and glob.glob(f"{d}/*.json")]
 # Every profiled process starts with fresh, private cache folders (see workloads/tools/cold.py)
-COLD = f"{PYTHON} -m workloads.tools.cold --work-dir {WORK} --gpus {config['gpus']}"
+# (quoted here: rules paste it into their shell command as it is)
+COLD = shlex.join([PYTHON, "-m", "workloads.tools.cold", "--work-dir", WORK, "--gpus", str(config["gpus"])])
 CONDA_ENV = "../environment.yml"
 
 for _name, _c in config["workloads"].items():
@@ -32,6 +53,14 @@ for _name, _c in config["workloads"].items():
         raise ValueError(
             f"rules/config.yaml: workloads.{_name}: no such workload (have: {', '.join(RECIPES)})"
         )
+    if _c["ncu"].get("kernel_regex"):
+        try:
+            re.compile(_c["ncu"]["kernel_regex"])
+        except re.error as _e:
+            raise ValueError(
+                f"rules/config.yaml: workloads.{_name}.ncu.kernel_regex {_c['ncu']['kernel_regex']!r}: "
+                f"not a regular expression ({_e})"
+            ) from None
     for _v in list(_c["ncu"].get("variants", [])) + list(_c.get("variant_sizes", {})):
         if _v not in RECIPES[_name].variants:
             raise ValueError(
@@ -87,18 +116,23 @@ LIVE_RUN = run_dir(CAPTURES, "{workload}", "{variant}", "{size}")
 # --- profiling flags ---------------------------------------------------------------------------
 
 
+def extra_args(text):
+    """A config's ``extra_args``: split into arguments as a shell would, and each one quoted, so
+    that no shell syntax in it (;, |, $(...)) ever runs."""
+    return shlex.split(text or "")
+
+
 def nsys_flags(wc=None):
-    """nsys flags of the suite; with a rule's wildcards, the workload's own additions."""
+    """nsys flags of the suite; with a rule's wildcards, the workload's own additions. Quoted:
+    rules paste them into their shell command as they are."""
     o = config["nsys_profile"]
-    flags = (
-        f"-t {o['trace']} --cuda-memory-usage {'true' if o['cuda_memory_usage'] else 'false'}"
-        f" {o['extra_args']}"
-    )
+    flags = ["-t", o["trace"], "--cuda-memory-usage", "true" if o["cuda_memory_usage"] else "false",
+             *extra_args(o["extra_args"])]
     if wc is not None and RECIPES[wc.workload].capture_range:
         # seed 001's method: record only between cuProfilerStart and cuProfilerStop, which the
         # runner calls around the compute calls when COOKBOOK_CAPTURE_RANGE=1
-        flags += " --capture-range=cudaProfilerApi --capture-range-end=stop"
-    return flags
+        flags += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    return shlex.join(flags)
 
 
 def capture_range_env(wc):
@@ -115,20 +149,20 @@ def nvtx_include(workload, variant):
 def ncu_flags(wc):
     o, w = config["ncu_profile"], config["workloads"][wc.workload]["ncu"]
     flags = [
-        f"--set {o['set']}",
-        f"--import-source {'yes' if o['import_source'] else 'no'}",
-        f"--clock-control {o['clock_control']}",
+        "--set", o["set"],
+        "--import-source", "yes" if o["import_source"] else "no",
+        "--clock-control", o["clock_control"],
         # only kernels launched inside this variant's compute ranges, not its setup kernels
-        f"--nvtx --nvtx-include '{nvtx_include(wc.workload, wc.variant)}'",
-        f"--launch-skip {w['launch_skip']}",
-        f"--launch-count {w['launch_count']}",
-        o["extra_args"],
+        "--nvtx", "--nvtx-include", nvtx_include(wc.workload, wc.variant),
+        "--launch-skip", str(w["launch_skip"]),
+        "--launch-count", str(w["launch_count"]),
+        *extra_args(o["extra_args"]),
     ]
     if w.get("kernel_regex"):
         # which form of the name the regex sees: C++ template kernels share one bare function name
-        flags.append(f"--kernel-name-base {w.get('kernel_name_base', 'function')}")
-        flags.append(f"-k 'regex:{w['kernel_regex']}'")
-    return " ".join(f for f in flags if f)
+        flags += ["--kernel-name-base", w.get("kernel_name_base", "function")]
+        flags += ["-k", f"regex:{w['kernel_regex']}"]
+    return shlex.join(flags)  # quoted: rules paste them into their shell command as they are
 
 
 def timing_setting(key):
@@ -276,7 +310,7 @@ def kernel_profile_args(wc):
     w, v, kernel, line_directives = parse_kernel_page(wc.page)
     size = config.get("kernel_size") or RECIPES[w].default_size
     ld = "--line-directives" if line_directives else "--no-line-directives"
-    return f"--workload {w} --variant {v} --kernel {kernel} --size {size} {ld}"
+    return shlex.join(["--workload", w, "--variant", v, "--kernel", kernel, "--size", str(size), ld])
 
 
 # Pages whose captures are committed, found from the files (config may have moved on).
@@ -286,7 +320,7 @@ REFERENCE_KERNEL_PAGES = glob_wildcards(f"{REF_DIR}/kernels/{{page}}/kernel-run.
 def profiler_env(wc):
     """``K=V ...`` the profiled runs of the workload's framework add (Framework.profiler_env)."""
     added = FRAMEWORK(RECIPES[wc.workload].framework).profiler_env
-    return " ".join(f"{k}={v}" for k, v in sorted(added.items()))
+    return " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(added.items()))
 
 
 # --- reports (rules/report.smk): one rule per product, {set} = live | reference -----------------

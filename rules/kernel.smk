@@ -40,9 +40,9 @@ rule kernel_capture:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m workloads.tools.kernel_profile {params.args} --ncu {params.ncu}"
-        " --python {params.python} --work-dir {params.work} --gpus {params.gpus}"
-        " --output-dir {params.out_dir} > {log} 2>&1"
+        "{params.python:q} -m workloads.tools.kernel_profile {params.args} --ncu {params.ncu:q}"
+        " --python {params.python:q} --work-dir {params.work:q} --gpus {params.gpus:q}"
+        " --output-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule kernel_page_md:
@@ -60,8 +60,8 @@ rule kernel_page_md:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis kernel-page --report {input.rep} --run {input.run}"
-        " --top {params.top} --output {output} > {log} 2>&1"
+        "{params.python:q} -m analysis kernel-page --report {input.rep:q} --run {input.run:q}"
+        " --top {params.top:q} --output {output:q} > {log:q} 2>&1"
 
 
 rule kernel_page:
@@ -83,8 +83,8 @@ rule check_kernel_pages:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis check-rebuild --rebuilt {params.rebuilt} --committed reports/kernels"
-        " 2>&1 | tee {log}"
+        "{params.python:q} -m analysis check-rebuild --rebuilt {params.rebuilt:q} --committed reports/kernels"
+        " 2>&1 | tee {log:q}"
 
 
 rule rebuild_kernel_pages:

@@ -25,11 +25,11 @@ rule nsys_multiprocess:
     conda:
         CONDA_ENV
     shell:
-        "(COOKBOOK_NVTX_FUNCTIONS={params.functions} {params.cold} --tag nsys -- {params.nsys} profile"
-        " {params.flags} --force-overwrite true -o {params.prefix}"
-        " {params.python} -m workloads.nvtx_multiprocess --output {output.run}"
-        " && {params.nsys} export --type sqlite --force-overwrite true -o {output.sqlite} {output.rep})"
-        " > {log} 2>&1"
+        "(COOKBOOK_NVTX_FUNCTIONS={params.functions:q} {params.cold} --tag nsys -- {params.nsys:q} profile"
+        " {params.flags} --force-overwrite true -o {params.prefix:q}"
+        " {params.python:q} -m workloads.nvtx_multiprocess --output {output.run:q}"
+        " && {params.nsys:q} export --type sqlite --force-overwrite true -o {output.sqlite:q} {output.rep:q})"
+        " > {log:q} 2>&1"
 
 
 rule multiprocess_report:
@@ -46,5 +46,5 @@ rule multiprocess_report:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis multiprocess-report {input} --output {output.md}"
-        " --figure {output.figure} > {log} 2>&1"
+        "{params.python:q} -m analysis multiprocess-report {input:q} --output {output.md:q}"
+        " --figure {output.figure:q} > {log:q} 2>&1"

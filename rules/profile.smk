@@ -17,8 +17,8 @@ rule preflight:
         CONDA_ENV
     # the message goes to the console as well as the log: it is what the user must read
     shell:
-        "{params.python} -m workloads.tools.preflight --nsys {params.nsys} --ncu {params.ncu}"
-        " --output {output} 2>&1 | tee {log}"
+        "{params.python:q} -m workloads.tools.preflight --nsys {params.nsys:q} --ncu {params.ncu:q}"
+        " --output {output:q} 2>&1 | tee {log:q}"
 
 
 rule ceilings:
@@ -38,8 +38,8 @@ rule ceilings:
     conda:
         CONDA_ENV
     shell:
-        "{params.cold} --tag ceilings -- {params.python} -m workloads.tools.ceilings --output {output}"
-        " > {log} 2>&1"
+        "{params.cold} --tag ceilings -- {params.python:q} -m workloads.tools.ceilings --output {output:q}"
+        " > {log:q} 2>&1"
 
 
 rule timed:
@@ -63,9 +63,9 @@ rule timed:
     conda:
         CONDA_ENV
     shell:
-        "{params.cold} --tag timed -- {params.python} -m workloads.{wildcards.workload}"
+        "{params.cold} --tag timed -- {params.python:q} -m workloads.{wildcards.workload}"
         " --variant {wildcards.variant} --size {wildcards.size} --mode timed"
-        " --warmup {params.warmup} --repeats {params.repeats} --output {output} > {log} 2>&1"
+        " --warmup {params.warmup:q} --repeats {params.repeats:q} --output {output:q} > {log:q} 2>&1"
 
 
 rule nsys:
@@ -93,12 +93,12 @@ rule nsys:
     conda:
         CONDA_ENV
     shell:
-        "({params.env} {params.cold} --tag nsys -- {params.nsys} profile {params.flags} --force-overwrite true"
-        " -o {params.prefix} {params.python} -m workloads.{wildcards.workload}"
-        " --variant {wildcards.variant} --size {wildcards.size} --calls {params.calls}"
-        " --output {output.run}"
-        " && {params.nsys} export --type sqlite --force-overwrite true -o {output.sqlite}"
-        " {output.rep}) > {log} 2>&1"
+        "({params.env} {params.cold} --tag nsys -- {params.nsys:q} profile {params.flags} --force-overwrite true"
+        " -o {params.prefix:q} {params.python:q} -m workloads.{wildcards.workload}"
+        " --variant {wildcards.variant} --size {wildcards.size} --calls {params.calls:q}"
+        " --output {output.run:q}"
+        " && {params.nsys:q} export --type sqlite --force-overwrite true -o {output.sqlite:q}"
+        " {output.rep:q}) > {log:q} 2>&1"
 
 
 rule nsys_stats:
@@ -126,8 +126,8 @@ rule nsys_stats:
     conda:
         CONDA_ENV
     shell:
-        "(mkdir -p {output} && {params.nsys} stats --report {params.reports} --format csv"
-        " --output {output}/stats {input}) > {log} 2>&1"
+        "(mkdir -p {output:q} && {params.nsys:q} stats --report {params.reports:q} --format csv"
+        " --output {output:q}/stats {input:q}) > {log:q} 2>&1"
 
 
 rule ncu:
@@ -156,12 +156,12 @@ rule ncu:
     shell:
         # the framework's own settings for profiled runs (JAX: no preallocation, else ncu's kernel
         # replay saves and restores ~105 GB per pass)
-        "({params.env} {params.cold} --tag ncu -- {params.ncu} {params.flags} --force-overwrite"
-        " --export {params.prefix} {params.python} -m workloads.{wildcards.workload}"
-        " --variant {wildcards.variant} --size {wildcards.size} --calls {params.calls}"
-        " --output {output.run}"
+        "({params.env} {params.cold} --tag ncu -- {params.ncu:q} {params.flags} --force-overwrite"
+        " --export {params.prefix:q} {params.python:q} -m workloads.{wildcards.workload}"
+        " --variant {wildcards.variant} --size {wildcards.size} --calls {params.calls:q}"
+        " --output {output.run:q}"
         # ncu's own raw page: ground truth for the ncu reader's tests
-        " && {params.ncu} --import {output.rep} --csv --page raw > {output.raw}) > {log} 2>&1"
+        " && {params.ncu:q} --import {output.rep:q} --csv --page raw > {output.raw:q}) > {log:q} 2>&1"
 
 
 rule coldwarm:
@@ -177,7 +177,7 @@ rule coldwarm:
         f"{WORK}/logs/coldwarm/{{workload}}_{{variant}}.log",
     params:
         python=PYTHON,
-        coldwarm=f"{PYTHON} -m workloads.tools.coldwarm --work-dir {WORK} --gpus {config['gpus']}",
+        coldwarm=shlex.join([PYTHON, "-m", "workloads.tools.coldwarm", "--work-dir", WORK, "--gpus", str(config["gpus"])]),
         size=coldwarm_size,
     resources:
         gpu=1,
@@ -186,9 +186,9 @@ rule coldwarm:
     conda:
         CONDA_ENV
     shell:
-        "{params.coldwarm} --output {output} --"
-        " {params.python} -m workloads.{wildcards.workload} --variant {wildcards.variant}"
-        " --size {params.size} > {log} 2>&1"
+        "{params.coldwarm} --output {output:q} --"
+        " {params.python:q} -m workloads.{wildcards.workload} --variant {wildcards.variant}"
+        " --size {params.size:q} > {log:q} 2>&1"
 
 
 rule experiment:
@@ -213,6 +213,6 @@ rule experiment:
     conda:
         CONDA_ENV
     shell:
-        "{params.cold} --tag experiment -- {params.python} -m workloads.{wildcards.workload}"
-        ".exp_{wildcards.experiment} --out-dir {output} --nsys {params.nsys} --ncu {params.ncu}"
-        " --python {params.python} > {log} 2>&1"
+        "{params.cold} --tag experiment -- {params.python:q} -m workloads.{wildcards.workload}"
+        ".exp_{wildcards.experiment} --out-dir {output:q} --nsys {params.nsys:q} --ncu {params.ncu:q}"
+        " --python {params.python:q} > {log:q} 2>&1"

@@ -28,9 +28,9 @@ rule report:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis report --workload {wildcards.workload}"
-        " --ceilings {input.ceilings} --captures {params.captures} --out-dir {params.out_dir}"
-        " {input.analyses} > {log} 2>&1"
+        "{params.python:q} -m analysis report --workload {wildcards.workload}"
+        " --ceilings {input.ceilings:q} --captures {params.captures:q} --out-dir {params.out_dir:q}"
+        " {input.analyses:q} > {log:q} 2>&1"
 
 
 rule index:
@@ -42,20 +42,21 @@ rule index:
         f"{WORK}/logs/report/{{set}}/index.log",
     params:
         python=PYTHON,
-        coldstart=lambda wc, input: f"--coldstart {input.coldstart}" if input.coldstart else "",
+        coldstart=lambda wc, input: "--coldstart " + shlex.quote(str(input.coldstart)) if input.coldstart else "",
         # reference workloads merged in from a partial run keep the ceilings of their own run
         own_ceilings=lambda wc: "" if wc.set == "live" else " ".join(
             f"--workload-ceilings {w}={reference_ceilings(w)}"
             for w in REFERENCE_WORKLOADS
             if reference_ceilings(w) != f"{REF_DIR}/ceilings.json"
+            for arg in ("--workload-ceilings", f"{w}={reference_ceilings(w)}")
         ),
         multiprocess=lambda wc, input: "--multiprocess" if input.multiprocess else "",
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis index --ceilings {input.ceilings} --preflight {input.preflight}"
-        " {params.own_ceilings} {params.coldstart} {params.multiprocess} --output {output} {input.analyses}"
-        " > {log} 2>&1"
+        "{params.python:q} -m analysis index --ceilings {input.ceilings:q} --preflight {input.preflight:q}"
+        " {params.own_ceilings} {params.coldstart} {params.multiprocess} --output {output:q} {input.analyses:q}"
+        " > {log:q} 2>&1"
 
 
 rule gpu_jobs:
@@ -74,8 +75,8 @@ rule gpu_jobs:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis gpu-jobs --records {params.records} --output {output.md}"
-        " --figure {output.figure} > {log} 2>&1"
+        "{params.python:q} -m analysis gpu-jobs --records {params.records:q} --output {output.md:q}"
+        " --figure {output.figure:q} > {log:q} 2>&1"
 
 
 rule publish:
@@ -89,7 +90,7 @@ rule publish:
     params:
         source=lambda wc: f"{REPORTS}/live/{wc.product}",
     shell:
-        "cp {params.source} {output}"
+        "cp {params.source:q} {output:q}"
 
 
 rule check_rebuild:
@@ -107,5 +108,5 @@ rule check_rebuild:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis check-rebuild --rebuilt {params.rebuilt} --committed reports"
-        " 2>&1 | tee {log}"
+        "{params.python:q} -m analysis check-rebuild --rebuilt {params.rebuilt:q} --committed reports"
+        " 2>&1 | tee {log:q}"

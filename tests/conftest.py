@@ -8,10 +8,21 @@ import pathlib
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reports" / "reference" / "h200"
 sys.path.insert(0, str(REPO))
+
+# Fuzz profiles, chosen with HYPOTHESIS_PROFILE: "default" is the same examples on every run (CI is
+# reproducible) and quick; "deep" is 100x the examples with fresh random seeds, for a long hunt.
+_FUZZ_BASE = dict(deadline=None, database=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("default", max_examples=100, derandomize=True, **_FUZZ_BASE)
+settings.register_profile("deep", max_examples=100 * 100, derandomize=False, **_FUZZ_BASE)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+#: damaged copies the byte-flip test makes of each committed capture (deep: more, at random positions)
+DEEP = os.environ.get("HYPOTHESIS_PROFILE") == "deep"
 
 
 def reference_runs(with_nsys_stats: bool = False) -> list[pathlib.Path]:

@@ -1,9 +1,11 @@
 """Cold runs get private cache folders; deletion never leaves the suite's cache folder."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 
@@ -182,3 +184,104 @@ def test_a_third_run_waits_for_a_free_gpu(tmp_path):
         on_gpu.setdefault(r["cuda_visible_devices"], []).append(r)
     [(first, second)] = [sorted(rs, key=lambda r: r["started_unix_ns"]) for rs in on_gpu.values() if len(rs) == 2]
     assert first["ended_unix_ns"] <= second["started_unix_ns"]
+
+
+# --- signals, tags and cache roots (issue 20) ---------------------------------------------------
+
+def _wait_for(predicate, timeout_s=20.0):
+    import time
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_to_the_wrapper_stops_the_job_before_the_gpu_is_let_go(tmp_path, sig):
+    """The wrapper passes the signal to the command's process group, waits for it, records the job
+    as killed, removes its caches, and only then releases the GPU lock."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    pid_file = tmp_path / "child.pid"
+    # the command ignores nothing, but takes a moment to exit after the signal: the lock must be held meanwhile
+    code = ("import os, signal, sys, time\n"
+            "def bye(*_):\n    time.sleep(1.0); sys.exit(5)\n"
+            f"signal.signal({int(sig)}, bye)\n"
+            f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+            "time.sleep(30)\n")
+    wrapper = subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path),
+                                "--tag", "sig", "--", sys.executable, "-c", code], cwd=REPO, env=env,
+                               stderr=subprocess.PIPE, text=True)
+    assert _wait_for(pid_file.exists), "the command did not start"
+    child = int(pid_file.read_text())
+    assert os.getpgid(child) == child  # its own process group
+    wrapper.send_signal(sig)
+    # while the command is still exiting, the GPU lock is held
+    lock = tmp_path / "gpu-locks" / platform.node() / "gpu0.lock"
+    with open(lock, "w") as f:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    err = wrapper.communicate(timeout=30)[1]
+    assert wrapper.returncode == 128 + int(sig), err
+    assert not _alive(child)
+    [record] = _job_records(tmp_path)
+    assert record["killed_by"] == sig.name and record["returncode"] == 5
+    assert list(cache_root(tmp_path).iterdir()) == []
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free now
+    assert f"got {sig.name}" in err and "exited with status 5" in err
+
+
+def test_a_sigkilled_wrapper_takes_its_command_with_it(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(30)"
+    wrapper = subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path),
+                                "--", sys.executable, "-c", code], cwd=REPO)
+    assert _wait_for(pid_file.exists)
+    child = int(pid_file.read_text())
+    wrapper.kill()
+    wrapper.wait(timeout=10)
+    assert _wait_for(lambda: not _alive(child), 10), "the command outlived its SIGKILLed wrapper"
+
+
+def test_a_failing_command_leaves_its_status_and_stderr_tail_last(tmp_path):
+    code = "import sys; print('x' * 10000, file=sys.stderr); print('the real cause', file=sys.stderr); sys.exit(9)"
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--tag", "exp",
+                        "--", sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 9
+    last = r.stderr.rstrip().splitlines()[-4:]
+    assert any("exited with status 9" in line for line in last) and last[-1] == "the real cause", last
+
+
+@pytest.mark.parametrize("tag", ["../../x", "a/b", "..", "", "-x", "x y"])
+def test_a_tag_that_is_not_one_folder_name_is_refused_before_anything_runs(tmp_path, tag):
+    marker = tmp_path / "ran"
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path / "w"), "--tag", tag,
+                        "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--tag" in r.stderr and not marker.exists()
+    assert not (tmp_path / "x").exists() and not (tmp_path / "w").exists()
+
+
+def test_a_cache_root_that_is_a_symlink_is_refused_before_anything_runs(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "cache").symlink_to(elsewhere)
+    marker = tmp_path / "ran"
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(work),
+                        "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "symlink" in r.stderr and not marker.exists()
+    assert list(elsewhere.iterdir()) == [] and not (work / "gpu-jobs").exists()

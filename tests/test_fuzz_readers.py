@@ -2,8 +2,9 @@
 AnalysisInputError (naming the file), and nothing else.
 
 Two kinds of input: arbitrary bytes written as .sqlite / .sqlite.gz / .ncu-rep(.gz), and a real
-reference capture with bytes flipped and/or cut off. Examples are derandomized (the same inputs on
-every run, so CI is reproducible) and few enough for the whole file to take a few seconds.
+reference capture with bytes flipped and/or cut off. How many examples, and whether they are the
+same on every run, is the Hypothesis profile's (tests/conftest.py; HYPOTHESIS_PROFILE=deep for a
+long hunt); the tests here ask for multiples of it.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sqlite3
 import tempfile
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis import breakdown, multiprocess, perfetto
@@ -25,10 +26,9 @@ from analysis.nsys.trace import SQLITE_MAGIC, Trace
 
 from conftest import REFERENCE, reference_runs
 
-FUZZ = settings(max_examples=100, deadline=None, database=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-MANY = settings(FUZZ, max_examples=300)  # cheap examples where bugs hide: the damaged export
-FEW = settings(FUZZ, max_examples=20)  # examples of ~50-100 ms each
+FUZZ = settings()  # the loaded profile's
+MANY = settings(FUZZ, max_examples=3 * FUZZ.max_examples)  # cheap examples where bugs hide: the damaged export
+FEW = settings(FUZZ, max_examples=max(1, FUZZ.max_examples // 5))  # examples of ~50-100 ms each (ncu: ~0.5 s)
 
 RECORD_METHODS = ("kernels", "memcpys", "memsets", "gpu_ops", "api_calls", "nvtx_ranges", "gpu_info")
 GZIP_MAGIC = b"\x1f\x8b"

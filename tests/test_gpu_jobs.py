@@ -204,3 +204,27 @@ def test_the_driver_saw_what_the_records_say():
         assert len(uuids) == len(set(uuids)), f"two processes on one GPU at {t}: {procs}"
     both = sum(1 for procs in samples.values() if len({u for u, _ in procs}) == 2)
     assert both > len(samples) / 2
+
+
+@pytest.mark.parametrize("field,value", [
+    ("started_unix_ns", "soon"), ("ended_unix_ns", 1.5), ("argv", "python -m x"), ("gpu", "GPU 0"),
+    ("gpu", {"index": "zero", "uuid": "GPU-1", "pci_bus_id": "0", "name": "H200"}), ("returncode", "0"),
+    ("host", None), ("tag", ["nsys"]),
+])
+def test_a_record_with_a_wrong_field_type_names_the_file_and_field(tmp_path, capsys, field, value):
+    """Wrong field types gave six different tracebacks, none naming the file (issue 20)."""
+    src = sorted(SHARED.glob("*.json"))[0]
+    record = json.loads(src.read_text())
+    record[field] = value
+    (tmp_path / src.name).write_text(json.dumps(record))
+    with pytest.raises(AnalysisInputError, match=rf"{src.name}.*field {field}"):
+        gpu_jobs.load_gpu_jobs(str(tmp_path))
+    from analysis.__main__ import main
+    assert main(["gpu-jobs", "--records", str(tmp_path), "--output", str(tmp_path / "o.md"),
+                 "--figure", str(tmp_path / "o.png")]) == 2
+    assert src.name in capsys.readouterr().err and not (tmp_path / "o.md").exists()
+
+
+def test_every_committed_record_matches_the_schema():
+    for folder in (LOCAL, SLURM, SHARED):
+        assert gpu_jobs.load_gpu_jobs(str(folder))

@@ -326,3 +326,14 @@ def test_fma_kernels_differ_only_in_type_and_function():
     assert "@" not in fp64 + fp32
     assert "void fp64_fma(double *out" in fp64 and "fma(x0, a, b)" in fp64 and "fmaf" not in fp64
     assert "void fp32_fma(float *out" in fp32 and "fmaf(x0, a, b)" in fp32 and "double" not in fp32
+
+
+def test_allocator_runs_stream_their_output_and_exit_status_into_the_log(capfd):
+    """The experiment's log held only "jax_matmul/allocator: default ..." after a failure under
+    --cores 4: the run under nsys was captured whole and said nothing until it ended."""
+    code = "import sys; print('compiling'); print('RESOURCE_EXHAUSTED: out of memory', file=sys.stderr); sys.exit(3)"
+    r = exp_allocator.run_streaming([sys.executable, "-c", code], dict(os.environ), "default under nsys")
+    err = capfd.readouterr().err
+    assert r.returncode == 3 and "RESOURCE_EXHAUSTED" in r.stderr and "compiling" in r.stderr
+    assert "[default under nsys] compiling" in err and "[default under nsys] RESOURCE_EXHAUSTED" in err
+    assert err.rstrip().endswith("[default under nsys] exit status 3")

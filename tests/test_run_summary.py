@@ -110,34 +110,108 @@ def test_a_partial_run_merges_into_the_reference_with_its_own_ceilings(tmp_path)
     from analysis.errors import AnalysisInputError
 
     src = tmp_path / "captures"
-    (src / "new" / "v" / "n1").mkdir(parents=True)
-    (src / "new" / "v" / "n1" / "timing.json").write_text("{}")
+    (src / "numba_ufunc" / "v" / "n1").mkdir(parents=True)
+    (src / "numba_ufunc" / "v" / "n1" / "timing.json").write_text("{}")
     (src / "ceilings.json").write_text('{"run": "new"}')
     (src / "coldstart").mkdir()
-    (src / "coldstart" / "new_v.json").write_text("{}")
+    (src / "coldstart" / "numba_ufunc_v.json").write_text("{}")
     dst = tmp_path / "reports" / "reference" / "h200"
-    for w in ("old", "new"):
+    for w in ("jax_matmul", "numba_ufunc"):
         (dst / w / "stale" / "n1").mkdir(parents=True)
         (dst / w / "stale" / "n1" / "timing.json").write_text("{}")
     (dst / "ceilings.json").write_text('{"run": "old"}')
     (dst / "coldstart").mkdir()
-    (dst / "coldstart" / "new_stale.json").write_text("{}")
-    (dst / "coldstart" / "old_v.json").write_text("{}")
+    (dst / "coldstart" / "numba_ufunc_stale.json").write_text("{}")
+    (dst / "coldstart" / "jax_matmul_v.json").write_text("{}")
     (src / "kernels" / "new_v_k").mkdir(parents=True)
     (src / "kernels" / "new_v_k" / "kernel-run.json").write_text("{}")
     (dst / "kernels" / "new_v_k").mkdir(parents=True)
     (dst / "kernels" / "new_v_k" / "stale.json").write_text("{}")
-    copied = merge_reference(str(src), str(dst), ["new"])
-    assert copied == ["coldstart/new_v.json", "kernels/new_v_k/kernel-run.json", "new/ceilings.json",
-                      "new/v/n1/timing.json"]
+    copied = merge_reference(str(src), str(dst), ["numba_ufunc"])
+    assert copied == ["coldstart/numba_ufunc_v.json", "kernels/new_v_k/kernel-run.json", "numba_ufunc/ceilings.json",
+                      "numba_ufunc/v/n1/timing.json"]
     assert not (dst / "kernels" / "new_v_k" / "stale.json").exists()
     # the merged workload is replaced whole and carries its run's ceilings; the others are untouched
-    assert not (dst / "new" / "stale").exists()
-    assert (dst / "new" / "ceilings.json").read_text() == '{"run": "new"}'
+    assert not (dst / "numba_ufunc" / "stale").exists()
+    assert (dst / "numba_ufunc" / "ceilings.json").read_text() == '{"run": "new"}'
     assert (dst / "ceilings.json").read_text() == '{"run": "old"}'
-    assert (dst / "old" / "stale" / "n1" / "timing.json").exists()
-    assert sorted(p.name for p in (dst / "coldstart").iterdir()) == ["new_v.json", "old_v.json"]
-    with pytest.raises(AnalysisInputError, match="no captures of workload 'absent'"):
-        merge_reference(str(src), str(dst), ["absent"])
+    assert (dst / "jax_matmul" / "stale" / "n1" / "timing.json").exists()
+    assert sorted(p.name for p in (dst / "coldstart").iterdir()) == ["jax_matmul_v.json", "numba_ufunc_v.json"]
+    with pytest.raises(AnalysisInputError, match="no captures of workload 'cupy_sqdiff'"):
+        merge_reference(str(src), str(dst), ["cupy_sqdiff"])
     with pytest.raises(AnalysisInputError, match="refusing"):
-        merge_reference(str(src), str(tmp_path / "reports"), ["new"])
+        merge_reference(str(src), str(tmp_path / "reports"), ["numba_ufunc"])
+
+
+@pytest.mark.parametrize("name", ["absent", ".", "..", "/", "numba_ufunc/../..", "kernels"])
+def test_merge_accepts_only_registered_workloads_and_deletes_nothing_else(tmp_path, name):
+    """`--merge /some/dir` deleted files there and `--merge .` emptied the reference (issue 20)."""
+    from analysis.captures import merge_reference
+    from analysis.errors import AnalysisInputError
+
+    src = tmp_path / "captures"
+    (src / "numba_ufunc" / "v" / "n1").mkdir(parents=True)
+    (src / "numba_ufunc" / "v" / "n1" / "timing.json").write_text("{}")
+    (src / "ceilings.json").write_text("{}")
+    dst = tmp_path / "reports" / "reference" / "h200"
+    (dst / "jax_matmul").mkdir(parents=True)
+    (dst / "jax_matmul" / "timing.json").write_text("{}")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    with pytest.raises(AnalysisInputError, match="no such workload"):
+        merge_reference(str(src), str(dst), [name])
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_merge_refuses_a_workload_folder_that_links_outside(tmp_path):
+    from analysis.captures import merge_reference
+    from analysis.errors import AnalysisInputError
+
+    src = tmp_path / "captures"
+    (src / "numba_ufunc" / "v").mkdir(parents=True)
+    (src / "numba_ufunc" / "v" / "timing.json").write_text("{}")
+    (src / "ceilings.json").write_text("{}")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious.txt").write_text("keep")
+    dst = tmp_path / "reports" / "reference" / "h200"
+    dst.mkdir(parents=True)
+    (dst / "numba_ufunc").symlink_to(elsewhere)
+    with pytest.raises(AnalysisInputError, match="outside the reference"):
+        merge_reference(str(src), str(dst), ["numba_ufunc"])
+    assert (elsewhere / "precious.txt").read_text() == "keep"
+
+
+def test_config_schema_needs_a_workload_in_only_workloads():
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "rebuild_reports", "--cores", "1", "--config",
+                        "only_workloads=[]"], cwd=REPO, capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "only_workloads" in out and "non-empty" in out, out[-800:]
+
+
+def test_check_rebuild_names_a_missing_folder(tmp_path, capsys):
+    from analysis.__main__ import main
+
+    assert main(["check-rebuild", "--rebuilt", str(tmp_path / "absent"), "--committed", "reports"]) == 2
+    assert "absent: no such folder" in capsys.readouterr().err
+    (tmp_path / "rebuilt").mkdir()
+    (tmp_path / "rebuilt" / "x.md").write_text("x\n")
+    assert main(["check-rebuild", "--rebuilt", str(tmp_path / "rebuilt"), "--committed", str(tmp_path / "nope")]) == 2
+    assert "nope: no such folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option,value", [("--repeats", "0"), ("--calls", "0"), ("--warmup", "-1"),
+                                          ("--size", "0"), ("--repeats", "many")])
+def test_a_count_below_its_least_is_refused_by_the_runner(option, value):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    r = subprocess.run([sys.executable, "-m", "workloads.numba_ufunc", "--variant", "baseline", "--mode", "timed",
+                        option, value], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and option in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]

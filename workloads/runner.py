@@ -37,6 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
+from analysis import outputs
 from workloads import annotate, frameworks, provenance, settings
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
@@ -44,6 +45,22 @@ from workloads.contract import Recipe, Variant, WorkloadError, check_result
 DEVICES = ("cuda", "cpu")
 #: exit status of a run refused before it starts (missing package, GPU or CPU path)
 EXIT_UNAVAILABLE = 2
+
+
+def at_least(minimum: int):
+    """An argparse type: an integer no smaller than ``minimum`` (``--repeats 0`` would time nothing
+    and fail later, far from the cause, on statistics of no samples)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below the least allowed, {minimum}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
 
 
 def _parser(recipe: Recipe) -> argparse.ArgumentParser:
@@ -56,11 +73,11 @@ def _parser(recipe: Recipe) -> argparse.ArgumentParser:
     p.add_argument("--device", choices=DEVICES, default="cuda",
                    help="cuda (default): a CUDA GPU; cpu: the recipe's CPU path, through its framework's "
                         "own switch (slow: for tests at small sizes)")
-    p.add_argument("--size", type=int, default=recipe.default_size, help=recipe.size_meaning)
+    p.add_argument("--size", type=at_least(1), default=recipe.default_size, help=recipe.size_meaning)
     p.add_argument("--mode", choices=("run", "timed", "first"), default="run")
-    p.add_argument("--calls", type=int, default=3, help="run mode: calls of the computation")
-    p.add_argument("--warmup", type=int, default=5, help="timed mode: untimed calls first")
-    p.add_argument("--repeats", type=int, default=30, help="timed mode: timed calls")
+    p.add_argument("--calls", type=at_least(1), default=3, help="run mode: calls of the computation")
+    p.add_argument("--warmup", type=at_least(0), default=5, help="timed mode: untimed calls first")
+    p.add_argument("--repeats", type=at_least(1), default=30, help="timed mode: timed calls")
     p.add_argument("--seed", type=int, default=0, help="random inputs' seed")
     p.add_argument("--output", help="write the run's JSON record here (atomically)")
     return p
@@ -96,13 +113,8 @@ def device_problem(recipe: Recipe, device: str) -> str | None:
 
 
 def write_json_atomic(path: str, record: dict) -> None:
-    """Write JSON so that a reader never sees a half-written file."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Write JSON so that a reader never sees a half-written file (analysis/outputs.py)."""
+    outputs.write_json_atomic(path, record, indent=2)
 
 
 def _summary_ms(times_ms: Sequence[float]) -> dict:

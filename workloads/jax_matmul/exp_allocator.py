@@ -48,7 +48,7 @@ from typing import Sequence
 import numpy as np
 
 from workloads.contract import WorkloadError, check_result
-from workloads.runner import write_json_atomic
+from workloads.runner import at_least, write_json_atomic
 
 RECIPE_NAME = "jax_matmul"
 EXPERIMENT = "allocator"
@@ -169,6 +169,24 @@ def _tail(text: str, limit: int = 3000) -> str:
     return text[-limit:]
 
 
+def run_streaming(cmd: Sequence[str], env: dict[str, str], label: str) -> subprocess.CompletedProcess:
+    """Run ``cmd``, passing its output to our stderr line by line as it comes (prefixed with
+    ``label``) and keeping it for the record. A run captured whole said nothing until it ended: a
+    setting that hung or was killed left a log holding only "<setting> ...". The exit status is
+    said when the run ends."""
+    proc = subprocess.Popen(list(cmd), env=dict(env, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        print(f"  [{label}] {line}", end="" if line.endswith("\n") else "\n", file=sys.stderr, flush=True)
+    returncode = proc.wait()
+    how = f"killed by signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
+    print(f"  [{label}] {how}", file=sys.stderr, flush=True)
+    output = "".join(lines)
+    return subprocess.CompletedProcess(list(cmd), returncode, stdout="", stderr=output)
+
+
 def run_setting(setting: str, args: argparse.Namespace, tmp: str) -> dict:
     """One setting under nsys, exported to ``<out-dir>/<setting>.sqlite``; returns its entry."""
     env = child_environment(dict(os.environ), setting)
@@ -198,7 +216,7 @@ def _profile_once(setting, args, env, profile_cmd, child_cmd, child_json, rep_pr
     for stale in (child_json, f"{rep_prefix}.nsys-rep"):
         if os.path.exists(stale):
             os.unlink(stale)
-    r = subprocess.run(profile_cmd, env=env, capture_output=True, text=True)
+    r = run_streaming(profile_cmd, env, f"{setting} under nsys")
     if not os.path.exists(child_json):
         raise WorkloadError(f"exp_allocator: setting {setting}: the run under nsys wrote no record; "
                             f"`{' '.join(profile_cmd)}` exited with {r.returncode}:\n{_tail(r.stdout + r.stderr)}")
@@ -220,7 +238,7 @@ def _profile_once(setting, args, env, profile_cmd, child_cmd, child_json, rep_pr
     if not os.path.exists(f"{rep_prefix}.nsys-rep"):
         entry["nsys_error"] = f"nsys made no report (exit {r.returncode}): {_tail(r.stdout + r.stderr, 1500)}"
     else:
-        e = subprocess.run(export_cmd, capture_output=True, text=True)
+        e = run_streaming(export_cmd, dict(os.environ), f"{setting} nsys export")
         if e.returncode != 0 or not os.path.exists(sqlite):
             entry["nsys_error"] = f"nsys export exited with {e.returncode}: {_tail(e.stdout + e.stderr, 1500)}"
         else:
@@ -245,9 +263,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ncu", default=os.environ.get("NCU", "ncu"), help="accepted for the experiment CLI; unused")
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--variant", default="float32")
-    p.add_argument("--size", type=int, default=8192)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--size", type=at_least(1), default=8192)
+    p.add_argument("--warmup", type=at_least(0), default=2)
+    p.add_argument("--repeats", type=at_least(1), default=10)
     p.add_argument("--settings", default=",".join(SETTING_NAMES), help="comma-separated subset, in report order")
     # the process nsys profiles: one setting, its environment already set by the parent
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

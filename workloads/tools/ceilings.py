@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from workloads import annotate, provenance
-from workloads.runner import write_json_atomic
+from workloads.runner import at_least, write_json_atomic
 
 
 def _median_time_ms(launch: Callable[[], None], warmup: int, repeats: int) -> tuple[float, float]:
@@ -212,10 +212,10 @@ def measure(nbytes: int, warmup: int, repeats: int) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.tools.ceilings", description=__doc__.split("\n")[0])
     p.add_argument("--output", required=True)
-    p.add_argument("--bytes", type=int, default=2 << 30, help="buffer size (default 2 GiB: far beyond L2)")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=20)
-    p.add_argument("--gemm-size", type=int, default=8192, help="side of the fp16 GEMM's square matrices")
+    p.add_argument("--bytes", type=at_least(1), default=2 << 30, help="buffer size (default 2 GiB: far beyond L2)")
+    p.add_argument("--warmup", type=at_least(0), default=3)
+    p.add_argument("--repeats", type=at_least(1), default=20)
+    p.add_argument("--gemm-size", type=at_least(1), default=8192, help="side of the fp16 GEMM's square matrices")
     args = p.parse_args(argv)
     ceilings = measure(args.bytes, args.warmup, args.repeats)
     ceilings["fp64_fma"] = measure_fp64(args.warmup, args.repeats)

@@ -5,16 +5,30 @@
 The caches are redirected through each library's own setting (never by
 deleting a user's real cache), so two runs in parallel never share one. The
 fresh folders live under ``<work-dir>/cache/`` and are removed afterwards;
-:func:`safe_rmtree` refuses any path outside that folder.
+:func:`safe_rmtree` refuses any path outside that folder. The tag and the cache
+root are checked before anything runs.
+
+The command runs in its own process group. SIGINT, SIGTERM and SIGHUP sent to
+this wrapper are forwarded to that group; the wrapper waits for the command to
+exit, writes its GPU job record (``killed_by``), removes the cache folder and
+only then lets go of the GPU. If the wrapper itself is SIGKILLed, the kernel
+kills the command too (Linux ``PR_SET_PDEATHSIG``). A command that fails leaves
+its exit status and the tail of its stderr as the last lines of the wrapper's
+stderr (the rule's log), whatever else it printed.
 """
 from __future__ import annotations
 
 import argparse
+import collections
+import ctypes
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -27,12 +41,39 @@ CACHE_VARIABLES = frameworks.cache_variables()
 CACHE_OFF = frameworks.cache_off()
 
 
+#: what a tag may be: one path component (it prefixes the run's cache folder)
+_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+=-]{0,99}")
+#: signals forwarded to the command's process group
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: bytes of the command's stderr repeated after a failure
+STDERR_TAIL_BYTES = 4000
+
+
 class UnsafePathError(RuntimeError):
-    """A path given for deletion is not inside the suite's own cache folder."""
+    """A path given for deletion is not inside the suite's own cache folder, or a tag or cache root
+    that would put one elsewhere."""
 
 
 def cache_root(work_dir: str | os.PathLike) -> Path:
     return Path(work_dir).resolve() / "cache"
+
+
+def check_tag(tag: str) -> str:
+    """``tag`` names the run's cache folder: one plain path component, nothing that climbs out."""
+    if not _TAG.fullmatch(tag) or ".." in tag:
+        raise UnsafePathError(f"--tag {tag!r}: use letters, digits and _.+=- only (one folder name, no '..')")
+    return tag
+
+
+def check_cache_root(work_dir: str | os.PathLike) -> Path:
+    """``<work-dir>/cache``, refused up front when it is a symlink or not a folder (the run's
+    caches, and what is deleted afterwards, would be elsewhere)."""
+    root = Path(os.path.abspath(work_dir)) / "cache"
+    if root.is_symlink():
+        raise UnsafePathError(f"{root} is a symlink (to {os.readlink(root)}): the cache root must be a real folder")
+    if root.exists() and not root.is_dir():
+        raise UnsafePathError(f"{root} exists and is not a folder")
+    return cache_root(work_dir)
 
 
 def safe_rmtree(path: str | os.PathLike, allowed_root: str | os.PathLike) -> None:
@@ -66,16 +107,89 @@ def fresh_cache_env(work_dir: str | os.PathLike, tag: str, base: Mapping[str, st
     return env, run_dir
 
 
+def _die_with_parent() -> None:
+    """In the command's process, before exec: SIGKILL it when the wrapper dies (Linux), so that a
+    SIGKILLed wrapper, whose GPU lock the kernel releases at once, leaves no job on the GPU."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def run_command(cmd: Sequence[str], env: Mapping[str, str], record: dict, label: str) -> int:
+    """Run ``cmd`` in its own process group, forwarding FORWARDED_SIGNALS to it, and wait for it
+    to exit, whatever this process receives meanwhile. Sets ``record["returncode"]`` and, when a
+    signal was forwarded, ``record["killed_by"]``. Its stderr passes through; after a failure the
+    exit status and the tail of the stderr are repeated as the last lines."""
+    proc = subprocess.Popen(list(cmd), env=dict(env), stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    tail: collections.deque[bytes] = collections.deque()
+    tail_len = [0]
+
+    def pump() -> None:  # the command's stderr -> ours, keeping the tail
+        out = sys.stderr.buffer
+        for chunk in iter(lambda: proc.stderr.read1(65536), b""):
+            out.write(chunk)
+            out.flush()
+            tail.append(chunk)
+            tail_len[0] += len(chunk)
+            while tail_len[0] - len(tail[0]) >= STDERR_TAIL_BYTES:
+                tail_len[0] -= len(tail.popleft())
+
+    pumping = threading.Thread(target=pump, daemon=True)
+    pumping.start()
+
+    def forward(signum, _frame) -> None:
+        if record.get("killed_by") is None:
+            record["killed_by"] = _signal_name(signum)
+        print(f"cold: {label}: got {_signal_name(signum)}, passing it to the command (process group "
+              f"{proc.pid}) and waiting for it to exit", file=sys.stderr, flush=True)
+        try:
+            os.killpg(proc.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
+    try:
+        returncode = proc.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    pumping.join(timeout=10)
+    record["returncode"] = returncode
+    if returncode != 0:
+        status = f"was killed by {_signal_name(-returncode)}" if returncode < 0 else f"exited with status {returncode}"
+        text = b"".join(tail).decode(errors="replace")[-STDERR_TAIL_BYTES:].rstrip()
+        print(f"\ncold: {label}: the command {status}: {' '.join(cmd)}", file=sys.stderr)
+        if text:
+            print(f"cold: {label}: the last lines of its stderr:\n{text}", file=sys.stderr)
+        sys.stderr.flush()
+    return returncode
+
+
 def run_cold(cmd: Sequence[str], work_dir: str, tag: str, keep: bool = False, gpus: int = 1) -> int:
+    check_tag(tag)
+    root = check_cache_root(work_dir)
     env, run_dir = fresh_cache_env(work_dir, tag, os.environ)
     print(f"cold: caches in {run_dir}", file=sys.stderr, flush=True)
     try:
+        # the GPU is let go when this block ends: after the command exited and its record is written
         with gpu_job(work_dir, gpus, env, tag, cmd) as record:
-            record["returncode"] = subprocess.run(list(cmd), env=env).returncode
-        return record["returncode"]
+            returncode = run_command(cmd, env, record, tag)
+            killed_by = record.get("killed_by")
     finally:
         if not keep:
-            safe_rmtree(run_dir, cache_root(work_dir))
+            safe_rmtree(run_dir, root)
+    if killed_by is not None and returncode >= 0:
+        return 128 + signal.Signals[killed_by].value  # the command caught it: still report the kill
+    return returncode if returncode >= 0 else 128 - returncode
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,6 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("no command given after --")
     if args.gpus < 1:
         p.error("--gpus must be at least 1")
+    try:
+        check_tag(args.tag)
+        check_cache_root(args.work_dir)
+    except UnsafePathError as e:
+        p.error(str(e))
     return run_cold(cmd, args.work_dir, args.tag, args.keep, args.gpus)
 
 

@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Callable, Sequence
 
 from workloads.runner import write_json_atomic
-from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree
+from workloads.tools.cold import cache_root, fresh_cache_env, run_command, safe_rmtree
 from workloads.tools.gpu_jobs import gpu_job
 
 RUNS = (
@@ -58,17 +57,19 @@ def phases(first_result: dict) -> dict:
 
 
 def run_recording(build_cmd: Callable[[str], Sequence[str]], env: dict, what: str,
-                  error: type[Exception] = ColdWarmError) -> dict:
+                  error: type[Exception] = ColdWarmError, job: dict | None = None) -> dict:
     """Run ``build_cmd(record_path)`` as a new process stamped with its launch time
-    (``COOKBOOK_LAUNCH_UNIX_NS``) and return the JSON record it wrote to ``record_path``."""
+    (``COOKBOOK_LAUNCH_UNIX_NS``) and return the JSON record it wrote to ``record_path``. It runs
+    as the cold wrapper runs its command (signals passed on, stderr tail on failure); a signal
+    passed on is recorded in ``job`` (the GPU job record) when given."""
     fd, out = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
         cmd = list(build_cmd(out))
         env = dict(env, COOKBOOK_LAUNCH_UNIX_NS=str(time.time_ns()))
-        proc = subprocess.run(cmd, env=env)
-        if proc.returncode != 0:
-            raise error(f"{what} exited with {proc.returncode}: {' '.join(cmd)}")
+        returncode = run_command(cmd, env, job if job is not None else {}, what)
+        if returncode != 0:
+            raise error(f"{what} exited with {returncode}: {' '.join(cmd)}")
         with open(out) as f:
             text = f.read()
         if not text:
@@ -78,8 +79,8 @@ def run_recording(build_cmd: Callable[[str], Sequence[str]], env: dict, what: st
         os.unlink(out)
 
 
-def run_once(cmd: Sequence[str], env: dict, label: str) -> dict:
-    record = run_recording(lambda out: [*cmd, "--mode", "first", "--output", out], env, f"{label} run")
+def run_once(cmd: Sequence[str], env: dict, label: str, job: dict | None = None) -> dict:
+    record = run_recording(lambda out: [*cmd, "--mode", "first", "--output", out], env, f"{label} run", job=job)
     return {"phases": phases(record["first_result"]), "relative_error": record["relative_error"],
             "steady_call_ms": record["steady_call_ms"],
             "provenance": record["provenance"], "workload": record["workload"], "variant": record["variant"],
@@ -94,7 +95,7 @@ def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1) -> dict:
             results = {}
             for label, extra in RUNS:
                 print(f"coldwarm: {label}: {' '.join(cmd)}", file=sys.stderr, flush=True)
-                results[label] = run_once(cmd, dict(env, **extra), label)
+                results[label] = run_once(cmd, dict(env, **extra), label, job)
             job["returncode"] = 0
     finally:
         safe_rmtree(run_dir, cache_root(work_dir))

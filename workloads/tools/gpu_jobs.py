@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import platform
 import sys
@@ -30,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Iterator, MutableMapping, Sequence
 
+from analysis.outputs import write_json_atomic
 from workloads.provenance import git_commit, tool_output
 
 #: the format of a job record; analysis/gpu_jobs.py refuses others
@@ -117,9 +117,7 @@ def _write_record(work_dir: str | os.PathLike, record: dict) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     # one file per job: safe for jobs on several nodes writing to one shared folder
     name = f"{record['started_unix_ns']}-{record['host']}-{record['pid']}.json"
-    tmp = folder / f".{name}.tmp"
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, folder / name)  # never a half-written record under the real name
+    write_json_atomic(folder / name, record)  # never a half-written record under the real name
     return folder / name
 
 
@@ -163,6 +161,7 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             "git_commit": git_commit(),
             "started_unix_ns": time.time_ns(),
             "returncode": None,
+            "killed_by": None,  # the signal the wrapper passed on to the job (workloads/tools/cold.py)
         }
         where = f"GPU {visible}" if visible is not None else "the default GPU"
         print(f"{tag}: on {where} ({assigned_by})"

@@ -38,7 +38,7 @@ from typing import Sequence
 from workloads import frameworks, provenance
 from workloads.contract import WorkloadError
 from workloads.runner import write_json_atomic
-from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree
+from workloads.tools.cold import cache_root, fresh_cache_env, run_command, safe_rmtree
 from workloads.tools.gpu_jobs import gpu_job
 
 #: report name inside the output folder (ncu adds .ncu-rep)
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
             for key in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
                 if key in env and os.environ.get(key) != env[key]:
                     added[key] = env[key]  # recorded with the profile's settings
-            rc = job["returncode"] = subprocess.run(cmd, env=env).returncode
+            rc = run_command(cmd, env, job, "kernel")
     finally:
         wall_s = time.perf_counter() - t0
         if not args.keep_cache:

@@ -1,0 +1,117 @@
+"""Every committed capture (.ncu-rep, .sqlite; the gzipped ones decompressed), with bytes flipped at
+seeded positions: each reader gives a result or an AnalysisInputError naming the file, never a
+crash of the test process and never another exception.
+
+The default run makes one damaged copy of each capture (the same positions on every run); with
+HYPOTHESIS_PROFILE=deep it makes several per capture at random positions (the seed is printed).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import random
+import zlib
+
+import pytest
+
+from analysis.errors import AnalysisInputError
+from analysis.ncu import NCU_REP_MAGIC, read_launches
+from analysis.ncu_source import kernel_names, read_kernel_profile
+
+from conftest import DEEP, REPO
+from test_fuzz_readers import _read_everything
+
+CAPTURES = sorted(p for pattern in ("*.ncu-rep", "*.ncu-rep.gz", "*.sqlite", "*.sqlite.gz")
+                  for root in (REPO / "reports" / "reference", REPO / "tests" / "data")
+                  for p in root.rglob(pattern))
+COPIES = 8 if DEEP else 1
+FLIPS_PER_COPY = 4
+#: the deep profile's runs differ; the seed is printed so a failure can be replayed
+RUN_SEED = int.from_bytes(os.urandom(4), "little") if DEEP else 0
+
+
+def _plain_bytes(path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.name.endswith(".gz") else data
+
+
+def _damaged(data: bytes, rng: random.Random) -> bytes:
+    """FLIPS_PER_COPY bits flipped: one in the first 4 KiB (headers, where one bit does the most
+    harm to either format), the rest anywhere."""
+    b = bytearray(data)
+    positions = [rng.randrange(min(4096, len(b)))] + [rng.randrange(len(b)) for _ in range(FLIPS_PER_COPY - 1)]
+    for pos in positions:
+        b[pos] ^= 1 << rng.randrange(8)
+    return bytes(b)
+
+
+def _typed_or_value(fn, *args):
+    try:
+        return fn(*args)
+    except AnalysisInputError as e:
+        assert e.path == str(args[0]), e
+        return None
+
+
+def test_there_are_captures_of_both_kinds():
+    names = [p.name for p in CAPTURES]
+    assert sum(".ncu-rep" in n for n in names) >= 10 and sum(".sqlite" in n for n in names) >= 30
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: str(p.relative_to(REPO)))
+def test_byte_flipped_capture(capture, tmp_path):
+    data = _plain_bytes(capture)
+    rel = str(capture.relative_to(REPO))
+    kind = ".ncu-rep" if ".ncu-rep" in capture.name else ".sqlite"
+    for copy in range(COPIES):
+        seed = zlib.crc32(f"{RUN_SEED}:{rel}:{copy}".encode())
+        damaged = tmp_path / f"damaged{copy}{kind}"
+        damaged.write_bytes(_damaged(data, random.Random(seed)))
+        print(f"{rel} copy {copy}: run seed {RUN_SEED}, seed {seed}")
+        if kind == ".ncu-rep":
+            assert data.startswith(NCU_REP_MAGIC)
+            launches = _typed_or_value(read_launches, damaged)
+            assert launches is None or all(launch.kernel_name for launch in launches)
+            _typed_or_value(kernel_names, damaged)
+            _typed_or_value(read_kernel_profile, damaged, 0)
+        else:
+            _read_everything(str(damaged))
+
+
+def test_crash_inside_ncu_report_is_a_typed_error(tmp_path):
+    """Bit 0 of byte 15 damages the report's header: ncu_report aborts the process (SIGABRT, "Check
+    failed: count >= 0"); the reader's child takes the abort, the caller gets the file named."""
+    source = REPO / "reports/reference/h200/numba_ufunc/streams/n268435456/ncu.ncu-rep.gz"
+    data = bytearray(_plain_bytes(source))
+    data[15] ^= 0x01
+    damaged = tmp_path / "header-flip.ncu-rep"
+    damaged.write_bytes(bytes(data))
+    for read in (read_launches, kernel_names, lambda p: read_kernel_profile(p, 0)):
+        with pytest.raises(AnalysisInputError, match="header-flip.ncu-rep.*crashed.*SIGABRT") as caught:
+            read(damaged)
+        assert "pip package ncu-report" in str(caught.value) or "Nsight Compute install" in str(caught.value)
+
+
+def test_reader_module_is_checked_once_and_named():
+    from analysis.ncu_child import reader_module
+    module = reader_module()
+    assert reader_module() is module  # checked once per process
+    assert str(module).startswith("ncu_report ") and os.path.exists(module.file)
+
+
+def test_kernel_page_on_a_damaged_kernel_report_names_the_file_and_metric(tmp_path, capsys):
+    """Twelve flipped bits that leave a source-counter instance without a value: the page's sums
+    raised TypeError (ncu_source.py, issue 20); now the metric is named."""
+    from analysis.__main__ import main
+
+    source = REPO / "reports/reference/h200/kernels/warp_sph_baseline_get_acceleration/kernel.ncu-rep.gz"
+    data = bytearray(_plain_bytes(source))
+    for pos, mask in [(1133260, 8), (1988679, 128), (536636, 32), (1823071, 128), (2206029, 32), (459654, 8),
+                      (1763771, 1), (1095549, 4), (99667, 1), (818238, 4), (957290, 1), (1195618, 32)]:
+        data[pos] ^= mask
+    damaged = tmp_path / "kernel-damaged.ncu-rep"
+    damaged.write_bytes(bytes(data))
+    assert main(["kernel-page", "--report", str(damaged), "--output", str(tmp_path / "page.md")]) == 2
+    err = capsys.readouterr().err
+    assert "kernel-damaged.ncu-rep" in err and "smsp__pcsamp_warps_issue_stalled_" in err, err
+    assert "not a number" in err and not (tmp_path / "page.md").exists()
