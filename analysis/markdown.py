@@ -62,7 +62,8 @@ def ceilings_table(ceilings: dict) -> str:
 
 
 def _verdict_cell(v: verdicts.Verdict) -> str:
-    return f"**{v.label}** {v.speedup:.2f}×"
+    kind, _, rest = verdicts.format_verdict(v).partition(" ")
+    return f"**{kind}** {rest}"
 
 
 def _steady(calls: list[dict]) -> list[dict]:
@@ -487,7 +488,7 @@ def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[s
         step = limiter.step_limiter(best, limiter.pool_of(runs))
         rows.append((f"[{titles[w]}]({w}.md)", len(runs), size, f"`{best['variant']}`",
                      f"{best['timing']['median_ms']:.4f}",
-                     f"{v.label} {v.speedup:.2f}×" if v else "baseline is best",
+                     verdicts.format_verdict(v) if v else "baseline is best",
                      f"{best['timing']['median_ms'] / fl.ms:.2f}× ({fl.binding.resource})"
                      + (f"; {note}" if (note := at_rate(best["timing"]["median_ms"], fl)) else ""),
                      step.label()))

@@ -65,7 +65,7 @@ rule timed:
     shell:
         "{params.cold} --tag timed -- {params.python} -m workloads.{wildcards.workload}"
         " --variant {wildcards.variant} --size {wildcards.size} --mode timed"
-        " --warmup {params.warmup} --repeats {params.repeats} --output {output} > {log} 2>&1"
+        " --warmup {params.warmup} --min-samples {params.repeats} --output {output} > {log} 2>&1"
 
 
 rule nsys:
