@@ -58,11 +58,12 @@ def _nearest_ceilings(folder: str, root: str) -> dict | None:
         folder = os.path.dirname(folder)
 
 
-def load_steps(root: str) -> dict[tuple[str, str, int], Step]:
-    """Every timed step under ``root``, keyed by (workload, variant, size)."""
+def load_steps(root: str) -> dict[tuple[str, str, int], list[Step]]:
+    """Every timed process under ``root``, grouped by step (workload, variant, size). A folder that
+    holds several runs (side by side, e.g. ``run1/``, ``run2/``) has several processes per step."""
     if not os.path.isdir(root):
         raise AnalysisInputError(root, "not a folder of captures")
-    steps: dict[tuple[str, str, int], Step] = {}
+    steps: dict[tuple[str, str, int], list[Step]] = {}
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS)
         if "timing.json" not in files:
@@ -84,9 +85,7 @@ def load_steps(root: str) -> dict[tuple[str, str, int], Step]:
                 step = dataclasses.replace(step, time_over_floor=rec["timing"]["median_ms"] / fl.ms)
             except (ValueError, KeyError):
                 pass  # no ceiling matches this work: the time/floor column says n/a
-        if step.key in steps:
-            raise AnalysisInputError(path, f"a second record of {step.key} (the first: {steps[step.key].path})")
-        steps[step.key] = step
+        steps.setdefault(step.key, []).append(step)
     if not steps:
         raise AnalysisInputError(root, "no timing.json records under this folder")
     return steps
@@ -94,18 +93,29 @@ def load_steps(root: str) -> dict[tuple[str, str, int], Step]:
 
 @dataclasses.dataclass(frozen=True)
 class StepComparison:
-    base: Step
-    cand: Step
+    base_runs: list[Step]
+    cand_runs: list[Step]
     verdict: verdicts.Verdict
 
+    # the first process of each side names the step and gives time/floor and clocks
+    @property
+    def base(self) -> Step:
+        return self.base_runs[0]
+
+    @property
+    def cand(self) -> Step:
+        return self.cand_runs[0]
+
     def as_dict(self) -> dict:
-        def side(s: Step) -> dict:
-            return {"path": s.path, "samples": len(s.times_ms), "time_over_floor": s.time_over_floor,
+        def side(runs: list[Step]) -> dict:
+            s = runs[0]
+            return {"paths": [r.path for r in runs], "processes": len(runs),
+                    "samples": sum(len(r.times_ms) for r in runs), "time_over_floor": s.time_over_floor,
                     "sm_clock_mhz_range": s.sm_clock_mhz_range, "energy_per_call_j": s.energy_per_call_j}
 
         return {"workload": self.base.workload, "variant": self.base.variant, "size": self.base.size,
                 "verdict": self.verdict.as_dict(), "text": verdicts.format_verdict(self.verdict),
-                "base": side(self.base), "cand": side(self.cand)}
+                "base": side(self.base_runs), "cand": side(self.cand_runs)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +150,10 @@ def compare_folders(base_root: str, cand_root: str) -> Comparison:
     shared = sorted(set(base) & set(cand), key=_order)
     if not shared:
         raise AnalysisInputError(cand_root, f"no step in common with {base_root}")
-    steps = [StepComparison(base[k], cand[k], verdicts.compare(base[k].times_ms, cand[k].times_ms)) for k in shared]
+    # several processes per step on both sides: the process is the unit (verdicts.compare_runs)
+    steps = [StepComparison(base[k], cand[k], verdicts.compare_runs([s.times_ms for s in base[k]],
+                                                                   [s.times_ms for s in cand[k]]))
+             for k in shared]
     return Comparison(base_root, cand_root, steps, sorted(set(base) - set(cand), key=_order),
                       sorted(set(cand) - set(base), key=_order))
 
@@ -156,7 +169,11 @@ def _over_floor(s: Step) -> str:
 def markdown(c: Comparison) -> str:
     from analysis.markdown import table
 
-    rows = [(s.base.workload, f"`{s.base.variant}`", s.base.size, f"{len(s.base.times_ms)} / {len(s.cand.times_ms)}",
+    def samples(runs: list[Step]) -> str:
+        n = sum(len(r.times_ms) for r in runs)
+        return f"{n}" if len(runs) == 1 else f"{n} in {len(runs)} processes"
+
+    rows = [(s.base.workload, f"`{s.base.variant}`", s.base.size, f"{samples(s.base_runs)} / {samples(s.cand_runs)}",
              f"**{verdicts.format_verdict(s.verdict)}**", f"{_over_floor(s.base)} / {_over_floor(s.cand)}",
              f"{_clocks(s.base)} / {_clocks(s.cand)}") for s in c.steps]
     kinds = [s.verdict.kind for s in c.steps]
@@ -169,10 +186,12 @@ def markdown(c: Comparison) -> str:
                                                          for k in ("faster", "slower", "same", "uncertain")),
         "",
         f"Speedup = base median / candidate median (> 1: the candidate is faster), with its "
-        f"{verdicts.CONFIDENCE:.0%} interval (seeded bootstrap of the samples of each side's timed process). "
+        f"{verdicts.CONFIDENCE:.0%} interval. "
         f"**same**: the interval lies within ±{verdicts.THRESHOLD:.0%}; **faster**/**slower**: wholly outside; "
-        "**uncertain**: it straddles the band. Process-to-process variance is not in the interval: each step "
-        "was timed in one process per side.",
+        "**uncertain**: it straddles the band. Where both sides hold at least "
+        f"{verdicts.MIN_PROCESSES} timed processes of a step, the process is the unit (Welch interval on the "
+        "logarithms of the process medians); otherwise the samples are pooled and process-to-process variance "
+        "is not in the interval.",
         "",
         table(("recipe", "variant", "size", "samples base / cand", "verdict, speedup [interval]",
                "time / floor base / cand", "SM clock base / cand"), rows),

@@ -91,3 +91,33 @@ def test_snakemake_compare_writes_both_files_and_fails_on_a_slowdown(tmp_path):
     slower = run(cand, tmp_path / "w2")
     assert slower.returncode != 0
     assert "slower: cupy_sqdiff/fused/n16384" in slower.stdout + slower.stderr
+
+
+def _scaled_runs(dst, factors, planted_factors=None) -> None:
+    """Several runs side by side (run0/, run1/, ...): the reference with each run's times scaled."""
+    for i, f in enumerate(factors):
+        run = dst / f"run{i}"
+        _copy_timings(run)
+        for folder, _, files in os.walk(run):
+            if "timing.json" in files:
+                path = os.path.join(folder, "timing.json")
+                with open(path) as fh:
+                    rec = json.load(fh)
+                step = (rec["workload"], rec["variant"], rec["size"])
+                k = planted_factors[i] if planted_factors and step == PLANTED else f
+                rec["times_ms"] = [t * k for t in rec["times_ms"]]
+                with open(path, "w") as fh:
+                    json.dump(rec, fh)
+
+
+def test_several_processes_per_step_make_the_process_the_unit(tmp_path):
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    _scaled_runs(base, (1.00, 1.01, 0.99))
+    _scaled_runs(cand, (0.99, 1.00, 1.01), planted_factors=(1.10, 1.11, 1.09))
+    c = compare_folders(str(base), str(cand))
+    by_step = {(s.base.workload, s.base.variant, s.base.size): s for s in c.steps}
+    planted = by_step.pop(PLANTED)
+    assert planted.verdict.kind == "slower" and planted.verdict.method == "Welch interval over processes"
+    assert planted.verdict.samples == (3, 3)
+    assert {s.verdict.kind for s in by_step.values()} == {"same"}  # the same three process medians
+    assert c.as_dict()["steps"][0]["base"]["processes"] == 3

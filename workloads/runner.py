@@ -264,7 +264,8 @@ def main(recipe: Recipe, argv: Sequence[str] | None = None) -> int:
     if "timing" in record:
         t = record["timing"]
         gbs = record["work"]["bytes_read"] + record["work"]["bytes_written"]
-        line += f" median={t['median_ms']:.4f} ms iqr={t['iqr_ms']:.4f} ms ({gbs / t['median_ms'] / 1e6:.1f} GB/s)"
+        line += (f" median={t['median_ms']:.4f} ms iqr={t['iqr_ms']:.4f} ms ({gbs / t['median_ms'] / 1e6:.1f} GB/s)"
+                 f" samples={record['samples']} ({record['sampling']['stopped_because']}) l2={record['l2_mode']}")
     line += f" rel_err={record['relative_error']:.2e}"
     print(line)
     if args.output:
