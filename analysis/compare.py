@@ -106,6 +106,14 @@ class StepComparison:
     def cand(self) -> Step:
         return self.cand_runs[0]
 
+    @property
+    def clocks_differ(self) -> bool | None:
+        """Did the two sides run at SM clocks whose ranges do not overlap? None: not recorded on both."""
+        b, c = self.base.sm_clock_mhz_range, self.cand.sm_clock_mhz_range
+        if not b or not c:
+            return None
+        return b[1] < c[0] or c[1] < b[0]
+
     def as_dict(self) -> dict:
         def side(runs: list[Step]) -> dict:
             s = runs[0]
@@ -115,6 +123,7 @@ class StepComparison:
 
         return {"workload": self.base.workload, "variant": self.base.variant, "size": self.base.size,
                 "verdict": self.verdict.as_dict(), "text": verdicts.format_verdict(self.verdict),
+                "clocks_differ": self.clocks_differ,
                 "base": side(self.base_runs), "cand": side(self.cand_runs)}
 
 
@@ -175,7 +184,8 @@ def markdown(c: Comparison) -> str:
 
     rows = [(s.base.workload, f"`{s.base.variant}`", s.base.size, f"{samples(s.base_runs)} / {samples(s.cand_runs)}",
              f"**{verdicts.format_verdict(s.verdict)}**", f"{_over_floor(s.base)} / {_over_floor(s.cand)}",
-             f"{_clocks(s.base)} / {_clocks(s.cand)}") for s in c.steps]
+             f"{_clocks(s.base)} / {_clocks(s.cand)}" + (" (different clocks)" if s.clocks_differ else ""))
+            for s in c.steps]
     kinds = [s.verdict.kind for s in c.steps]
     lines = [
         "# Comparison of two runs",

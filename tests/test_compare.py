@@ -121,3 +121,16 @@ def test_several_processes_per_step_make_the_process_the_unit(tmp_path):
     assert planted.verdict.samples == (3, 3)
     assert {s.verdict.kind for s in by_step.values()} == {"same"}  # the same three process medians
     assert c.as_dict()["steps"][0]["base"]["processes"] == 3
+
+
+def test_clock_ranges_that_do_not_overlap_are_flagged():
+    from analysis.compare import Step, StepComparison
+    from analysis.verdicts import compare
+
+    def step(clocks):
+        return Step("jax_matmul", "bf16", 8192, "x", [1.0, 1.1, 1.2], None, clocks, None)
+
+    v = compare([1.0, 1.1, 1.2], [1.0, 1.1, 1.2])
+    assert StepComparison([step([1755, 1785])], [step([1980, 1980])], v).clocks_differ is True
+    assert StepComparison([step([1900, 1980])], [step([1980, 1980])], v).clocks_differ is False
+    assert StepComparison([step(None)], [step([1980, 1980])], v).clocks_differ is None
