@@ -27,7 +27,6 @@ rule compare:
         python=PYTHON,
         base=lambda wc: config["compare_base"],
         cand=lambda wc: config["compare_cand"],
-    localrule: True
     shell:
         "{params.python} -m analysis compare {params.base:q} {params.cand:q}"
         " --output-md {output.md} --output-json {output.json}"

@@ -62,19 +62,23 @@ class Telemetry:
         return ("nvmlDeviceGetCurrentClocksEventReasons" if hasattr(self._nvml, "nvmlDeviceGetCurrentClocksEventReasons")
                 else "nvmlDeviceGetCurrentClocksThrottleReasons")
 
+    def _reason_bits(self) -> dict[str, int]:
+        """NVML's clock event reason bits by name, read once from the bindings' constants."""
+        if not hasattr(self, "_bits"):
+            self._bits: dict[str, int] = {}
+            for attr in sorted(dir(self._nvml)):
+                for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
+                    bit = getattr(self._nvml, attr)
+                    name = attr[len(prefix):]
+                    if attr.startswith(prefix) and name not in ("All", "None", "Unknown") \
+                            and isinstance(bit, int) and bit:
+                        self._bits.setdefault(name, bit)
+        return self._bits
+
     def reason_names(self, mask: int | None) -> list[str] | None:
         if mask is None:
             return None
-        names = []
-        for attr in sorted(dir(self._nvml)):
-            for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
-                if attr.startswith(prefix):
-                    name = attr[len(prefix):]
-                    bit = getattr(self._nvml, attr)
-                    if name not in ("All", "None", "Unknown") and isinstance(bit, int) and bit and mask & bit \
-                            and name not in names:
-                        names.append(name)
-        return sorted(names)
+        return sorted(name for name, bit in self._reason_bits().items() if mask & bit)
 
     def snapshot(self) -> dict | None:
         if not self.available:
