@@ -18,6 +18,7 @@ include: "rules/analysis.smk"
 include: "rules/report.smk"
 include: "rules/multiprocess.smk"
 include: "rules/kernel.smk"
+include: "rules/compare.smk"
 
 
 rule profile_all:

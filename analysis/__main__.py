@@ -9,6 +9,7 @@
   perfetto        an nsys SQLite export as a Chrome/Perfetto JSON trace
   kernel-page     one kernel's metrics and hottest source lines -> markdown
   gpu-jobs        the GPU job records -> reports/gpu_jobs.md: which job ran on which GPU, when
+  compare         two run folders -> per step the speedup with its interval and verdict (exit 1: slower)
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from analysis import captures
 from analysis import coldstart_cli, stats_cli
 from analysis import multiprocess_cli
 from analysis import kernel_page_cli, ncu_cli, perfetto
+from analysis import compare_cli
 from analysis.errors import AnalysisInputError
 from analysis.outputs import check_targets, write_text_atomic
 from analysis.run_summary import load_json, load_summary, summarize_run
@@ -200,6 +202,7 @@ def main(argv=None) -> int:
     ncu_cli.add_parser(sub)
     perfetto.add_parser(sub)
     kernel_page_cli.add_parser(sub)
+    compare_cli.add_parser(sub)
     a = p.parse_args(argv)
     try:
         rc = a.func(a)

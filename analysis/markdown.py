@@ -63,7 +63,26 @@ def ceilings_table(ceilings: dict) -> str:
 
 
 def _verdict_cell(v: verdicts.Verdict) -> str:
-    return f"**{v.label}** {v.speedup:.2f}×"
+    kind, _, rest = verdicts.format_verdict(v).partition(" ")
+    return f"**{kind}** {rest}"
+
+
+def telemetry_note(r: dict) -> str | None:
+    """Energy per call, clock range and throttled samples of a timed run, where NVML recorded them."""
+    tel = r.get("telemetry") or {}
+    if not tel.get("available"):
+        return None
+    parts = []
+    if tel.get("energy_per_call_j") is not None:
+        parts.append(f"{tel['energy_per_call_j']:.3g} J/call")
+    if tel.get("sm_clock_mhz_range"):
+        parts.append("SM clock {}–{} MHz".format(*tel["sm_clock_mhz_range"]))
+    if tel.get("mem_clock_mhz_range"):
+        parts.append("memory clock {}–{} MHz".format(*tel["mem_clock_mhz_range"]))
+    parts.append(f"{tel.get('throttled_samples', 0)} of {len(r['times_ms'])} samples throttled")
+    if r.get("l2_mode"):
+        parts.append(f"L2 {r['l2_mode']}")
+    return f"- `{r['variant']}` telemetry: " + "; ".join(parts)
 
 
 def _steady(calls: list[dict]) -> list[dict]:
@@ -85,14 +104,14 @@ def variant_table(runs: Sequence[dict], ceilings: dict) -> tuple[str, list[str]]
             vb = verdicts.compare(base["times_ms"], r["times_ms"])
             vp = verdicts.compare(runs[i - 1]["times_ms"], r["times_ms"])
             vs_base, vs_prev = _verdict_cell(vb), _verdict_cell(vp)
-            notes.append(f"- `{r['variant']}` vs `{base['variant']}`: {vb.label} — {vb.reason}")
+            notes.append(f"- `{r['variant']}` vs `{base['variant']}`: {verdicts.format_verdict(vb)} — {vb.reason}")
             if i > 1:
-                notes.append(f"- `{r['variant']}` vs `{runs[i - 1]['variant']}`: {vp.label} — {vp.reason}")
+                notes.append(f"- `{r['variant']}` vs `{runs[i - 1]['variant']}`: {verdicts.format_verdict(vp)} — {vp.reason}")
         fl = floor(r["work"], ceilings)
         b = fl.binding
         rows.append((
             f"`{r['variant']}`",
-            f"{t['median_ms']:.4f} ({t['iqr_ms']:.4f})",
+            f"{t['median_ms']:.4f} ({t['iqr_ms']:.4f}) [{len(r['times_ms'])}]",
             vs_base, vs_prev,
             f"{fl.ms:.4f} ({b.resource})",
             time_vs_floor(t["median_ms"], fl),
@@ -103,7 +122,8 @@ def variant_table(runs: Sequence[dict], ceilings: dict) -> tuple[str, list[str]]
             f"{_ms(r.get('host_call_ms'))} / {_ms(r.get('host_synced_ms'))}",
             f"{r['relative_error']:.1e}",
         ))
-    header = ("variant", "median ms (IQR)", "vs baseline", "vs previous step", "floor ms (resource)",
+    notes += [n for n in (telemetry_note(r) for r in runs) if n]
+    header = ("variant", "median ms (IQR) [samples]", "vs baseline", "vs previous step", "floor ms (resource)",
               "time / floor", "effective rate on the minimum work (of the measured rate)", "limited by (measured)",
               "kernels per call",
               "alloc calls: first / later", "host timer ms: returns / synced", "rel. error")
@@ -484,7 +504,7 @@ def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[s
         step = limiter.step_limiter(best, limiter.pool_of(runs))
         rows.append((f"[{titles[w]}]({w}.md)", len(runs), size, f"`{best['variant']}`",
                      f"{best['timing']['median_ms']:.4f}",
-                     f"{v.label} {v.speedup:.2f}×" if v else "baseline is best",
+                     verdicts.format_verdict(v) if v else "baseline is best",
                      f"{best['timing']['median_ms'] / fl.ms:.2f}× ({fl.binding.resource})"
                      + (f"; {note}" if (note := at_rate(best["timing"]["median_ms"], fl)) else ""),
                      step.label()))

@@ -365,6 +365,11 @@ def summarize_run(run_dir: str) -> dict:
         "host_call_ms": _median(timing.get("host_call_ms")),
         "host_synced_ms": _median(timing.get("host_synced_ms")),
         "provenance": timing["provenance"],
+        # adaptive sampling and GPU telemetry (absent in captures older than them)
+        "warmup_calls": timing.get("warmup_calls"),
+        "sampling": timing.get("sampling"),
+        "l2_mode": timing.get("l2_mode"),
+        "telemetry": {k: v for k, v in (timing.get("telemetry") or {}).items() if k != "per_sample"} or None,
         "nsys_provenance": nsys_run.get("provenance"),
         "nsys": None,
         "ncu": None,

@@ -1,21 +1,51 @@
-"""Before/after verdicts decided against measured noise, not bare percentages.
+"""Before/after verdicts from a confidence interval of the speedup, judged against a practical threshold.
 
-Each side is a set of repeated timings (CUDA events). The medians are
-compared, and the interquartile ranges (IQR) say how much a median could move
-by chance: a change is called only when the IQRs do not overlap and the
-difference is larger than both the noise and a minimum effect.
+Each side is a set of repeated timings of one call (CUDA events). The speedup is
+``median(before) / median(after)`` (> 1: ``after`` is faster). Its confidence
+interval says how far the speedup could be from the measured one by chance; the
+verdict compares that interval with a band of ``±threshold`` around 1:
+
+* **same**: the interval lies inside the band (any change is smaller than the threshold);
+* **faster** / **slower**: the interval lies wholly outside it, above or below;
+* **uncertain**: the interval straddles an edge of the band (more samples would decide).
+
+Two ways to get the interval, by what the unit of repetition is:
+
+``compare`` (samples within one process)
+    A seeded percentile bootstrap of the ratio of medians (``scipy.stats.bootstrap``), each
+    side resampled on its own. It sees only the call-to-call noise of one process.
+``compare_processes`` (several timed processes per side)
+    A Welch t interval on the logarithms of the per-process medians. Process-to-process
+    variance on a GPU (allocation addresses, clocks, JIT choices) is larger than the noise
+    within one process, so when several processes were timed this is the honest interval.
+
+The reports use ``compare``: each step of the committed captures was timed in one
+process, so the process cannot be the unit there, and their reasons say so. ``compare_runs``
+picks the process rule wherever each side has at least ``MIN_PROCESSES`` timed processes.
+
+The default confidence is 99%: with a threshold band, a false "faster"/"slower" between
+identical code needs the interval to miss 1 by more than the threshold, which happens in at
+most ``(1 - confidence)`` of pairs however noisy the runs are (tests/test_verdicts.py measures it).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
+from scipy import stats
 
-#: differences below this fraction are "same" even when the runs are very quiet
-MIN_EFFECT = 0.02
-#: relative IQR above which a run is too noisy to call "same"
-MAX_NOISE_FOR_SAME = 0.10
+#: changes smaller than this fraction count as "same" (a practical, not statistical, threshold)
+THRESHOLD = 0.02
+CONFIDENCE = 0.99
+#: bootstrap resamples; with the fixed seed the interval is the same on every run
+N_RESAMPLES = 9999
+SEED = 20240607
+MIN_SAMPLES = 3
+#: at least this many timed processes per side before the process is the unit
+MIN_PROCESSES = 3
+
+Kind = Literal["faster", "slower", "same", "uncertain"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,8 +58,8 @@ class Spread:
     @classmethod
     def of(cls, samples: Sequence[float]) -> "Spread":
         a = np.asarray(samples, dtype=np.float64)
-        if a.size < 3:
-            raise ValueError(f"need at least 3 samples to judge noise, got {a.size}")
+        if a.size < MIN_SAMPLES:
+            raise ValueError(f"need at least {MIN_SAMPLES} samples to judge noise, got {a.size}")
         q1, med, q3 = np.percentile(a, [25, 50, 75])
         return cls(float(med), float(q1), float(q3), int(a.size))
 
@@ -40,25 +70,116 @@ class Spread:
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    label: str  # "faster" | "slower" | "same" | "uncertain"
-    speedup: float  # before.median / after.median
+    kind: Kind
+    #: median(before) / median(after): > 1 means ``after`` is faster
+    ratio: float
+    #: confidence interval of ``ratio`` (low, high)
+    interval: tuple[float, float]
+    #: samples (or processes, for the process rule) on each side: (before, after)
+    samples: tuple[int, int]
     reason: str
+    #: "bootstrap of samples in one process" or "Welch interval over processes"
+    method: str = "bootstrap"
+    confidence: float = CONFIDENCE
+    threshold: float = THRESHOLD
+
+    # the names the reports used before the interval existed
+    @property
+    def label(self) -> str:
+        return self.kind
+
+    @property
+    def speedup(self) -> float:
+        return self.ratio
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "ratio": self.ratio, "interval": list(self.interval),
+                "samples": list(self.samples), "reason": self.reason, "method": self.method,
+                "confidence": self.confidence, "threshold": self.threshold}
 
 
-def compare(before: Sequence[float], after: Sequence[float], min_effect: float = MIN_EFFECT) -> Verdict:
-    """Is ``after`` faster than ``before``? Both are repeated times of one call (any unit)."""
+def _number(x: float) -> str:
+    """Three significant digits, no exponent for the ranges timings take."""
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}" if x >= 1 else f"{x:.3f}"
+
+
+def format_verdict(v: Verdict) -> str:
+    """The one text of a verdict the reports print: ``faster 33× [12, 39]``."""
+    lo, hi = v.interval
+    return f"{v.kind} {_number(v.ratio)}× [{_number(lo)}, {_number(hi)}]"
+
+
+def _kind(lo: float, hi: float, threshold: float) -> Kind:
+    band_lo, band_hi = 1.0 / (1.0 + threshold), 1.0 + threshold
+    if band_lo <= lo and hi <= band_hi:
+        return "same"
+    if lo > band_hi:
+        return "faster"
+    if hi < band_lo:
+        return "slower"
+    return "uncertain"
+
+
+def _explain(kind: Kind, threshold: float, confidence: float) -> str:
+    return {
+        "same": f"the {confidence:.0%} interval lies within ±{threshold:.0%}",
+        "faster": f"the whole {confidence:.0%} interval is above +{threshold:.0%}",
+        "slower": f"the whole {confidence:.0%} interval is below -{threshold:.0%}",
+        "uncertain": f"the {confidence:.0%} interval straddles the ±{threshold:.0%} band; more samples would decide",
+    }[kind]
+
+
+def _ratio_of_medians(before, after, axis=-1):
+    return np.median(before, axis=axis) / np.median(after, axis=axis)
+
+
+def compare(before: Sequence[float], after: Sequence[float], threshold: float = THRESHOLD,
+            confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES, seed: int = SEED) -> Verdict:
+    """Is ``after`` faster than ``before``? Both are repeated times of one call (any unit), in one process each."""
     b, a = Spread.of(before), Spread.of(after)
-    speedup = b.median / a.median
-    change = (b.median - a.median) / b.median  # > 0: after is faster
-    noise = max(b.rel_iqr, a.rel_iqr)
-    effect_floor = max(min_effect, noise)
-    detail = f"medians {b.median:.4g} -> {a.median:.4g}, change {change:+.1%}, noise (IQR/median) {noise:.1%}"
-    if a.q3 < b.q1 and change > effect_floor:
-        return Verdict("faster", speedup, f"IQRs do not overlap and the change exceeds the noise; {detail}")
-    if a.q1 > b.q3 and -change > effect_floor:
-        return Verdict("slower", speedup, f"IQRs do not overlap and the change exceeds the noise; {detail}")
-    if abs(change) < effect_floor and noise <= MAX_NOISE_FOR_SAME:
-        return Verdict("same", speedup, f"change within max(noise, {min_effect:.0%}); {detail}")
-    if noise > MAX_NOISE_FOR_SAME:
-        return Verdict("uncertain", speedup, f"runs too noisy to call; {detail}")
-    return Verdict("uncertain", speedup, f"IQRs overlap although the medians differ; {detail}")
+    ratio = b.median / a.median
+    detail = (f"medians {b.median:.4g} -> {a.median:.4g} from {b.n} and {a.n} samples in one process each "
+              f"(process-to-process variance not included)")
+    if np.array_equal(np.sort(np.asarray(before, float)), np.sort(np.asarray(after, float))):
+        # one measurement on both sides: nothing varies between them
+        return Verdict("same", 1.0, (1.0, 1.0), (b.n, a.n), f"identical samples on both sides; {detail}",
+                       "identical", confidence, threshold)
+    res = stats.bootstrap((np.asarray(before, float), np.asarray(after, float)), _ratio_of_medians,
+                          n_resamples=n_resamples, confidence_level=confidence, method="percentile",
+                          vectorized=True, rng=np.random.default_rng(seed))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    kind = _kind(lo, hi, threshold)
+    return Verdict(kind, ratio, (lo, hi), (b.n, a.n), f"{_explain(kind, threshold, confidence)}; {detail}",
+                   "bootstrap of samples in one process", confidence, threshold)
+
+
+def compare_processes(before_medians: Sequence[float], after_medians: Sequence[float],
+                      threshold: float = THRESHOLD, confidence: float = CONFIDENCE) -> Verdict:
+    """The same question with the process as the unit: each value is one timed process's median."""
+    lb, la = np.log(np.asarray(before_medians, float)), np.log(np.asarray(after_medians, float))
+    if lb.size < MIN_PROCESSES or la.size < MIN_PROCESSES:
+        raise ValueError(f"need at least {MIN_PROCESSES} timed processes per side, got {lb.size} and {la.size}")
+    # geometric means of the process medians: the quantity the Welch interval is about
+    ratio = float(np.exp(lb.mean() - la.mean()))
+    detail = (f"geometric means of {lb.size} and {la.size} process medians {np.exp(lb.mean()):.4g} -> "
+              f"{np.exp(la.mean()):.4g}, Welch interval on their logarithms")
+    if np.array_equal(np.sort(lb), np.sort(la)):
+        return Verdict("same", 1.0, (1.0, 1.0), (lb.size, la.size), f"identical process medians; {detail}",
+                       "identical", confidence, threshold)
+    ci = stats.ttest_ind(lb, la, equal_var=False).confidence_interval(confidence)
+    lo, hi = float(np.exp(ci.low)), float(np.exp(ci.high))
+    kind = _kind(lo, hi, threshold)
+    return Verdict(kind, ratio, (lo, hi), (lb.size, la.size), f"{_explain(kind, threshold, confidence)}; {detail}",
+                   "Welch interval over processes", confidence, threshold)
+
+
+def compare_runs(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]], **kw) -> Verdict:
+    """Each side: the samples of one or more timed processes. The process is the unit where both
+    sides have ``MIN_PROCESSES`` of them; otherwise all samples are pooled and bootstrapped."""
+    if len(before) >= MIN_PROCESSES and len(after) >= MIN_PROCESSES:
+        return compare_processes([float(np.median(p)) for p in before], [float(np.median(p)) for p in after], **kw)
+    return compare([x for p in before for x in p], [x for p in after for x in p], **kw)

@@ -65,7 +65,7 @@ rule timed:
     shell:
         "{params.cold} --tag timed -- {params.python:q} -m workloads.{wildcards.workload}"
         " --variant {wildcards.variant} --size {wildcards.size} --mode timed"
-        " --warmup {params.warmup:q} --repeats {params.repeats:q} --output {output:q} > {log:q} 2>&1"
+        " --warmup {params.warmup:q} --min-samples {params.repeats:q} --output {output:q} > {log:q} 2>&1"
 
 
 rule nsys:

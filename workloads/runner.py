@@ -7,9 +7,11 @@ Two modes:
     range, payload = call index), transfer, check. This is what runs under
     nsys and ncu: short, annotated, verified.
 ``timed``
-    setup, ``--warmup`` calls, then ``--repeats`` calls each timed with device
-    events; median and spread go to ``--output`` as JSON with provenance.
-    The result of the last timed call is checked too.
+    setup, ``--warmup`` calls, then timed calls (device events) until the median's
+    interval is narrow enough or the budget is spent (``workloads/sampling.py``;
+    ``--repeats N``: exactly N), with NVML telemetry around each (``workloads/telemetry.py``)
+    and the L2 mode of ``--l2`` (``workloads/l2.py``); samples, median and spread go to
+    ``--output`` as JSON with provenance. The result of the last timed call is checked too.
 ``first``
     setup and one call, timestamped on the wall clock: with the launch time that
     ``workloads.tools.coldwarm`` passes in, the time to the first result of a new
@@ -38,7 +40,7 @@ from typing import Sequence
 import numpy as np
 
 from analysis import outputs
-from workloads import annotate, frameworks, provenance, settings
+from workloads import annotate, frameworks, l2, provenance, sampling, settings, telemetry
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
 
@@ -77,7 +79,17 @@ def _parser(recipe: Recipe) -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("run", "timed", "first"), default="run")
     p.add_argument("--calls", type=at_least(1), default=3, help="run mode: calls of the computation")
     p.add_argument("--warmup", type=at_least(0), default=5, help="timed mode: untimed calls first")
-    p.add_argument("--repeats", type=at_least(1), default=30, help="timed mode: timed calls")
+    p.add_argument("--repeats", type=at_least(1), help="timed mode: exactly this many timed calls (no adaptive stop)")
+    p.add_argument("--min-samples", type=at_least(1), default=10,
+                   help="timed mode: at least this many timed calls, then stop when the median is known well enough")
+    p.add_argument("--max-samples", type=at_least(1), default=2000, help="timed mode: at most this many timed calls")
+    p.add_argument("--target-rel-halfwidth", type=float, default=0.01,
+                   help="timed mode: stop when the median's 95%% interval is within this fraction of it")
+    p.add_argument("--budget-s", type=float, default=20.0,
+                   help="timed mode: stop after this many seconds of sampling (the minimum is always taken)")
+    p.add_argument("--l2", choices=l2.L2_MODES, default="warm",
+                   help="timed mode: warm = samples back to back; cold-l2 = scrub L2 before each sample "
+                        "(outside the timed window, timed apart)")
     p.add_argument("--seed", type=int, default=0, help="random inputs' seed")
     p.add_argument("--output", help="write the run's JSON record here (atomically)")
     return p
@@ -129,6 +141,73 @@ def _summary_ms(times_ms: Sequence[float]) -> dict:
         "max_ms": float(a.max()),
         "mean_ms": float(a.mean()),
     }
+
+
+def sampling_rule(args: argparse.Namespace) -> sampling.SamplingRule:
+    if args.repeats is not None:
+        return sampling.SamplingRule.fixed(args.repeats)
+    return sampling.SamplingRule(args.min_samples, args.max_samples, args.target_rel_halfwidth, args.budget_s)
+
+
+def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=None, gpu=None,
+                clock=time.perf_counter) -> dict:
+    """The timed samples of one variant and what was recorded around them.
+
+    Each sample: (cold-l2) the L2 scrub, timed apart; an NVML snapshot; the call between device
+    events; a synchronize; a second snapshot. Only the events' interval is the sample.
+    ``scrubber`` and ``gpu`` default to the real ones; tests pass their own.
+    """
+    if l2_mode not in l2.L2_MODES:
+        raise WorkloadError(f"unknown L2 mode {l2_mode!r}, expected one of {l2.L2_MODES}")
+    if l2_mode == "cold-l2" and scrubber is None:
+        scrubber = l2.L2Scrubber()
+    if gpu is None:
+        gpu = telemetry.Telemetry.open()
+    state_start = gpu.device_state()
+    host_call_ms, host_synced_ms, scrub_ms, per_sample = [], [], [], []
+    energy_start = gpu.snapshot()
+
+    def take_sample(i: int) -> float:
+        if scrubber is not None:
+            scrub_ms.append(scrubber.scrub() * 1e3)
+        before = gpu.snapshot()
+        ev = v.event_pair()
+        with ph("compute", payload=i):
+            t_start = clock()
+            ev.start()
+            v.step()
+            # what a host timer around the call alone sees (seed 003's time.time()):
+            # launches return before the GPU is done
+            t_returned = clock()
+            ev.stop()
+            v.synchronize()
+            t_synced = clock()
+            elapsed_ms = ev.elapsed_ms()
+        per_sample.append({"before": before, "after": gpu.snapshot()})
+        host_call_ms.append((t_returned - t_start) * 1e3)
+        host_synced_ms.append((t_synced - t_start) * 1e3)
+        return elapsed_ms
+
+    result = sampling.sample_adaptively(take_sample, rule, clock)
+    energy_end = gpu.snapshot()
+    out = {
+        "times_ms": result.samples,
+        "timing": _summary_ms(result.samples),
+        "samples": len(result.samples),
+        "sampling": {"rule": rule.as_dict(), **result.as_dict()},
+        "host_call_ms": host_call_ms,
+        "host_synced_ms": host_synced_ms,
+        "l2_mode": l2_mode,
+        "telemetry": telemetry.summarize(per_sample, ((energy_start or {}).get("energy_mj"),
+                                                      (energy_end or {}).get("energy_mj")), len(result.samples))
+        if gpu.available else telemetry.not_available(gpu.reason),
+        "_gpu_state_start": state_start,
+        "_gpu_state_end": gpu.device_state(),
+    }
+    if scrubber is not None:
+        out["l2_scrub"] = {"buffer_bytes": scrubber.buffer_bytes, "l2_bytes": scrubber.l2_bytes,
+                           "scrub_ms": scrub_ms}
+    return out
 
 
 def _capture_range(recipe: Recipe):
@@ -216,27 +295,8 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
                 v.step()
             v.synchronize()
         wall_s["warmup"] = time.perf_counter() - t0
-        times_ms, host_call_ms, host_synced_ms = [], [], []
-        for i in range(args.repeats):
-            ev = v.event_pair()
-            with ph("compute", payload=i):
-                t_start = time.perf_counter()
-                ev.start()
-                v.step()
-                # what a host timer around the call alone sees (seed 003's time.time()):
-                # launches return before the GPU is done
-                t_returned = time.perf_counter()
-                ev.stop()
-                v.synchronize()
-                t_synced = time.perf_counter()
-                times_ms.append(ev.elapsed_ms())
-            host_call_ms.append((t_returned - t_start) * 1e3)
-            host_synced_ms.append((t_synced - t_start) * 1e3)
         record["warmup_calls"] = args.warmup
-        record["times_ms"] = times_ms
-        record["timing"] = _summary_ms(times_ms)
-        record["host_call_ms"] = host_call_ms
-        record["host_synced_ms"] = host_synced_ms
+        record.update(timed_calls(v, ph, sampling_rule(args), args.l2))
     t0 = time.perf_counter()
     record["relative_error"] = _check(v, recipe, ph)
     wall_s["transfer_and_check"] = time.perf_counter() - t0
@@ -244,6 +304,10 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
     record["host_wall_s"] = wall_s
     v.teardown()
     record["provenance"] = provenance.collect(recipe.requires)
+    if args.mode == "timed":
+        record["provenance"]["l2_mode"] = args.l2
+        record["provenance"]["gpu_state"] = {"start": record.pop("_gpu_state_start"),
+                                             "end": record.pop("_gpu_state_end")}
     return record
 
 
@@ -263,7 +327,8 @@ def main(recipe: Recipe, argv: Sequence[str] | None = None) -> int:
         t = record["timing"]
         line += f" timer=\"{record['timer'].replace('`', '')}\""
         gbs = record["work"]["bytes_read"] + record["work"]["bytes_written"]
-        line += f" median={t['median_ms']:.4f} ms iqr={t['iqr_ms']:.4f} ms ({gbs / t['median_ms'] / 1e6:.1f} GB/s)"
+        line += (f" median={t['median_ms']:.4f} ms iqr={t['iqr_ms']:.4f} ms ({gbs / t['median_ms'] / 1e6:.1f} GB/s)"
+                 f" samples={record['samples']} ({record['sampling']['stopped_because']}) l2={record['l2_mode']}")
     line += f" rel_err={record['relative_error']:.2e}"
     print(line)
     if args.output:

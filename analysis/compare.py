@@ -1,0 +1,212 @@
+"""Compare two sets of timed captures step by step: is the candidate faster, and is it real?
+
+``BASE`` and ``CAND`` are two run folders or two references (any folder holding
+``<workload>/<variant>/n<size>/timing.json``; each record names its own workload, variant and
+size, so the folders' layout beyond that does not matter). For each step both sides have, the
+verdict engine of the reports (``analysis.verdicts``) gives the speedup base/candidate with its
+interval; beside it, each side's time over its floor (from the nearest ``ceilings.json`` above the
+record) and its clocks where NVML telemetry was recorded.
+
+The result is a CI gate: ``any_slower`` is true when some step is slower beyond the threshold
+with confidence.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from analysis import verdicts
+from analysis.errors import AnalysisInputError
+from analysis.floors import floor
+
+#: experiment folders hold timing records of other programs (allocator studies), not steps
+SKIPPED_FOLDERS = ("experiments",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    workload: str
+    variant: str
+    size: int
+    path: str
+    times_ms: list[float]
+    time_over_floor: float | None
+    sm_clock_mhz_range: list[int] | None
+    energy_per_call_j: float | None
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.workload, self.variant, self.size)
+
+
+def _load(path: str) -> dict:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise AnalysisInputError(path, f"cannot read JSON: {e}") from e
+
+
+def _nearest_ceilings(folder: str, root: str) -> dict | None:
+    while True:
+        path = os.path.join(folder, "ceilings.json")
+        if os.path.exists(path):
+            return _load(path).get("ceilings")
+        if os.path.samefile(folder, root) or os.path.dirname(folder) == folder:
+            return None
+        folder = os.path.dirname(folder)
+
+
+def load_steps(root: str) -> dict[tuple[str, str, int], list[Step]]:
+    """Every timed process under ``root``, grouped by step (workload, variant, size). A folder that
+    holds several runs (side by side, e.g. ``run1/``, ``run2/``) has several processes per step."""
+    if not os.path.isdir(root):
+        raise AnalysisInputError(root, "not a folder of captures")
+    steps: dict[tuple[str, str, int], list[Step]] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS)
+        if "timing.json" not in files:
+            continue
+        path = os.path.join(folder, "timing.json")
+        rec = _load(path)
+        missing = [k for k in ("workload", "variant", "size", "times_ms", "work") if k not in rec]
+        if missing:
+            raise AnalysisInputError(path, f"not a timed record: missing {', '.join(missing)}")
+        if len(rec["times_ms"]) < verdicts.MIN_SAMPLES:
+            raise AnalysisInputError(path, f"{len(rec['times_ms'])} samples, need at least {verdicts.MIN_SAMPLES}")
+        ceilings = _nearest_ceilings(folder, root)
+        tel = rec.get("telemetry") or {}
+        step = Step(rec["workload"], rec["variant"], int(rec["size"]), path, [float(t) for t in rec["times_ms"]],
+                    None, tel.get("sm_clock_mhz_range"), tel.get("energy_per_call_j"))
+        if ceilings:
+            try:
+                fl = floor(rec["work"], ceilings)
+                step = dataclasses.replace(step, time_over_floor=rec["timing"]["median_ms"] / fl.ms)
+            except (ValueError, KeyError):
+                pass  # no ceiling matches this work: the time/floor column says n/a
+        steps.setdefault(step.key, []).append(step)
+    if not steps:
+        raise AnalysisInputError(root, "no timing.json records under this folder")
+    return steps
+
+
+@dataclasses.dataclass(frozen=True)
+class StepComparison:
+    base_runs: list[Step]
+    cand_runs: list[Step]
+    verdict: verdicts.Verdict
+
+    # the first process of each side names the step and gives time/floor and clocks
+    @property
+    def base(self) -> Step:
+        return self.base_runs[0]
+
+    @property
+    def cand(self) -> Step:
+        return self.cand_runs[0]
+
+    @property
+    def clocks_differ(self) -> bool | None:
+        """Did the two sides run at SM clocks whose ranges do not overlap? None: not recorded on both."""
+        b, c = self.base.sm_clock_mhz_range, self.cand.sm_clock_mhz_range
+        if not b or not c:
+            return None
+        return b[1] < c[0] or c[1] < b[0]
+
+    def as_dict(self) -> dict:
+        def side(runs: list[Step]) -> dict:
+            s = runs[0]
+            return {"paths": [r.path for r in runs], "processes": len(runs),
+                    "samples": sum(len(r.times_ms) for r in runs), "time_over_floor": s.time_over_floor,
+                    "sm_clock_mhz_range": s.sm_clock_mhz_range, "energy_per_call_j": s.energy_per_call_j}
+
+        return {"workload": self.base.workload, "variant": self.base.variant, "size": self.base.size,
+                "verdict": self.verdict.as_dict(), "text": verdicts.format_verdict(self.verdict),
+                "clocks_differ": self.clocks_differ,
+                "base": side(self.base_runs), "cand": side(self.cand_runs)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    base_root: str
+    cand_root: str
+    steps: list[StepComparison]
+    only_base: list[tuple[str, str, int]]
+    only_cand: list[tuple[str, str, int]]
+
+    @property
+    def any_slower(self) -> bool:
+        return any(s.verdict.kind == "slower" for s in self.steps)
+
+    def as_dict(self) -> dict:
+        return {"base": self.base_root, "cand": self.cand_root, "any_slower": self.any_slower,
+                "rule": {"threshold": verdicts.THRESHOLD, "confidence": verdicts.CONFIDENCE},
+                "steps": [s.as_dict() for s in self.steps],
+                "only_in_base": [list(k) for k in self.only_base], "only_in_cand": [list(k) for k in self.only_cand]}
+
+
+def _order(key: tuple[str, str, int]) -> tuple:
+    from workloads.registry import BY_NAME
+
+    w, v, n = key
+    variants = BY_NAME[w].variants if w in BY_NAME else ()
+    return (w, n, variants.index(v) if v in variants else len(variants), v)
+
+
+def compare_folders(base_root: str, cand_root: str) -> Comparison:
+    base, cand = load_steps(base_root), load_steps(cand_root)
+    shared = sorted(set(base) & set(cand), key=_order)
+    if not shared:
+        raise AnalysisInputError(cand_root, f"no step in common with {base_root}")
+    # several processes per step on both sides: the process is the unit (verdicts.compare_runs)
+    steps = [StepComparison(base[k], cand[k], verdicts.compare_runs([s.times_ms for s in base[k]],
+                                                                   [s.times_ms for s in cand[k]]))
+             for k in shared]
+    return Comparison(base_root, cand_root, steps, sorted(set(base) - set(cand), key=_order),
+                      sorted(set(cand) - set(base), key=_order))
+
+
+def _clocks(s: Step) -> str:
+    return "not recorded" if not s.sm_clock_mhz_range else "{}–{} MHz".format(*s.sm_clock_mhz_range)
+
+
+def _over_floor(s: Step) -> str:
+    return "n/a" if s.time_over_floor is None else f"{s.time_over_floor:.2f}×"
+
+
+def markdown(c: Comparison) -> str:
+    from analysis.markdown import table
+
+    def samples(runs: list[Step]) -> str:
+        n = sum(len(r.times_ms) for r in runs)
+        return f"{n}" if len(runs) == 1 else f"{n} in {len(runs)} processes"
+
+    rows = [(s.base.workload, f"`{s.base.variant}`", s.base.size, f"{samples(s.base_runs)} / {samples(s.cand_runs)}",
+             f"**{verdicts.format_verdict(s.verdict)}**", f"{_over_floor(s.base)} / {_over_floor(s.cand)}",
+             f"{_clocks(s.base)} / {_clocks(s.cand)}" + (" (different clocks)" if s.clocks_differ else ""))
+            for s in c.steps]
+    kinds = [s.verdict.kind for s in c.steps]
+    lines = [
+        "# Comparison of two runs",
+        "",
+        f"- base: `{c.base_root}`",
+        f"- candidate: `{c.cand_root}`",
+        f"- {len(c.steps)} steps in both: " + ", ".join(f"{kinds.count(k)} {k}"
+                                                         for k in ("faster", "slower", "same", "uncertain")),
+        "",
+        f"Speedup = base median / candidate median (> 1: the candidate is faster), with its "
+        f"{verdicts.CONFIDENCE:.0%} interval. "
+        f"**same**: the interval lies within ±{verdicts.THRESHOLD:.0%}; **faster**/**slower**: wholly outside; "
+        "**uncertain**: it straddles the band. Where both sides hold at least "
+        f"{verdicts.MIN_PROCESSES} timed processes of a step, the process is the unit (Welch interval on the "
+        "logarithms of the process medians); otherwise the samples are pooled and process-to-process variance "
+        "is not in the interval.",
+        "",
+        table(("recipe", "variant", "size", "samples base / cand", "verdict, speedup [interval]",
+               "time / floor base / cand", "SM clock base / cand"), rows),
+    ]
+    for title, keys in (("Only in the base", c.only_base), ("Only in the candidate", c.only_cand)):
+        if keys:
+            lines += ["", f"{title}: " + ", ".join(f"{w}/{v}/n{n}" for w, v, n in keys)]
+    return "\n".join(lines) + "\n"

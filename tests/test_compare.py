@@ -1,0 +1,136 @@
+"""``python -m analysis compare`` on the committed reference: with itself, and with a planted slowdown."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from analysis.__main__ import main
+from analysis.compare import compare_folders
+
+REF = os.path.join(os.path.dirname(__file__), "..", "reports", "reference", "h200")
+PLANTED = ("cupy_sqdiff", "fused", 16384)
+
+
+def _copy_timings(dst) -> None:
+    """The reference's timing records and ceilings, in their folders (the traces are not needed)."""
+    for folder, _, files in os.walk(REF):
+        for name in files:
+            if name in ("timing.json", "ceilings.json"):
+                rel = os.path.relpath(os.path.join(folder, name), REF)
+                os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
+                shutil.copy(os.path.join(folder, name), os.path.join(dst, rel))
+
+
+def test_the_reference_compared_with_itself_is_the_same_everywhere(tmp_path, capsys):
+    out_md, out_json = tmp_path / "c.md", tmp_path / "c.json"
+    assert main(["compare", REF, REF, "--output-md", str(out_md), "--output-json", str(out_json)]) == 0
+    c = json.loads(out_json.read_text())
+    assert len(c["steps"]) == 35 and not c["any_slower"]
+    assert {s["verdict"]["kind"] for s in c["steps"]} == {"same"}
+    md = out_md.read_text()
+    assert "35 steps in both: 0 faster, 0 slower, 35 same, 0 uncertain" in md
+    # time/floor of each side comes from the ceilings of its own run (jax_matmul has its own)
+    fused = next(s for s in c["steps"] if (s["workload"], s["variant"], s["size"]) == PLANTED)
+    assert fused["base"]["time_over_floor"] == pytest.approx(fused["cand"]["time_over_floor"])
+    assert fused["base"]["sm_clock_mhz_range"] is None  # these captures predate NVML telemetry
+
+
+def test_a_planted_10_percent_slowdown_in_one_step_fails_the_gate(tmp_path, capsys):
+    cand = tmp_path / "cand"
+    _copy_timings(cand)
+    path = cand / PLANTED[0] / PLANTED[1] / f"n{PLANTED[2]}" / "timing.json"
+    rec = json.loads(path.read_text())
+    rec["times_ms"] = [t * 1.10 for t in rec["times_ms"]]
+    rec["timing"]["median_ms"] *= 1.10
+    path.write_text(json.dumps(rec))
+    assert main(["compare", REF, str(cand)]) == 1
+    assert "slower: cupy_sqdiff/fused/n16384 slower 0.909× [" in capsys.readouterr().out
+    c = compare_folders(REF, str(cand))
+    kinds = {(s.base.workload, s.base.variant, s.base.size): s.verdict.kind for s in c.steps}
+    assert kinds.pop(PLANTED) == "slower"
+    assert set(kinds.values()) == {"same"}
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
+    assert main(["compare", REF, str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "not a folder of captures" in err
+    (tmp_path / "empty").mkdir()
+    assert main(["compare", REF, str(tmp_path / "empty")]) == 2
+    assert "no timing.json records" in capsys.readouterr().err
+    broken = tmp_path / "broken" / "x"
+    broken.mkdir(parents=True)
+    (broken / "timing.json").write_text("{")
+    assert main(["compare", REF, str(tmp_path / "broken")]) == 2
+    assert "cannot read JSON" in capsys.readouterr().err
+
+
+def test_snakemake_compare_writes_both_files_and_fails_on_a_slowdown(tmp_path):
+    import subprocess
+    import sys
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    cand = tmp_path / "cand"
+    _copy_timings(cand)
+    path = cand / PLANTED[0] / PLANTED[1] / f"n{PLANTED[2]}" / "timing.json"
+    rec = json.loads(path.read_text())
+    rec["times_ms"] = [t * 1.10 for t in rec["times_ms"]]
+    path.write_text(json.dumps(rec))
+
+    def run(cand_dir, work):
+        return subprocess.run([sys.executable, "-m", "snakemake", "compare", "--cores", "1", "--config",
+                               f"compare_base={REF}", f"compare_cand={cand_dir}", f"work_dir={work}"],
+                              cwd=root, capture_output=True, text=True)
+
+    same = run(REF, tmp_path / "w1")
+    assert same.returncode == 0, same.stderr[-2000:]
+    assert json.loads((tmp_path / "w1" / "compare" / "compare.json").read_text())["any_slower"] is False
+    slower = run(cand, tmp_path / "w2")
+    assert slower.returncode != 0
+    assert "slower: cupy_sqdiff/fused/n16384" in slower.stdout + slower.stderr
+
+
+def _scaled_runs(dst, factors, planted_factors=None) -> None:
+    """Several runs side by side (run0/, run1/, ...): the reference with each run's times scaled."""
+    for i, f in enumerate(factors):
+        run = dst / f"run{i}"
+        _copy_timings(run)
+        for folder, _, files in os.walk(run):
+            if "timing.json" in files:
+                path = os.path.join(folder, "timing.json")
+                with open(path) as fh:
+                    rec = json.load(fh)
+                step = (rec["workload"], rec["variant"], rec["size"])
+                k = planted_factors[i] if planted_factors and step == PLANTED else f
+                rec["times_ms"] = [t * k for t in rec["times_ms"]]
+                with open(path, "w") as fh:
+                    json.dump(rec, fh)
+
+
+def test_several_processes_per_step_make_the_process_the_unit(tmp_path):
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    _scaled_runs(base, (1.00, 1.01, 0.99))
+    _scaled_runs(cand, (0.99, 1.00, 1.01), planted_factors=(1.10, 1.11, 1.09))
+    c = compare_folders(str(base), str(cand))
+    by_step = {(s.base.workload, s.base.variant, s.base.size): s for s in c.steps}
+    planted = by_step.pop(PLANTED)
+    assert planted.verdict.kind == "slower" and planted.verdict.method == "Welch interval over processes"
+    assert planted.verdict.samples == (3, 3)
+    assert {s.verdict.kind for s in by_step.values()} == {"same"}  # the same three process medians
+    assert c.as_dict()["steps"][0]["base"]["processes"] == 3
+
+
+def test_clock_ranges_that_do_not_overlap_are_flagged():
+    from analysis.compare import Step, StepComparison
+    from analysis.verdicts import compare
+
+    def step(clocks):
+        return Step("jax_matmul", "bf16", 8192, "x", [1.0, 1.1, 1.2], None, clocks, None)
+
+    v = compare([1.0, 1.1, 1.2], [1.0, 1.1, 1.2])
+    assert StepComparison([step([1755, 1785])], [step([1980, 1980])], v).clocks_differ is True
+    assert StepComparison([step([1900, 1980])], [step([1980, 1980])], v).clocks_differ is False
+    assert StepComparison([step(None)], [step([1980, 1980])], v).clocks_differ is None

@@ -1,0 +1,216 @@
+"""The timed runner's logic on a CPU: adaptive stopping, L2 scrub placement, telemetry plumbing.
+
+The clock, the timed call, the scrubber and NVML are stand-ins here; what is tested is the order
+of things and what the record says. The GPU side (real scrubs, real NVML values) needs a GPU run.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from workloads import runner, sampling, telemetry
+from workloads.contract import EventPair, WorkloadError
+
+
+class FakeClock:
+    def __init__(self, step_s: float) -> None:
+        self.t, self.step_s = 0.0, step_s
+
+    def __call__(self) -> float:
+        self.t += self.step_s
+        return self.t
+
+
+def test_quiet_samples_stop_at_the_minimum():
+    r = sampling.sample_adaptively(lambda i: 1.0, sampling.SamplingRule(), FakeClock(0.001))
+    assert (len(r.samples), r.stopped_because, r.rel_halfwidth) == (10, "converged", 0.0)
+
+
+def test_noisy_samples_run_until_the_budget():
+    rng = np.random.default_rng(0)
+    clock = FakeClock(0.5)  # every clock read advances half a second
+    rule = sampling.SamplingRule(budget_s=20.0)
+    r = sampling.sample_adaptively(lambda i: 1.0 + 0.5 * rng.random(), rule, clock)
+    assert r.stopped_because == "budget" and r.elapsed_s >= 20.0
+    assert 10 < len(r.samples) <= 50 and r.rel_halfwidth > 0.01  # one clock read per sample after the 10th
+
+
+def test_the_minimum_is_taken_even_when_the_budget_is_spent():
+    r = sampling.sample_adaptively(lambda i: float(i % 2 + 1), sampling.SamplingRule(budget_s=1e-9), FakeClock(1.0))
+    assert (len(r.samples), r.stopped_because) == (10, "budget")
+
+
+def test_noise_that_shrinks_with_samples_converges_before_the_cap():
+    rng = np.random.default_rng(1)
+    r = sampling.sample_adaptively(lambda i: 1.0 + 0.02 * rng.standard_normal(), sampling.SamplingRule(),
+                                   FakeClock(1e-4))
+    # 2% spread: the median's half-width reaches 1% after a few dozen samples
+    assert r.stopped_because == "converged" and 10 < len(r.samples) < 200
+    assert r.rel_halfwidth <= 0.01
+
+
+def test_fixed_rule_takes_exactly_n():
+    r = sampling.sample_adaptively(lambda i: float(i), sampling.SamplingRule.fixed(7), FakeClock(1.0))
+    assert (len(r.samples), r.stopped_because) == (7, "max_samples")
+
+
+def test_median_interval_covers_the_median_at_least_95_percent():
+    rng = np.random.default_rng(2)
+    for n in (10, 25, 60):
+        hits = sum(lo <= 0.0 <= hi for lo, hi in
+                   (sampling.median_interval(rng.standard_normal(n)) for _ in range(2000)))
+        assert hits / 2000 >= 0.94
+
+
+def test_rule_refuses_nonsense():
+    with pytest.raises(ValueError):
+        sampling.SamplingRule(min_samples=20, max_samples=10)
+
+
+# --- the runner's timed loop ------------------------------------------------------------------
+
+class Log(list):
+    pass
+
+
+class FakeEvents(EventPair):
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+    def start(self) -> None:
+        self.log.append("event start")
+
+    def stop(self) -> None:
+        self.log.append("event stop")
+
+    def elapsed_ms(self) -> float:
+        return 2.0
+
+
+class FakeVariant:
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+    def event_pair(self):
+        return FakeEvents(self.log)
+
+    def step(self):
+        self.log.append("step")
+
+    def synchronize(self):
+        self.log.append("sync")
+
+
+class FakeScrubber:
+    l2_bytes, buffer_bytes = 60 << 20, 120 << 20
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+    def scrub(self) -> float:
+        self.log.append("scrub")
+        return 0.003
+
+
+def _ph(name, payload=None):
+    return contextlib.nullcontext()
+
+
+def _no_nvml(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    return telemetry.Telemetry.open()
+
+
+def test_cold_l2_scrubs_before_every_sample_outside_the_timed_window(monkeypatch):
+    log = Log()
+    out = runner.timed_calls(FakeVariant(log), _ph, sampling.SamplingRule.fixed(10), "cold-l2",
+                             scrubber=FakeScrubber(log), gpu=_no_nvml(monkeypatch), clock=FakeClock(1e-3))
+    assert log == ["scrub", "event start", "step", "event stop", "sync"] * 10
+    assert out["l2_mode"] == "cold-l2" and out["samples"] == 10 and out["times_ms"] == [2.0] * 10
+    assert out["l2_scrub"]["scrub_ms"] == pytest.approx([3.0] * 10)
+    assert out["l2_scrub"]["buffer_bytes"] == 2 * out["l2_scrub"]["l2_bytes"]
+    assert out["telemetry"] == {"available": False, "reason": "nvidia-ml-py (pynvml) is not installed"}
+
+
+def test_warm_never_scrubs_and_unknown_modes_are_refused(monkeypatch):
+    log = Log()
+    out = runner.timed_calls(FakeVariant(log), _ph, sampling.SamplingRule.fixed(10), "warm",
+                             gpu=_no_nvml(monkeypatch), clock=FakeClock(1e-3))
+    assert "scrub" not in log and "l2_scrub" not in out and out["l2_mode"] == "warm"
+    with pytest.raises(WorkloadError, match="unknown L2 mode"):
+        runner.timed_calls(FakeVariant(log), _ph, sampling.SamplingRule.fixed(10), "cold", gpu=_no_nvml(monkeypatch))
+
+
+def test_runner_options_reach_the_rule():
+    from workloads.registry import BY_NAME
+
+    p = runner._parser(BY_NAME["cupy_sqdiff"])
+    a = p.parse_args(["--variant", "fused", "--mode", "timed", "--l2", "cold-l2", "--budget-s", "5"])
+    assert a.l2 == "cold-l2" and runner.sampling_rule(a) == sampling.SamplingRule(budget_s=5.0)
+    assert runner.sampling_rule(p.parse_args(["--variant", "fused", "--repeats", "12"])).max_samples == 12
+    with pytest.raises(SystemExit):
+        p.parse_args(["--variant", "fused", "--l2", "cold"])
+
+
+# --- NVML plumbing: a stand-in module with NVML's names, some values not supported --------------
+
+def _fake_pynvml():
+    class NVMLError(Exception):
+        pass
+
+    m = types.ModuleType("pynvml")
+    m.NVMLError = NVMLError
+    m.NVML_CLOCK_SM, m.NVML_CLOCK_MEM, m.NVML_TEMPERATURE_GPU = 1, 2, 0
+    m.nvmlClocksEventReasonGpuIdle, m.nvmlClocksEventReasonSwPowerCap = 0x1, 0x4
+    m.nvmlClocksEventReasonNone = 0
+    m.nvmlInit = lambda: None
+    m.nvmlDeviceGetHandleByPciBusId = lambda bus: ("handle", bus)
+    m.nvmlDeviceGetClockInfo = lambda h, which: {1: 1980, 2: 3201}[which]
+    m.nvmlDeviceGetTemperature = lambda h, which: 41
+    m.nvmlDeviceGetPowerUsage = lambda h: 250_000
+    energy = iter(range(0, 10**9, 500))
+    m.nvmlDeviceGetTotalEnergyConsumption = lambda h: next(energy)
+    m.nvmlDeviceGetCurrentClocksEventReasons = lambda h: 0x4
+
+    def not_supported(*a):
+        raise NVMLError("Not Supported")
+
+    m.nvmlDeviceGetPowerManagementLimit = not_supported
+    m.nvmlDeviceGetPersistenceMode = lambda h: 1
+    m.nvmlDeviceGetMaxClockInfo = lambda h, which: 1980
+    return m
+
+
+def test_telemetry_records_every_sample_and_marks_what_the_gpu_does_not_report(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+    gpu = telemetry.Telemetry.open(pci_bus_id=lambda: "00000000:19:00.0")
+    assert gpu.available
+    log = Log()
+    out = runner.timed_calls(FakeVariant(log), _ph, sampling.SamplingRule.fixed(10), "warm", gpu=gpu,
+                             clock=FakeClock(1e-3))
+    t = out["telemetry"]
+    assert len(t["per_sample"]) == 10
+    s = t["per_sample"][0]["before"]
+    assert (s["sm_clock_mhz"], s["mem_clock_mhz"], s["power_mw"]) == (1980, 3201, 250_000)
+    assert s["clock_event_reason_names"] == ["SwPowerCap"] and s["throttled"] is True
+    assert t["throttled_samples"] == 10 and t["sm_clock_mhz_range"] == [1980, 1980]
+    assert t["energy_per_call_j"] == pytest.approx(0.5)  # the counter moved 500 mJ across each sample
+    assert out["_gpu_state_start"]["power_limit_mw"] is None  # not supported: recorded as unknown
+    assert out["_gpu_state_start"]["persistence_mode"] == 1
+
+
+def test_telemetry_without_a_gpu_says_why(monkeypatch):
+    m = _fake_pynvml()
+
+    def no_driver():
+        raise m.NVMLError("Driver Not Loaded")
+
+    m.nvmlInit = no_driver
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+    gpu = telemetry.Telemetry.open()
+    assert not gpu.available and "Driver Not Loaded" in gpu.reason
+    assert gpu.snapshot() is None

@@ -1,0 +1,131 @@
+"""GPU telemetry around each timed sample, through NVML (``nvidia-ml-py``, imported as ``pynvml``).
+
+Optional: without the package, a driver or a GPU the run records why telemetry is not
+available and goes on; a value the GPU does not report is ``None``. Nothing is estimated.
+
+Per snapshot: SM and memory clocks (MHz), temperature (°C), power (mW), the clock event
+(throttle) reasons as a bit mask with their names, and the total-energy counter (mJ, on
+Volta and later). A sample's energy is the counter's difference across it; the counter moves
+in steps, so a single short sample's difference means little: ``energy_per_call_j`` is the sum
+of the differences over all samples divided by their number, and ``loop_energy_per_call_j``
+the whole timed loop's energy (idle gaps between samples included) over its calls.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+#: reasons that mean the clocks were held down (not idle, not an application setting)
+THROTTLING = ("SwPowerCap", "HwSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown", "SwThermalSlowdown")
+
+
+def not_available(reason: str) -> dict:
+    return {"available": False, "reason": reason}
+
+
+class Telemetry:
+    """One GPU's NVML handle; ``open`` never raises, ``available`` says whether it works."""
+
+    def __init__(self, nvml: Any = None, handle: Any = None, reason: str = "") -> None:
+        self._nvml, self._handle, self.reason = nvml, handle, reason
+
+    @property
+    def available(self) -> bool:
+        return self._handle is not None
+
+    @classmethod
+    def open(cls, pci_bus_id: Callable[[], str] | None = None) -> "Telemetry":
+        """The GPU the process computes on: found by its PCI bus id (NVML and CUDA number GPUs differently)."""
+        try:
+            import pynvml
+        except ImportError:
+            return cls(reason="nvidia-ml-py (pynvml) is not installed")
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as e:
+            return cls(reason=f"NVML did not start: {e}")
+        try:
+            if pci_bus_id is None:
+                from workloads.l2 import cuda_pci_bus_id as pci_bus_id
+            handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id())
+        except Exception as e:  # no CUDA driver, or NVML does not know the bus id: record why
+            return cls(reason=f"the GPU of this process was not found in NVML: {e}")
+        return cls(pynvml, handle)
+
+    def _get(self, fn: str, *args) -> Any:
+        try:
+            return getattr(self._nvml, fn)(self._handle, *args)
+        except self._nvml.NVMLError:
+            return None  # not supported on this GPU or driver
+
+    def _reasons_fn(self) -> str:
+        # renamed "clocks event reasons" in NVML 12.535; older bindings know only the old name
+        return ("nvmlDeviceGetCurrentClocksEventReasons" if hasattr(self._nvml, "nvmlDeviceGetCurrentClocksEventReasons")
+                else "nvmlDeviceGetCurrentClocksThrottleReasons")
+
+    def _reason_bits(self) -> dict[str, int]:
+        """NVML's clock event reason bits by name, read once from the bindings' constants."""
+        if not hasattr(self, "_bits"):
+            self._bits: dict[str, int] = {}
+            for attr in sorted(dir(self._nvml)):
+                for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
+                    bit = getattr(self._nvml, attr)
+                    name = attr[len(prefix):]
+                    if attr.startswith(prefix) and name not in ("All", "None", "Unknown") \
+                            and isinstance(bit, int) and bit:
+                        self._bits.setdefault(name, bit)
+        return self._bits
+
+    def reason_names(self, mask: int | None) -> list[str] | None:
+        if mask is None:
+            return None
+        return sorted(name for name, bit in self._reason_bits().items() if mask & bit)
+
+    def snapshot(self) -> dict | None:
+        if not self.available:
+            return None
+        n = self._nvml
+        mask = self._get(self._reasons_fn())
+        names = self.reason_names(mask)
+        return {
+            "sm_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_SM),
+            "mem_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_MEM),
+            "temperature_c": self._get("nvmlDeviceGetTemperature", n.NVML_TEMPERATURE_GPU),
+            "power_mw": self._get("nvmlDeviceGetPowerUsage"),
+            "energy_mj": self._get("nvmlDeviceGetTotalEnergyConsumption"),
+            "clock_event_reasons": mask,
+            "clock_event_reason_names": names,
+            "throttled": None if names is None else any(r in THROTTLING for r in names),
+        }
+
+    def device_state(self) -> dict:
+        """For provenance: the settings that decide the clocks, and a snapshot."""
+        if not self.available:
+            return not_available(self.reason)
+        return {"available": True, "power_limit_mw": self._get("nvmlDeviceGetPowerManagementLimit"),
+                "persistence_mode": self._get("nvmlDeviceGetPersistenceMode"),
+                "max_sm_clock_mhz": self._get("nvmlDeviceGetMaxClockInfo", self._nvml.NVML_CLOCK_SM),
+                "snapshot": self.snapshot()}
+
+
+def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | None], calls: int) -> dict:
+    """The record's telemetry: per-sample snapshots, and what the reports show."""
+    def values(key):
+        return [s[side][key] for s in per_sample for side in ("before", "after")
+                if s.get(side) and s[side].get(key) is not None]
+
+    sm = values("sm_clock_mhz")
+    start, end = loop_energy_mj
+    deltas = [s["after"]["energy_mj"] - s["before"]["energy_mj"] for s in per_sample
+              if s.get("before") and s.get("after") and s["before"].get("energy_mj") is not None
+              and s["after"].get("energy_mj") is not None]
+    return {
+        "available": True,
+        "per_sample": per_sample,
+        "sm_clock_mhz_range": [min(sm), max(sm)] if sm else None,
+        "mem_clock_mhz_range": [min(values("mem_clock_mhz")), max(values("mem_clock_mhz"))]
+        if values("mem_clock_mhz") else None,
+        "throttled_samples": sum(1 for s in per_sample
+                                 if any((s.get(side) or {}).get("throttled") for side in ("before", "after"))),
+        "energy_per_call_j": sum(deltas) / 1e3 / len(deltas) if deltas and len(deltas) == len(per_sample) else None,
+        "loop_energy_per_call_j": (end - start) / 1e3 / calls if start is not None and end is not None and calls else None,
+    }
