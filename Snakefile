@@ -58,7 +58,7 @@ rule capture_reference:
         # a run of some workloads (only_workloads) is merged in; a run of all replaces the reference
         merge=f"--merge {' '.join(RUNNABLE_WORKLOADS)}" if ONLY else "",
     conda:
-        "environment.yml"
+        config["conda_env"]
     shell:
         "{params.python} -m analysis copy-captures --from {params.captures} --to {params.reference}"
         " {params.merge} > {log} 2>&1"

@@ -23,7 +23,8 @@ REF_DIR = config["reference"]["dir"].rstrip("/")
 REF_GPU_JOBS = [d for d in [config["reference"].get("gpu_jobs")] if d and glob.glob(f"{d}/*.json")]
 # Every profiled process starts with fresh, private cache folders (see workloads/tools/cold.py)
 COLD = f"{PYTHON} -m workloads.tools.cold --work-dir {WORK} --gpus {config['gpus']}"
-CONDA_ENV = "../environment.yml"
+# with --use-conda: the environment file of the CUDA major version the driver runs
+CONDA_ENV = f"../{config['conda_env']}"
 
 for _name, _c in config["workloads"].items():
     if _name not in RECIPES:

@@ -29,7 +29,8 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
 SITE_ENV = ("COOKBOOK_SLURM_PARTITION", "COOKBOOK_SLURM_ACCOUNT", "COOKBOOK_SLURM_GPU_TYPE")
 #: the code and settings a pipeline run reads; the reference captures are copied per test
-WORKFLOW_PARTS = ("Snakefile", "rules", "profiles", "workloads", "analysis", "environment.yml")
+WORKFLOW_PARTS = ("Snakefile", "rules", "profiles", "workloads", "analysis", "environment-cuda12.yml",
+                  "environment-cuda13.yml")
 #: a rule runs on a GPU when its command runs the suite's GPU code (workloads, its tools)
 RUNS_GPU_CODE = re.compile(r"-m workloads\.")
 GRES_ONE_GPU = re.compile(r"^gpu(:[A-Za-z0-9_.]+)?:1$")
