@@ -88,3 +88,18 @@ def test_pycuda_is_an_extra_of_its_own():
 def test_numpy_is_pinned_below_2_5():
     numpy = [r for r in _project()["dependencies"] if r.startswith("numpy")][0]
     assert "<2.5" in numpy.replace(" ", "")
+
+
+def test_the_pipeline_tests_copy_tracked_files_only(tmp_path):
+    """tests/conftest.copy_checkout: no virtual environment, results or captures (a test run once
+    copied a 3 GB .venv per test); the reference captures only when asked."""
+    from conftest import copy_checkout
+
+    repo = copy_checkout(tmp_path / "repo")
+    copied = [p for p in repo.rglob("*") if p.is_file()]
+    assert (repo / "Snakefile").is_file() and (repo / "rules" / "config.yaml").is_file()
+    assert not list(repo.rglob("pyvenv.cfg")) and not (repo / "results").exists()
+    assert not (repo / "reports" / "reference").exists()
+    assert sum(p.stat().st_size for p in copied) < 10 * 2**20
+    linked = copy_checkout(tmp_path / "linked", parts=("Snakefile",), reference="link")
+    assert (linked / "reports" / "reference").resolve() == REPO / "reports" / "reference"

@@ -11,7 +11,7 @@ import pytest
 
 from workloads.tools import preflight
 
-from conftest import REPO
+from conftest import copy_checkout
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
@@ -27,17 +27,9 @@ def test_preflight_names_everything_missing_and_writes_nothing(tmp_path, no_gpu_
     assert not out.exists()
 
 
-def _repo_copy(tmp_path):
+def _repo_copy(tmp_path, reference=()):
     """A copy of the tracked tree, so that pipeline runs leave the checkout alone."""
-    dst = tmp_path / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for rel in files:
-        src = REPO / rel
-        if src.is_file():
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / rel)
-    return dst
+    return copy_checkout(tmp_path / "repo", reference=reference)
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")
@@ -64,7 +56,8 @@ def test_config_schema_rejects_a_typo(tmp_path):
 
 
 def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
-    repo = _repo_copy(tmp_path)
+    # the rebuild only reads the reference captures
+    repo = _repo_copy(tmp_path, reference="link")
     r = subprocess.run(SNAKEMAKE + ["rebuild_reports"], cwd=repo, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (repo / "results" / "rebuilt" / "CHECKED").exists()
