@@ -27,6 +27,7 @@ rule profile_all:
         # the captures and their analyses are named too: committed reports alone would look up to
         # date to Snakemake in a fresh checkout, and nothing would be profiled
         f"{CAPTURES}/preflight.json",
+        say_what_profile_all_skips,
         [f"{WORK}/analysis/live/{w}/{v}/n{s}.json" for w in RUNNABLE_WORKLOADS for v, s in runs(w)],
         f"{WORK}/analysis/live/coldstart.json",
         "reports/index.md",
