@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from analysis import verdicts
+from workloads import sources
 from analysis.figures import steady_breakdown_ms
 from analysis.floors import floor
 
@@ -252,7 +253,7 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
     lines = [
         f"# {recipe.title} (`{recipe.name}`)",
         "",
-        f"Recipe from seed document {recipe.seed_document}. Every variant was run cold (fresh JIT and "
+        f"Recipe from {sources.cite(recipe.seed_document)}. Every variant was run cold (fresh JIT and "
         f"driver caches) three ways: timed with {_TIMER.get(recipe.framework, 'CUDA events')} after warm-up, "
         "under Nsight Systems, and under Nsight Compute. Every result was checked against a float64 reference.",
         "",
@@ -276,7 +277,7 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
         "",
         "## Variants",
         "",
-        table(("variant", "what this step changes"), [(f"`{r['variant']}`", r["summary"]) for r in first_runs]),
+        table(("variant", "what this step changes"), [(f"`{r['variant']}`", sources.name_sources(r["summary"])) for r in first_runs]),
         "",
     ]
     for size in sorted(by_size):
@@ -287,7 +288,7 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
                   "first call of a cold process includes JIT compilation and module loading):", "",
                   breakdown_table(runs), ""]
         if recipe.seed_split:
-            lines += [f"The baseline's split of GPU busy time beside the seed's ({recipe.seed_split_device}):",
+            lines += [f"The baseline's split of GPU busy time beside the source's ({recipe.seed_split_device}):",
                       "", seed_split_table(runs[0], recipe.seed_split, recipe.seed_split_device, gpu), ""]
         copies = copy_throughput_table(runs, ceilings)
         if copies:

@@ -30,19 +30,21 @@ from typing import Sequence
 
 import numpy as np
 
-from workloads import annotate, provenance
+from workloads import annotate, provenance, sources
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
 
 def _parser(recipe: Recipe) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m workloads.{recipe.name}",
-        description=f"{recipe.title} (seed {recipe.seed_document}). Variants, in recipe order: "
+        description=f"{recipe.title}, from {sources.cite(recipe.seed_document)}. Variants, in recipe order: "
         + ", ".join(recipe.variants),
     )
-    p.add_argument("--variant", required=True, choices=recipe.variants)
+    p.add_argument("--variant", required=True, choices=recipe.variants, help="the step of the recipe to run")
     p.add_argument("--size", type=int, default=recipe.default_size, help=recipe.size_meaning)
-    p.add_argument("--mode", choices=("run", "timed", "first"), default="run")
+    p.add_argument("--mode", choices=("run", "timed", "first"), default="run",
+                   help="run: setup, --calls calls, check (what the profilers run); timed: warm-up, then "
+                        "--repeats timed calls; first: time to the first result of a fresh process")
     p.add_argument("--calls", type=int, default=3, help="run mode: calls of the computation")
     p.add_argument("--warmup", type=int, default=5, help="timed mode: untimed calls first")
     p.add_argument("--repeats", type=int, default=30, help="timed mode: timed calls")
