@@ -17,7 +17,8 @@ sys.path.insert(0, str(REPO))
 def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str | tuple[str, ...] = ()
                   ) -> pathlib.Path:
     """The checkout's files that git tracks or would track (new, not ignored) into ``dst``, so that
-    pipeline runs leave the checkout alone: never a virtual environment, results or caches.
+    pipeline runs leave the checkout alone: never a virtual environment, results, caches or the
+    committed figures.
     ``parts``: only these paths (all when empty). The reference captures (30 MB) are copied only
     as asked: ``reference`` names run folders under reports/reference/h200 ("" for all of them),
     or is "link" for a symbolic link to the checkout's reference, for runs that only read it."""
@@ -27,7 +28,8 @@ def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str
         raise RuntimeError(f"{REPO}: not a git checkout, the pipeline tests copy its tracked files: {listed.stderr}")
     # a virtual environment that .gitignore does not name is still one (it holds pyvenv.cfg)
     venvs = {p.parent.name for p in REPO.glob("*/pyvenv.cfg")}
-    files = [f for f in listed.stdout.split("\0") if f and not f.startswith("reports/reference/")
+    # the committed figures are outputs the pipeline draws again, never inputs
+    files = [f for f in listed.stdout.split("\0") if f and not f.startswith(("reports/reference/", "reports/figures/"))
              and f.split("/", 1)[0] not in venvs]
     if reference == "link":
         (dst / "reports").mkdir(parents=True, exist_ok=True)

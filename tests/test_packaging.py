@@ -100,6 +100,7 @@ def test_the_pipeline_tests_copy_tracked_files_only(tmp_path):
     assert (repo / "Snakefile").is_file() and (repo / "rules" / "config.yaml").is_file()
     assert not list(repo.rglob("pyvenv.cfg")) and not (repo / "results").exists()
     assert not (repo / "reports" / "reference").exists()
-    assert sum(p.stat().st_size for p in copied) < 10 * 2**20
+    assert not (repo / "reports" / "figures").exists()
+    assert sum(p.stat().st_size for p in copied) < 5 * 2**20
     linked = copy_checkout(tmp_path / "linked", parts=("Snakefile",), reference="link")
     assert (linked / "reports" / "reference").resolve() == REPO / "reports" / "reference"
