@@ -28,6 +28,7 @@ rule profile_all:
         # the captures and their analyses are named too: committed reports alone would look up to
         # date to Snakemake in a fresh checkout, and nothing would be profiled
         f"{CAPTURES}/preflight.json",
+        say_what_profile_all_skips,
         [f"{WORK}/analysis/live/{w}/{v}/n{s}.json" for w in RUNNABLE_WORKLOADS for v, s in runs(w)],
         f"{WORK}/analysis/live/coldstart.json",
         # every page and figure, published from <work_dir>/reports/live/ (rules/report.smk)
@@ -57,7 +58,7 @@ rule capture_reference:
         # a run of some workloads (only_workloads) is merged in; a run of all replaces the reference
         merge=shlex.join(["--merge", *RUNNABLE_WORKLOADS]) if ONLY else "",
     conda:
-        "environment.yml"
+        config["conda_env"]
     shell:
         "{params.python:q} -m analysis copy-captures --from {params.captures:q} --to {params.reference:q}"
         " {params.merge} > {log:q} 2>&1"

@@ -157,44 +157,61 @@ def cmd_check_rebuild(a) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("summarize-run")
-    s.add_argument("--run-dir", required=True)
-    s.add_argument("--output", required=True)
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m analysis",
+        description="Read what nsys and ncu recorded and write the suite's numbers and reports; needs no GPU. "
+                    "`python -m analysis COMMAND --help` describes a command.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    s = sub.add_parser("summarize-run", help="one run's captures -> one JSON of numbers",
+                       description="Read one run folder (timing.json, the nsys SQLite export, the ncu report if "
+                                   "any) and write its numbers: time per call, bandwidth, kernels, transfers.")
+    s.add_argument("--run-dir", required=True,
+                   help="the run folder, <work_dir>/captures/<workload>/<variant>/n<size>")
+    s.add_argument("--output", required=True, help="the JSON to write")
     s.set_defaults(func=cmd_summarize_run)
-    s = sub.add_parser("report")
-    s.add_argument("--workload", required=True)
-    s.add_argument("--ceilings", required=True)
-    s.add_argument("--out-dir", required=True)
+    s = sub.add_parser("report", help="one workload's run summaries -> reports/<workload>.md and its figures",
+                       description="Write a workload's report and figures from the summaries of its runs "
+                                   "(python -m analysis summarize-run), against the ceilings measured in the same run.")
+    s.add_argument("--workload", required=True, help="the recipe's name, e.g. cupy_sqdiff")
+    s.add_argument("--ceilings", required=True, help="ceilings.json of the run (workloads.tools.ceilings)")
+    s.add_argument("--out-dir", required=True, help="folder for <workload>.md; the figures go to its figures/")
     s.add_argument("--captures", help="the workload's capture folder, for the recipe's own report sections")
-    s.add_argument("summaries", nargs="+")
+    s.add_argument("summaries", nargs="+", metavar="SUMMARY.json", help="the workload's run summaries")
     s.set_defaults(func=cmd_report)
-    s = sub.add_parser("gpu-jobs")
+    s = sub.add_parser("gpu-jobs", help="GPU job records -> reports/gpu_jobs.md: which job ran on which GPU, when",
+                       description="Chart the pipeline's GPU jobs per physical GPU over time, list the longest, and "
+                                   "say whether two jobs ever shared a GPU.")
     s.add_argument("--records", required=True, help="the folder of GPU job records (<work_dir>/gpu-jobs)")
-    s.add_argument("--output", required=True)
-    s.add_argument("--figure", required=True)
+    s.add_argument("--output", required=True, help="the markdown page to write")
+    s.add_argument("--figure", required=True, help="the chart (PNG) to write")
     s.set_defaults(func=cmd_gpu_jobs)
-    s = sub.add_parser("index")
-    s.add_argument("--ceilings", required=True)
-    s.add_argument("--preflight", required=True)
+    s = sub.add_parser("index", help="all run summaries -> reports/index.md",
+                       description="Write the index page: every recipe's best step against its baseline and its "
+                                   "floor, the device ceilings, cold starts, and the recipes skipped and why.")
+    s.add_argument("--ceilings", required=True, help="ceilings.json of the run")
+    s.add_argument("--preflight", required=True,
+                   help="preflight.json of the run (tool versions, recipes skipped)")
     s.add_argument("--coldstart", help="the capture set's coldstart.json (python -m analysis coldstart)")
     s.add_argument("--multiprocess", action="store_true", help="link the multi-process page")
     s.add_argument("--workload-ceilings", action="append", metavar="WORKLOAD=PATH",
                    help="a workload captured in a later run: the ceilings of that run")
-    s.add_argument("--output", required=True)
-    s.add_argument("summaries", nargs="+")
+    s.add_argument("--output", required=True, help="the markdown page to write")
+    s.add_argument("summaries", nargs="+", metavar="SUMMARY.json", help="every run summary")
     s.set_defaults(func=cmd_index)
-    s = sub.add_parser("copy-captures")
-    s.add_argument("--from", dest="src", required=True)
-    s.add_argument("--to", dest="dst", required=True)
+    s = sub.add_parser("copy-captures", help="keep a run's small raw captures as the reference",
+                       description="Copy the SQLite exports and ncu reports (gzipped), timing JSON and nsys' own "
+                                   "CSVs of a run into the reference folder that rebuild_reports reads.")
+    s.add_argument("--from", dest="src", required=True, help="the run's capture folder (<work_dir>/captures)")
+    s.add_argument("--to", dest="dst", required=True, help="the reference folder (reports/reference/<name>)")
     s.add_argument("--merge", nargs="+", metavar="WORKLOAD",
                    help="merge only these workloads' captures into the existing reference")
     s.set_defaults(func=cmd_copy_captures)
-    s = sub.add_parser("check-rebuild")
-    s.add_argument("--rebuilt", required=True)
-    s.add_argument("--committed", required=True)
+    s = sub.add_parser("check-rebuild", help="compare rebuilt reports with the committed ones",
+                       description="Exit 1 and print the differences when the rebuilt markdown reports differ "
+                                   "from the committed ones.")
+    s.add_argument("--rebuilt", required=True, help="the folder of rebuilt reports")
+    s.add_argument("--committed", required=True, help="the folder of committed reports (reports/)")
     s.set_defaults(func=cmd_check_rebuild)
     stats_cli.add_parser(sub)
     coldstart_cli.add_parser(sub)
@@ -203,7 +220,11 @@ def main(argv=None) -> int:
     perfetto.add_parser(sub)
     kernel_page_cli.add_parser(sub)
     compare_cli.add_parser(sub)
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
     try:
         rc = a.func(a)
     except AnalysisInputError as e:

@@ -17,8 +17,11 @@ def _run(a) -> None:
 
 
 def add_parser(sub) -> None:
-    s = sub.add_parser("coldstart", help="cold/warm start records -> one JSON")
+    s = sub.add_parser("coldstart", help="cold/warm start records -> one JSON",
+                       description="Gather the cold, warm and cache-disabled start records of every variant "
+                                   "(workloads.tools.coldwarm) with the first calls the nsys exports show, as "
+                                   "one JSON for the reports.")
     s.add_argument("--captures", required=True, help="capture folder holding <workload>/<variant>/n<size>/")
-    s.add_argument("--output", required=True)
+    s.add_argument("--output", required=True, help="the JSON to write")
     s.add_argument("records", nargs="+", help="coldstart/<workload>_<variant>.json files")
     s.set_defaults(func=_run)

@@ -248,7 +248,7 @@ def _line_directives_section(k: KernelProfile, run: dict) -> list[str]:
         "into that CUDA-C by default, so that ncu correlates the SASS with the Python lines; one Python line can "
         "then own tens or hundreds of SASS instructions. With `warp.config.line_directives = False` the SASS is "
         "correlated with the generated CUDA-C in the kernel cache instead, one statement per line, and a comment "
-        "above each statement says which Python line produced it (Warp's profiling guide, seed 004). ncu must "
+        "above each statement says which Python line produced it (Warp's profiling guide). ncu must "
         "then find that `.cu` file: `--source-folders <kernel cache>` (searched recursively); this tool gives "
         "it the run's fresh kernel cache. With either view, instructions of Warp's built-in functions may be "
         "attributed to the native headers they are inlined from (`builtin.h`, `array.h`, ...) rather than to "

@@ -54,7 +54,7 @@ def add_parser(subparsers) -> None:
         description="Read one profiled kernel of an Nsight Compute report (.ncu-rep or .ncu-rep.gz, best with "
                     "--set full, -lineinfo and --import-source yes) and write a markdown page: key metrics, "
                     "warp states, the hottest source lines with their text, how to open the report.")
-    s.add_argument("--report", required=True, metavar="FILE.ncu-rep[.gz]")
+    s.add_argument("--report", required=True, metavar="FILE.ncu-rep[.gz]", help="the Nsight Compute report")
     s.add_argument("--run", help="the capture's kernel-run.json (workloads.tools.kernel_profile)")
     s.add_argument("--launch", type=int, default=0, help="which profiled launch of the report (default the first)")
     s.add_argument("--top", type=int, default=15, help="source lines to show (default 15)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from analysis import limiter, roofline, verdicts
+from workloads import sources
 from analysis.figures import steady_breakdown_ms
 from analysis.floors import at_rate, floor, time_vs_floor
 from workloads import frameworks
@@ -357,7 +358,7 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
     lines = [
         f"# {recipe.title} (`{recipe.name}`)",
         "",
-        f"Recipe from seed document {recipe.seed_document}. Every variant was run cold (fresh JIT and "
+        f"Recipe from {sources.cite(recipe.seed_document)}. Every variant was run cold (fresh JIT and "
         f"driver caches), timed with {frameworks.framework(recipe.framework).timer} after warm-up and traced under "
         "Nsight Systems. Every result was checked against a float64 reference.",
         "",
@@ -386,7 +387,7 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
         "",
         "## Variants",
         "",
-        table(("variant", "what this step changes"), [(f"`{r['variant']}`", r["summary"]) for r in first_runs]),
+        table(("variant", "what this step changes"), [(f"`{r['variant']}`", sources.name_sources(r["summary"])) for r in first_runs]),
         "",
     ]
     for size in sorted(by_size):
@@ -405,7 +406,7 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
                   "first call of a cold process includes JIT compilation and module loading):", "",
                   breakdown_table(runs), ""]
         if recipe.seed_split:
-            lines += [f"The baseline's split of GPU busy time beside the seed's ({recipe.seed_split_device}):",
+            lines += [f"The baseline's split of GPU busy time beside the source's ({recipe.seed_split_device}):",
                       "", seed_split_table(runs[0], recipe.seed_split, recipe.seed_split_device, gpu), ""]
         copies = copy_throughput_table(runs, ceilings)
         if copies:

@@ -34,7 +34,7 @@ def add_parser(subparsers) -> None:
         description="For every process in an nsys SQLite export that made CUDA calls or NVTX annotations: "
                     "its named threads, the suite's NVTX ranges, third-party function ranges and the GPU work "
                     "it launched; written as a markdown page and one timeline figure on a shared time axis.")
-    s.add_argument("export", metavar="FILE.sqlite[.gz]")
+    s.add_argument("export", metavar="FILE.sqlite[.gz]", help="an nsys SQLite export of the multi-process run")
     s.add_argument("--output", required=True, help="the markdown page to write")
     s.add_argument("--figure", required=True, help="the timeline PNG to write")
     s.add_argument("--json", help="also write the per-process numbers as JSON here")

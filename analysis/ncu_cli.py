@@ -101,5 +101,5 @@ def add_parser(subparsers) -> None:
                     "attached (rule:severity:estimated speedup %). Reads .ncu-rep or gzipped .ncu-rep.gz; needs "
                     "the ncu_report module (pip install ncu-report).")
     s.add_argument("--format", choices=list(FORMATS), default="csv", help="csv (the default), json or md")
-    s.add_argument("report", metavar="FILE.ncu-rep[.gz]")
+    s.add_argument("report", metavar="FILE.ncu-rep[.gz]", help="an Nsight Compute report")
     s.set_defaults(func=cmd_ncu_summary)

@@ -167,7 +167,7 @@ def add_parser(subparsers) -> None:
         "perfetto", help="an nsys SQLite export as a Chrome/Perfetto JSON trace",
         description="Write the export's NVTX ranges and CUDA API calls (per CPU thread) and its kernels, memcpys "
                     "and memsets (per GPU stream) as a Chrome trace-event JSON file, for ui.perfetto.dev.")
-    s.add_argument("export", metavar="FILE.sqlite[.gz]")
-    s.add_argument("-o", "--output", required=True, metavar="trace.json")
+    s.add_argument("export", metavar="FILE.sqlite[.gz]", help="an nsys SQLite export")
+    s.add_argument("-o", "--output", required=True, metavar="trace.json", help="the JSON trace to write")
     s.set_defaults(func=cmd_perfetto)
 

@@ -29,5 +29,5 @@ def add_parser(subparsers) -> None:
                    help=f"one of: {', '.join(nsys_stats.REPORTS)}")
     s.add_argument("--format", choices=list(nsys_stats.FORMATS), default="csv",
                    help="csv (as nsys writes it, the default), json or md")
-    s.add_argument("export", metavar="FILE.sqlite[.gz]")
+    s.add_argument("export", metavar="FILE.sqlite[.gz]", help="an nsys SQLite export (nsys export --type sqlite)")
     s.set_defaults(func=cmd_stats)

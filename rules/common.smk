@@ -46,7 +46,8 @@ REF_GPU_JOBS = [d for d in [config["reference"].get("gpu_jobs")] if d and glob.g
 # Every profiled process starts with fresh, private cache folders (see workloads/tools/cold.py)
 # (quoted here: rules paste it into their shell command as it is)
 COLD = shlex.join([PYTHON, "-m", "workloads.tools.cold", "--work-dir", WORK, "--gpus", str(config["gpus"])])
-CONDA_ENV = "../environment.yml"
+# with --use-conda: the environment file of the CUDA major version the driver runs
+CONDA_ENV = f"../{config['conda_env']}"
 
 for _name, _c in config["workloads"].items():
     if _name not in RECIPES:
@@ -73,6 +74,16 @@ def _missing(recipe):
     return [m for m in recipe.requires if importlib.util.find_spec(m) is None]
 
 
+def requested_targets():
+    """The targets asked for on the command line (Snakemake's default target when none), for
+    messages; empty in a job a cluster executor runs, which is given its job, not the targets.
+    Known once Snakemake plans the jobs (in input and params functions), not while it parses."""
+    dag = getattr(workflow, "dag_settings", None)
+    if dag is None or getattr(dag, "target_jobs", None):
+        return []
+    return sorted(dag.targets) or ["profile_all"]
+
+
 # Recipes whose packages are importable here; the others are skipped (the preflight records why).
 ONLY = config.get("only_workloads")
 for _name in ONLY or []:
@@ -83,6 +94,28 @@ RUNNABLE_WORKLOADS = [
 ]
 # the multi-process example (rules/multiprocess.smk) needs CuPy; a run of some workloads skips it
 MULTIPROCESS_RUNNABLE = importlib.util.find_spec("cupy") is not None and ONLY is None
+
+
+_SKIPS_SAID = []
+
+
+def say_what_profile_all_skips(wc):
+    """An input function of profile_all that adds no input: while Snakemake plans profile_all (a
+    dry run too, before any job), it says once which recipes are left out here and why."""
+    if _SKIPS_SAID:
+        return []
+    _SKIPS_SAID.append(True)
+    from workloads.tools.preflight import recipe_availability
+
+    skipped = {w: why for w, why in recipe_availability().items()
+               if why and w in config["workloads"] and (ONLY is None or w in ONLY)}
+    if ONLY is None and importlib.util.find_spec("cupy") is None:
+        skipped["nvtx_multiprocess"] = "not importable here: cupy"
+    if skipped:
+        lines = "\n".join(f"  - {w}: {why}" for w, why in skipped.items())
+        print(f"profile_all skips {len(skipped)} recipe(s) here (install their packages to profile them):\n{lines}",
+              file=sys.stderr)
+    return []
 
 
 def runs(workload):

@@ -11,14 +11,17 @@ rule preflight:
         python=PYTHON,
         nsys=NSYS,
         ncu=NCU,
+        # the message names what the user asked for (kernel_page is not profile_all)
+        targets=lambda wc: " ".join(f"--target {shlex.quote(t)}" for t in requested_targets()),
     envmodules:
         *ENVMODULES,
     conda:
         CONDA_ENV
-    # the message goes to the console as well as the log: it is what the user must read
+    # the message goes to the log only: Snakemake shows a failed job's log once (show-failed-logs in
+    # the profiles), also when the job ran on a cluster node
     shell:
         "{params.python:q} -m workloads.tools.preflight --nsys {params.nsys:q} --ncu {params.ncu:q}"
-        " --output {output:q} 2>&1 | tee {log:q}"
+        " {params.targets} --output {output:q} > {log:q} 2>&1"
 
 
 rule ceilings:

@@ -5,6 +5,8 @@ import csv
 import functools
 import os
 import pathlib
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -23,6 +25,36 @@ settings.register_profile("deep", max_examples=100 * 100, derandomize=False, **_
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 #: damaged copies the byte-flip test makes of each committed capture (deep: more, at random positions)
 DEEP = os.environ.get("HYPOTHESIS_PROFILE") == "deep"
+
+
+def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str | tuple[str, ...] = ()
+                  ) -> pathlib.Path:
+    """The checkout's files that git tracks or would track (new, not ignored) into ``dst``, so that
+    pipeline runs leave the checkout alone: never a virtual environment, results, caches or the
+    committed figures.
+    ``parts``: only these paths (all when empty). The reference captures (30 MB) are copied only
+    as asked: ``reference`` names run folders under reports/reference/h200 ("" for all of them),
+    or is "link" for a symbolic link to the checkout's reference, for runs that only read it."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *parts],
+                            cwd=REPO, capture_output=True, text=True)
+    if listed.returncode != 0:
+        raise RuntimeError(f"{REPO}: not a git checkout, the pipeline tests copy its tracked files: {listed.stderr}")
+    # a virtual environment that .gitignore does not name is still one (it holds pyvenv.cfg)
+    venvs = {p.parent.name for p in REPO.glob("*/pyvenv.cfg")}
+    # the committed figures are outputs the pipeline draws again, never inputs
+    files = [f for f in listed.stdout.split("\0") if f and not f.startswith(("reports/reference/", "reports/figures/"))
+             and f.split("/", 1)[0] not in venvs]
+    if reference == "link":
+        (dst / "reports").mkdir(parents=True, exist_ok=True)
+        (dst / "reports" / "reference").symlink_to(REPO / "reports" / "reference", target_is_directory=True)
+    else:
+        for run in reference:
+            files += [str(p.relative_to(REPO)) for p in (REFERENCE / run).rglob("*") if p.is_file()]
+    for rel in files:
+        if (REPO / rel).is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dst / rel)
+    return dst
 
 
 def reference_runs(with_nsys_stats: bool = False) -> list[pathlib.Path]:

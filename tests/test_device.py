@@ -81,7 +81,7 @@ FAKE_RECORD = '''\
 FAKE_INIT = '''\
 from workloads.contract import Recipe
 
-RECIPE = Recipe(name="fake_axpy", title="Fake axpy", seed_document="none", framework="fakenp",
+RECIPE = Recipe(name="fake_axpy", title="Fake axpy", seed_document="a test of the suite itself", framework="fakenp",
                 requires=("numpy",), variants=("baseline",), default_size=1000, size_meaning="elements")
 '''
 

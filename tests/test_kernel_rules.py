@@ -2,13 +2,12 @@
 and one page; a page can also be named directly; the rebuild from committed captures needs no GPU."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, copy_checkout
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
@@ -19,9 +18,8 @@ pytestmark = pytest.mark.skipif('include: "rules/kernel.smk"' not in (REPO / "Sn
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     """A copy of the checkout, so that Snakemake's metadata stays out of it."""
-    dst = tmp_path_factory.mktemp("kernel-rules") / "repo"
-    shutil.copytree(REPO, dst, ignore=shutil.ignore_patterns(".git", ".snakemake", "results", "__pycache__"))
-    return dst
+    # dry runs only: the reference captures are looked at, never written
+    return copy_checkout(tmp_path_factory.mktemp("kernel-rules") / "repo", reference="link")
 
 
 def _dry(repo, *args):

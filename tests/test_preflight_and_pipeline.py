@@ -11,7 +11,7 @@ import pytest
 
 from workloads.tools import preflight
 
-from conftest import REPO
+from conftest import copy_checkout
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
@@ -27,17 +27,9 @@ def test_preflight_names_everything_missing_and_writes_nothing(tmp_path, no_gpu_
     assert not out.exists()
 
 
-def _repo_copy(tmp_path):
+def _repo_copy(tmp_path, reference=()):
     """A copy of the tracked tree, so that pipeline runs leave the checkout alone."""
-    dst = tmp_path / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for rel in files:
-        src = REPO / rel
-        if src.is_file():
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / rel)
-    return dst
+    return copy_checkout(tmp_path / "repo", reference=reference)
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")
@@ -48,11 +40,45 @@ def test_profile_all_stops_at_preflight_without_a_gpu(tmp_path):
                        timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode != 0
-    assert "preflight: profile_all cannot run here" in out
-    assert "no NVIDIA GPU" in out and "/nonexistent/nsys" in out
+    # once: Snakemake shows the failed job's log; the preflight does not echo it to the console too
+    assert out.count("preflight: profile_all cannot run here") == 1, out
+    assert out.count("no NVIDIA GPU") == 1 and "/nonexistent/nsys" in out
+    assert "snakemake rebuild_reports" in out
     # nothing half-written that looks valid
     assert not (repo / "results" / "captures" / "preflight.json").exists()
     assert not list((repo / "results").glob("captures/*/*/*/timing.json"))
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")
+def test_kernel_page_preflight_names_kernel_page_and_its_no_gpu_rebuild(tmp_path):
+    repo = _repo_copy(tmp_path)
+    env = dict(os.environ, NSYS="/nonexistent/nsys", NCU="/nonexistent/ncu")
+    r = subprocess.run(SNAKEMAKE + ["kernel_page", "--config", "kernel_workload=warp_sph", "kernel_variant=baseline",
+                                    "kernel_name=get_acceleration"], cwd=repo, capture_output=True, text=True,
+                       env=env, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert out.count("preflight: kernel_page cannot run here") == 1, out
+    assert "profile_all" not in out
+    assert "snakemake rebuild_kernel_pages" in out
+
+
+def test_profile_all_dry_run_says_once_which_recipes_it_skips(tmp_path):
+    repo = _repo_copy(tmp_path)
+    skipped = {w: why for w, why in preflight.recipe_availability().items() if why}
+    r = subprocess.run(SNAKEMAKE + ["-n", "profile_all"], cwd=repo, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    if not skipped:
+        assert "profile_all skips" not in out
+        return
+    assert out.count("profile_all skips") == 1, out
+    for w, why in skipped.items():
+        assert out.count(f"  - {w}: {why}") == 1, (w, out)
+    # only what profile_all asks for: other targets stay quiet
+    r = subprocess.run(SNAKEMAKE + ["-n", "rebuild_kernel_pages"], cwd=repo, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and "profile_all skips" not in r.stdout + r.stderr
 
 
 def test_config_schema_rejects_a_typo(tmp_path):
@@ -64,7 +90,8 @@ def test_config_schema_rejects_a_typo(tmp_path):
 
 
 def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
-    repo = _repo_copy(tmp_path)
+    # the rebuild only reads the reference captures
+    repo = _repo_copy(tmp_path, reference="link")
     r = subprocess.run(SNAKEMAKE + ["rebuild_reports"], cwd=repo, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (repo / "results" / "reports" / "reference" / "CHECKED").exists()

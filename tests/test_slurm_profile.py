@@ -23,32 +23,24 @@ import pytest
 import yaml
 
 import slurm_cluster
-from conftest import REPO
+from conftest import REPO, copy_checkout
 from workloads import settings
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
 SITE_ENV = ("COOKBOOK_SLURM_PARTITION", "COOKBOOK_SLURM_ACCOUNT", "COOKBOOK_SLURM_GPU_TYPE")
 #: the code and settings a pipeline run reads; the reference captures are copied per test
-WORKFLOW_PARTS = ("Snakefile", "rules", "profiles", "workloads", "analysis", "environment.yml")
+WORKFLOW_PARTS = ("Snakefile", "rules", "profiles", "workloads", "analysis", "profiles/environment-cuda12.yml",
+                  "environment.yml")
 #: a rule runs on a GPU when its command runs the suite's GPU code (workloads, its tools)
 RUNS_GPU_CODE = re.compile(r"-m workloads\.")
 GRES_ONE_GPU = re.compile(r"^gpu(:[A-Za-z0-9_.]+)?:1$")
 
 
-def _copy_workflow(dst: Path, reference_runs: tuple[str, ...] = ()) -> Path:
+def _copy_workflow(dst: Path, reference_runs: str | tuple[str, ...] = ()) -> Path:
     """The workflow's files (tracked and new, not ignored) into dst, and the named folders of the
-    reference captures ("" for all), so that runs leave the checkout alone."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", *WORKFLOW_PARTS], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split()
-    ref = "reports/reference/h200"
-    for run in reference_runs:
-        files += [str(p.relative_to(REPO)) for p in (REPO / ref / run).rglob("*") if p.is_file()]
-    for rel in files:
-        if (REPO / rel).is_file():
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, dst / rel)
-    return dst
+    reference captures ("link": all of them, linked), so that runs leave the checkout alone."""
+    return copy_checkout(dst, WORKFLOW_PARTS, reference_runs)
 
 
 def _render_profile(env: dict[str, str]) -> dict:
@@ -82,7 +74,8 @@ _json.dump([{"name": r.name, "shell": r.shellcmd or "", "norun": bool(r.norun),
 def rules(tmp_path_factory):
     """Every rule of the workflow (name, shell command, declared gpu, environment modules), read by
     Snakemake itself with a site configuration that names two modules."""
-    wf = _copy_workflow(tmp_path_factory.mktemp("workflow"), ("",))
+    # dry runs only: the reference captures are looked at, never written
+    wf = _copy_workflow(tmp_path_factory.mktemp("workflow"), "link")
     (wf / "dump.smk").write_text(RULE_DUMP)
     (wf / "site.yaml").write_text("cluster:\n  envmodules: [cuda/13.0, nsight-compute/2025.3.1]\n")
     r = subprocess.run(SNAKEMAKE + ["-s", "dump.smk", "--configfile", "site.yaml", "--list-rules"], cwd=wf,

@@ -40,7 +40,7 @@ from typing import Sequence
 import numpy as np
 
 from analysis import outputs
-from workloads import annotate, frameworks, l2, provenance, sampling, settings, telemetry
+from workloads import annotate, frameworks, l2, provenance, sampling, settings, sources, telemetry
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
 
@@ -68,15 +68,18 @@ def at_least(minimum: int):
 def _parser(recipe: Recipe) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m workloads.{recipe.name}",
-        description=f"{recipe.title} (seed {recipe.seed_document}). Variants, in recipe order: "
+        description=f"{recipe.title}, from {sources.cite(recipe.seed_document)}. Variants, in recipe order: "
         + ", ".join(recipe.variants),
     )
-    p.add_argument("--variant", required=True, choices=recipe.variants)
+    p.add_argument("--variant", required=True, choices=recipe.variants, help="the step of the recipe to run")
     p.add_argument("--device", choices=DEVICES, default="cuda",
                    help="cuda (default): a CUDA GPU; cpu: the recipe's CPU path, through its framework's "
                         "own switch (slow: for tests at small sizes)")
     p.add_argument("--size", type=at_least(1), default=recipe.default_size, help=recipe.size_meaning)
-    p.add_argument("--mode", choices=("run", "timed", "first"), default="run")
+    p.add_argument("--mode", choices=("run", "timed", "first"), default="run",
+                   help="run: setup, --calls calls, check (what the profilers run); timed: warm-up, then "
+                        "timed calls until the median is known (or exactly --repeats); first: time to the "
+                        "first result of a fresh process")
     p.add_argument("--calls", type=at_least(1), default=3, help="run mode: calls of the computation")
     p.add_argument("--warmup", type=at_least(0), default=5, help="timed mode: untimed calls first")
     p.add_argument("--repeats", type=at_least(1), help="timed mode: exactly this many timed calls (no adaptive stop)")

@@ -26,5 +26,5 @@ RECIPE = Recipe(
     default_size=256 * 1024 * 1024,
     size_meaning="number of float64 elements (the seed's 256 Mi = 268435456)",
     seed_split=(("H2D", 37.8), ("kernel", 0.5), ("D2H", 62.2)),
-    seed_split_device="V100 (seed 002)",
+    seed_split_device="V100, KAUST Ibex page",
 )

@@ -11,7 +11,7 @@ from workloads.numba_ufunc.common import HostDataUfunc
 
 class Baseline(HostDataUfunc):
     name = "baseline"
-    summary = "the seed's @vectorize(target='cuda') on a pageable host array: copies in, kernel, copies out"
+    summary = "the KAUST page's @vectorize(target='cuda') on a pageable host array: copies in, kernel, copies out"
 
     def step(self) -> None:
         self.out = body.cuda_ufunc()(self.x)

@@ -265,7 +265,7 @@ def positive(kind, what: str = "value"):
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m workloads.{WORKLOAD}",
-        description="The NVTX blog's multi-process example (seed 000): one spawned process per matrix "
+        description="The NVTX blog's multi-process example: one spawned process per matrix "
                     "size builds an n x n random float64 matrix and takes its mean, in named threads "
                     "and the suite's NVTX ranges.")
     p.add_argument("--sizes", type=positive(int, "size"), nargs="+", default=list(DEFAULT_SIZES), metavar="N",

@@ -14,7 +14,7 @@ from workloads.pycuda_kernel.common import ScaleVariant
 
 class Baseline(ScaleVariant):
     name = "baseline"
-    summary = "seed-style: pageable copies in and out, the kernel launched as one block of 256 threads"
+    summary = "as in the PyCUDA article: pageable copies in and out, the kernel launched as one block of 256 threads"
     grid = None  # one block
 
     def setup(self) -> None:

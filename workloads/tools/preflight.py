@@ -46,14 +46,23 @@ def recipe_availability() -> dict:
     return reasons
 
 
-def check(nsys: str, ncu: str) -> tuple[dict, list[str]]:
+def _no_gpu_hint(targets: Sequence[str]) -> str:
+    """What can be done without a GPU instead of the targets asked for."""
+    if any(t == "kernel_page" or t.startswith("reports/kernels/") for t in targets):
+        return "`snakemake rebuild_kernel_pages` rebuilds the committed kernel pages from their captures"
+    return "`snakemake rebuild_reports` rebuilds the reports from the committed captures"
+
+
+def check(nsys: str, ncu: str, targets: Sequence[str] = ()) -> tuple[dict, list[str]]:
+    """The record to write, and the problems that stop ``targets`` (what the user asked Snakemake
+    for; unknown when empty) from running here."""
     problems = []
     gpu = provenance.gpu_info()
     if not gpu["gpus"]:
         problems.append(
-            "no NVIDIA GPU: `nvidia-smi` is missing or lists no GPU. Run profile_all on a machine with an "
-            "NVIDIA GPU and driver (on a cluster: inside a GPU job; see profiles/slurm). Without a GPU, "
-            "`snakemake rebuild_reports` rebuilds the reports from the committed captures."
+            f"no NVIDIA GPU: `nvidia-smi` is missing or lists no GPU. Run {' '.join(targets) or 'it'} on a machine "
+            "with an NVIDIA GPU and driver (on a cluster: inside a GPU job; see profiles/slurm). Without a GPU, "
+            f"{_no_gpu_hint(targets)}."
         )
     versions = {}
     for key, exe, var in (("nsys", nsys, "NSYS"), ("ncu", ncu, "NCU")):
@@ -71,13 +80,16 @@ def check(nsys: str, ncu: str) -> tuple[dict, list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.tools.preflight", description=__doc__.split("\n")[0])
-    p.add_argument("--nsys", required=True)
-    p.add_argument("--ncu", required=True)
-    p.add_argument("--output", required=True)
+    p.add_argument("--nsys", required=True, help="Nsight Systems executable to check (a path or a name on PATH)")
+    p.add_argument("--ncu", required=True, help="Nsight Compute executable to check (a path or a name on PATH)")
+    p.add_argument("--output", required=True, help="JSON record to write when everything is present")
+    p.add_argument("--target", action="append", default=[], metavar="NAME",
+                   help="what the user asked Snakemake for (repeatable), named in the message")
     args = p.parse_args(argv)
-    record, problems = check(args.nsys, args.ncu)
+    record, problems = check(args.nsys, args.ncu, args.target)
     if problems:
-        print("preflight: profile_all cannot run here:", file=sys.stderr)
+        what = " and ".join(args.target) or "GPU profiling"
+        print(f"preflight: {what} cannot run here:", file=sys.stderr)
         for prob in problems:
             print(f"  - {prob}", file=sys.stderr)
         return 2
