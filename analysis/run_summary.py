@@ -198,6 +198,25 @@ def _launch_shapes(ops: cols.Ops, idx: np.ndarray, names: dict[int, str]) -> lis
             for f, c in rows]
 
 
+def capture_metadata(ex: NsysExport) -> dict:
+    """What nsys recorded about the capture itself: the Nsight Systems version that exported it and
+    the command it launched (program and arguments), so that a report shows what ran, not what a
+    template says ran. Exports without the META_DATA tables give None for each."""
+    tables = {r[0] for r in ex.query("SELECT name FROM sqlite_master WHERE type='table'")}
+    version, argv = None, None
+    if "META_DATA_EXPORT" in tables:
+        rows = dict(ex.query("SELECT name, value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PRODUCT_VERSION'"))
+        version = rows.get("EXPORT_PRODUCT_VERSION")
+    if "META_DATA_CAPTURE" in tables:
+        rows = ex.query("SELECT rowid, name, value FROM META_DATA_CAPTURE WHERE name = 'PROCESS_0:COMMAND' "
+                        "OR name LIKE 'PROCESS_0:ARGUMENT_%'")
+        command = [v for _, n, v in rows if n == "PROCESS_0:COMMAND"]
+        args = sorted((int(n.rsplit("_", 1)[1]), v) for _, n, v in rows if n != "PROCESS_0:COMMAND")
+        if command:
+            argv = command + [v for _, v in args]
+    return {"nsys_version": version, "argv": argv}
+
+
 def summarize_nsys(sqlite_path: str, workload: str, variant: str) -> dict:
     with NsysExport(sqlite_path) as ex:
         ranges = ex.nvtx_ranges()
@@ -256,6 +275,12 @@ def summarize_nsys(sqlite_path: str, workload: str, variant: str) -> dict:
             "ranges_gpu_time": range_records,
             "copy_throughput": whole_copies,
             "compute_copy_throughput": breakdown.copy_rows(ops, compute_idx, kinds, mem),
+            # the same per NVTX phase (setup, warmup, compute, transfer, check): a report keeps the
+            # check's read-backs apart from the copies a call makes
+            "phase_copy_throughput": {
+                ph: breakdown.copy_rows(ops, np.concatenate([ops_of[id(r)] for r in rs]), kinds, mem)
+                for ph, rs in mine.items()},
+            "capture": capture_metadata(ex),
             "allocations": breakdown.allocations(ex, compute),
             "synchronization": breakdown.synchronization(ex, compute),
             "compute_launch_shapes": _launch_shapes(ops, compute_idx, names),

@@ -34,7 +34,8 @@ rule nsys_multiprocess:
 
 rule multiprocess_report:
     input:
-        f"{CAPTURES}/nvtx_multiprocess/nsys.sqlite",
+        export=f"{CAPTURES}/nvtx_multiprocess/nsys.sqlite",
+        run=f"{CAPTURES}/nvtx_multiprocess/run.json",
     output:
         md="reports/nvtx_multiprocess.md",
         figure="reports/figures/nvtx_multiprocess_timeline.png",
@@ -45,13 +46,14 @@ rule multiprocess_report:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis multiprocess-report {input} --output {output.md}"
+        "{params.python} -m analysis multiprocess-report {input.export} --run {input.run} --output {output.md}"
         " --figure {output.figure} > {log} 2>&1"
 
 
 rule multiprocess_report_rebuilt:
     input:
-        f"{REF_DIR}/nvtx_multiprocess/nsys.sqlite.gz",
+        export=f"{REF_DIR}/nvtx_multiprocess/nsys.sqlite.gz",
+        run=f"{REF_DIR}/nvtx_multiprocess/run.json",
     output:
         md=f"{WORK}/rebuilt/nvtx_multiprocess.md",
         figure=f"{WORK}/rebuilt/figures/nvtx_multiprocess_timeline.png",
@@ -62,5 +64,5 @@ rule multiprocess_report_rebuilt:
     conda:
         CONDA_ENV
     shell:
-        "{params.python} -m analysis multiprocess-report {input} --output {output.md}"
+        "{params.python} -m analysis multiprocess-report {input.export} --run {input.run} --output {output.md}"
         " --figure {output.figure} > {log} 2>&1"

@@ -2,7 +2,7 @@
 # from the committed reference captures, checked against the committed reports/*.md.
 
 # the figures `python -m analysis report` draws for each workload: reports/figures/<workload>_<name>.png
-REPORT_FIGURES = ["gpu_time", "timing", "timeline", "roofline"]
+REPORT_FIGURES = ["ladder", "busy", "timeline", "roofline"]
 
 
 rule report:
@@ -11,6 +11,7 @@ rule report:
         ceilings=f"{CAPTURES}/ceilings.json",
         ground_truth=live_ground_truth,
         experiments=lambda wc: experiment_dirs(CAPTURES, wc.workload),
+        preflight=f"{CAPTURES}/preflight.json",
     output:
         md="reports/{workload}.md",
         figures=expand("reports/figures/{{workload}}_{figure}.png", figure=REPORT_FIGURES),
@@ -19,11 +20,13 @@ rule report:
     params:
         python=PYTHON,
         captures=lambda wc: f"{CAPTURES}/{wc.workload}",
+        gpu_jobs=f"{WORK}/gpu-jobs",
     conda:
         CONDA_ENV
     shell:
         "{params.python} -m analysis report --workload {wildcards.workload}"
-        " --ceilings {input.ceilings} --captures {params.captures} --out-dir reports {input.analyses}"
+        " --ceilings {input.ceilings} --captures {params.captures} --preflight {input.preflight}"
+        " --gpu-jobs {params.gpu_jobs} --out-dir reports {input.analyses}"
         " > {log} 2>&1"
 
 
@@ -31,6 +34,8 @@ rule report_rebuilt:
     input:
         analyses=lambda wc: analyses("reference", wc.workload),
         ceilings=lambda wc: reference_ceilings(wc.workload),
+        preflight=f"{REF_DIR}/preflight.json",
+        gpu_jobs=REF_GPU_JOBS,
     output:
         md=f"{WORK}/rebuilt/{{workload}}.md",
         figures=expand(
@@ -42,12 +47,13 @@ rule report_rebuilt:
         python=PYTHON,
         out_dir=lambda wc, output: os.path.dirname(output.md),
         captures=lambda wc: f"{REF_DIR}/{wc.workload}",
+        gpu_jobs=lambda wc, input: f"--gpu-jobs {input.gpu_jobs}" if input.gpu_jobs else "",
     conda:
         CONDA_ENV
     shell:
         "{params.python} -m analysis report --workload {wildcards.workload}"
         " --ceilings {input.ceilings} --captures {params.captures} --out-dir {params.out_dir}"
-        " {input.analyses} > {log} 2>&1"
+        " --preflight {input.preflight} {params.gpu_jobs} {input.analyses} > {log} 2>&1"
 
 
 rule index:
