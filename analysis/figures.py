@@ -156,7 +156,7 @@ def _timeline_panel(ax, rows: dict[str, list], x0: int, x1: int, title: str, min
         for start, end, color, label in rows[name]:
             left, w = (start - x0) / scale, max((end - start) / scale, min_width * width)
             # white edges part adjacent bars; on bars widened to show, they would hide the bar
-            edge = "white" if labels or name == "NVTX" else "none"
+            edge = "white" if (labels or name == "NVTX") and w > 0.01 * width else "none"
             ax.broken_barh([(left, w)], (y - 0.4, 0.8), facecolors=color, edgecolors=edge, linewidth=0.6)
             if labels and label and w > 0.12 * width:
                 ax.text(left + w / 2, y, label[:36], ha="center", va="center", fontsize=7, color="white",
@@ -200,8 +200,8 @@ def timeline_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, tit
             drawn_ends = [b for bars in zoom["gpu"].values() for _, b, _ in bars]
             end = max(drawn_ends) if drawn_ends else end
             shown_ops = sum(len(v) for v in zoom["gpu"].values())
-            what += (f": its first {shown_ops} of {shown_ops + zoom['dropped_ops']} GPU operations, "
-                     f"{(end - zoom['start_ns']) / 1e6:.3g} of {(zoom['end_ns'] - zoom['start_ns']) / 1e6:.3g} ms")
+            what += (f"\nzoomed on its first {shown_ops} of {shown_ops + zoom['dropped_ops']} GPU operations: "
+                     f"{(end - zoom['start_ns']) / 1e6:.3g} of {(zoom['end_ns'] - zoom['start_ns']) / 1e6:.3g} ms shown")
             rows = {k: [bar for bar in v if bar[0] < end] for k, v in rows.items()}
         _timeline_panel(ax_call, rows, zoom["start_ns"], end, f"`{run['variant']}`: {what}",
                         min_width=0.002, labels=True)

@@ -520,7 +520,7 @@ def provenance(by_size: dict[int, Sequence[dict]], tools: dict | None) -> Proven
     rows = [("GPU", gpus[0]["name"] if gpus else "not recorded"),
             ("driver", prov.get("driver_version") or "not recorded"),
             ("CUDA runtime / driver API", f"{prov.get('cuda_runtime')} / {prov.get('cuda_driver_api')}"),
-            ("clocks", "not locked (ncu --clock-control none); not recorded"),
+            ("clocks", "not recorded; not locked (the ncu runs pass --clock-control none)"),
             ("Nsight Systems", ", ".join(nsys_versions) or "not recorded")]
     preflight_commit = ((tools or {}).get("provenance") or {}).get("git_commit")
     if tools and preflight_commit == prov.get("git_commit"):
