@@ -50,13 +50,16 @@ def cmd_summarize_run(a) -> None:
 
 
 def _gpu_job_records(folder: str | None) -> list[dict]:
-    """The GPU job records (workloads/tools/gpu_jobs.py) in ``folder``, oldest first; none without one."""
-    if not folder:
-        return []
+    """The GPU job records (workloads/tools/gpu_jobs.py) of the latest run in ``folder`` (a folder
+    collects every run's records); none without a folder or records."""
     import glob
 
-    records = [load_json(p) for p in sorted(glob.glob(os.path.join(folder, "*.json")))]
-    return sorted(records, key=lambda r: r["started_unix_ns"])
+    if not folder or not glob.glob(os.path.join(folder, "*.json")):
+        return []
+    from analysis import gpu_jobs
+
+    latest = gpu_jobs.split_runs(gpu_jobs.load_gpu_jobs(folder))[-1]
+    return [load_json(j.path) for j in sorted(latest, key=lambda j: j.started_ns)]
 
 
 def cmd_report(a) -> None:

@@ -553,10 +553,12 @@ def portable_argv(argv: Sequence[str]) -> tuple[str, ...]:
 def commands(recipe, by_size: dict[int, Sequence[dict]], gpu_jobs: Sequence[dict]) -> tuple[tuple[Command, ...], str]:
     """The exact commands the GPU jobs ran for this recipe, from the GPU job records; without records,
     the program and arguments each nsys capture recorded itself (nsys' own flags are not in it)."""
-    mine = [j for j in gpu_jobs if f"workloads.{recipe.name}" in j["argv"] and j.get("tag") in ("timed", "nsys", "ncu")]
+    shown = {f"{r['variant']}/n{size}" for size, runs in by_size.items() for r in runs}
+    mine = [j for j in gpu_jobs if f"workloads.{recipe.name}" in j["argv"] and j.get("tag") in ("timed", "nsys", "ncu")
+            and _what(j["argv"]) in shown]
     if mine:
         order = {v: i for i, v in enumerate(recipe.variants)}
-        cmds = sorted((Command(j["tag"], _what(j["argv"]), portable_argv(j["argv"]), "GPU job record") for j in mine),
+        cmds = sorted({Command(j["tag"], _what(j["argv"]), portable_argv(j["argv"]), "GPU job record") for j in mine},
                       key=lambda c: (_tool_order(c.tool), int(c.what.split("/n")[-1]) if c.what.split("/n")[-1].isdigit()
                                      else 0, order.get(c.what.split("/")[0], len(order))))
         job_commits = sorted({j.get("git_commit") or "not recorded" for j in mine})

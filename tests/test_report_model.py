@@ -26,11 +26,18 @@ GPU_JOBS = REPO / "reports" / "reference" / "h200x2" / "gpu-jobs"
 
 
 @functools.lru_cache(maxsize=None)
-def _model(workload: str) -> report_model.ReportModel:
-    runs = [summarize_run(str(r)) for r in reference_runs() if r.parts[-3] == workload]
+def _by_size(workload: str) -> dict[int, list[dict]]:
     by_size: dict[int, list[dict]] = {}
-    for s in runs:
-        by_size.setdefault(s["size"], []).append(s)
+    for r in reference_runs():
+        if r.parts[-3] == workload:
+            s = summarize_run(str(r))
+            by_size.setdefault(s["size"], []).append(s)
+    return by_size
+
+
+@functools.lru_cache(maxsize=None)
+def _model(workload: str) -> report_model.ReportModel:
+    by_size = _by_size(workload)
     own = REFERENCE / workload / "ceilings.json"
     ceilings = json.loads((own if own.exists() else REFERENCE / "ceilings.json").read_text())
     return report_model.build(BY_NAME[workload], by_size, ceilings)
@@ -212,3 +219,19 @@ def summarize_nsys_capture(run) -> list[str] | None:
 
     with NsysExport(existing_capture(str(run), "nsys.sqlite")) as ex:
         return capture_metadata(ex)["argv"]
+
+
+def test_commands_come_from_the_gpu_job_records_of_the_latest_run():
+    from analysis.__main__ import _gpu_job_records
+
+    records = _gpu_job_records(str(GPU_JOBS))
+    by_size = _by_size("pycuda_kernel")
+    cmds, note = report_model.commands(BY_NAME["pycuda_kernel"], by_size, records)
+    assert {c.tool for c in cmds} == {"timed", "nsys", "ncu"}
+    assert len(cmds) == len(set(cmds))
+    assert all(c.argv[c.argv.index("-m") - 1] == "python" for c in cmds)  # no host path to the interpreter
+    assert "faaee1d" in note and "e3bd1b2-dirty" in note  # records from another run say so
+    # without records: the program each nsys capture recorded, and the page says the rest is unknown
+    cmds, note = report_model.commands(BY_NAME["pycuda_kernel"], by_size, [])
+    assert "no GPU job records" in note and {c.tool for c in cmds} == {"nsys"}
+    assert len(cmds) == sum(len(runs) for runs in by_size.values())
