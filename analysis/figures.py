@@ -200,8 +200,9 @@ def timeline_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, tit
             drawn_ends = [b for bars in zoom["gpu"].values() for _, b, _ in bars]
             end = max(drawn_ends) if drawn_ends else end
             shown_ops = sum(len(v) for v in zoom["gpu"].values())
+            shown_ms, call_ms = (end - zoom["start_ns"]) / 1e6, (zoom["end_ns"] - zoom["start_ns"]) / 1e6
             what += (f"\nzoomed on its first {shown_ops} of {shown_ops + zoom['dropped_ops']} GPU operations: "
-                     f"{(end - zoom['start_ns']) / 1e6:.3g} of {(zoom['end_ns'] - zoom['start_ns']) / 1e6:.3g} ms shown")
+                     f"{shown_ms:.3g} of {call_ms:.3g} ms shown")
             rows = {k: [bar for bar in v if bar[0] < end] for k, v in rows.items()}
         _timeline_panel(ax_call, rows, zoom["start_ns"], end, f"`{run['variant']}`: {what}",
                         min_width=0.002, labels=True)

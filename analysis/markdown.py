@@ -146,7 +146,8 @@ def copies_table(rows: Sequence[rm.CopyRow], steps: Sequence[rm.Step]) -> str:
 
 def kernels_table(rows: Sequence[rm.KernelRow]) -> str:
     return table(("step", "kernel", "launches", "per call", "avg µs"),
-                 [(f"`{k.variant}`", f"`{k.name}`" if not k.name.endswith(" other kernels") else k.name, k.launches, f"{k.per_call:g}", f"{k.avg_us:.1f}") for k in rows],
+                 [(f"`{k.variant}`", k.name if k.name.endswith(" other kernels") else f"`{k.name}`", k.launches,
+                   f"{k.per_call:g}", f"{k.avg_us:.1f}") for k in rows],
                  MAX_CELL_CHARS)
 
 

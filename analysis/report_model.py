@@ -241,11 +241,11 @@ def limiter_from_findings(run: dict, fl: Floor) -> Limiter:
     ratio = run["timing"]["median_ms"] / fl.ms
     if ranked and (ranked[0][0] or 0.0) > 0.05 * run["timing"]["median_ms"]:
         t, f = ranked[0]
-        return Limiter(f"{f['title']} ({t:.3g} ms per call)", _first_sentence(f["fix"]),
+        return Limiter(f"{f['title']} (up to {t:.3g} ms per call)", _first_sentence(f["fix"]),
                        f"finding `{f['id']}`")
     what = f"{fl.binding.resource}: {ratio_text(ratio)} its floor"
     if ratio < 1.3:
-        move = (f"little is left on {fl.binding.resource}: a faster step has to do less work "
+        move = (f"Little is left on {fl.binding.resource}: a faster step has to do less work "
                 "(fewer bytes or FLOPs), not the same work faster")
     else:
         move = (f"{ratio:.1f}× over the {fl.binding.resource} floor with no rule flagging why: profile the "
@@ -258,7 +258,7 @@ LIMITER: Callable[[dict, Floor], Limiter] = limiter_from_findings
 
 
 def _first_sentence(text: str) -> str:
-    head = re.split(r"(?<=[a-z0-9)])[.;:] ", text, maxsplit=1)[0]
+    head = re.split(r"(?<=[a-z0-9)])[.;] ", text, maxsplit=1)[0]
     return head.rstrip(".")
 
 
@@ -530,12 +530,15 @@ def provenance(by_size: dict[int, Sequence[dict]], tools: dict | None) -> Proven
     rows += [("Python", prov.get("python") or "not recorded")]
     rows += [(f"package {k}", v) for k, v in sorted((prov.get("packages") or {}).items())]
     rows += [("commit", describe_commit(prov)), ("captured (UTC)", prov.get("date_utc") or "not recorded")]
-    key = (prov.get("git_commit"), (prov.get("date_utc") or "")[:10], tuple(sorted((prov.get("packages") or {}).items())))
+    def run_key(p: dict) -> tuple:
+        """What tells two runs of the pipeline apart: commit, day, packages."""
+        return p.get("git_commit"), (p.get("date_utc") or "")[:10], tuple(sorted((p.get("packages") or {}).items()))
+
     other = []
     for size in sorted(by_size):
         for r in by_size[size]:
             p = r["provenance"]
-            if (p.get("git_commit"), (p.get("date_utc") or "")[:10], tuple(sorted((p.get("packages") or {}).items()))) != key:
+            if run_key(p) != run_key(prov):
                 pk = ", ".join(f"{k} {v}" for k, v in sorted((p.get("packages") or {}).items()))
                 other.append((f"`{r['variant']}` n{size}", describe_commit(p), f"{p.get('date_utc')}; {pk}"))
     return Provenance(tuple(rows), tuple(other))
@@ -558,9 +561,13 @@ def commands(recipe, by_size: dict[int, Sequence[dict]], gpu_jobs: Sequence[dict
             and _what(j["argv"]) in shown]
     if mine:
         order = {v: i for i, v in enumerate(recipe.variants)}
+
+        def ladder_key(c: Command) -> tuple:
+            variant, _, size = c.what.partition("/n")
+            return _tool_order(c.tool), int(size) if size.isdigit() else 0, order.get(variant, len(order))
+
         cmds = sorted({Command(j["tag"], _what(j["argv"]), portable_argv(j["argv"]), "GPU job record") for j in mine},
-                      key=lambda c: (_tool_order(c.tool), int(c.what.split("/n")[-1]) if c.what.split("/n")[-1].isdigit()
-                                     else 0, order.get(c.what.split("/")[0], len(order))))
+                      key=ladder_key)
         job_commits = sorted({j.get("git_commit") or "not recorded" for j in mine})
         capture_commits = sorted({r["provenance"].get("git_commit") or "not recorded"
                                   for runs in by_size.values() for r in runs})
