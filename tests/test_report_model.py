@@ -235,3 +235,14 @@ def test_commands_come_from_the_gpu_job_records_of_the_latest_run():
     cmds, note = report_model.commands(BY_NAME["pycuda_kernel"], by_size, [])
     assert "no GPU job records" in note and {c.tool for c in cmds} == {"nsys"}
     assert len(cmds) == sum(len(runs) for runs in by_size.values())
+
+
+@pytest.mark.parametrize("draw", ["ladder_figure", "busy_figure"])
+def test_model_figures_are_deterministic(tmp_path, draw):
+    from analysis import figures
+
+    paths = [tmp_path / f"{draw}{i}.png" for i in range(2)]
+    for p in paths:
+        getattr(figures, draw)(_model("numba_ufunc"), str(p))
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
