@@ -66,59 +66,78 @@ def cmd_summarize_run(a) -> None:
           f"{record['achieved_gb_per_s']:.0f} GB/s, kernels per call {[c['kernels'] for c in n]}")
 
 
+def _gpu_job_records(folder: str | None) -> list[dict]:
+    """The GPU job records (workloads/tools/gpu_jobs.py) of the latest run in ``folder`` (a folder
+    collects every run's records); none without a folder or records."""
+    import glob
+
+    if not folder or not glob.glob(os.path.join(folder, "*.json")):
+        return []
+    from analysis import gpu_jobs
+
+    latest = gpu_jobs.split_runs(gpu_jobs.load_gpu_jobs(folder))[-1]
+    return [load_json(j.path) for j in sorted(latest, key=lambda j: j.started_ns)]
+
+
 def cmd_report(a) -> None:
-    from analysis import figures, markdown, report_sections  # matplotlib: only the commands that draw
+    from analysis import figures, markdown, report_model, report_sections  # matplotlib: only the commands that draw
     from workloads.registry import BY_NAME
 
     recipe = BY_NAME[a.workload]
     by_size = _by_size(_load_summaries(a.summaries), a.workload)
     if not by_size:
         raise AnalysisInputError(a.summaries[0] if a.summaries else a.workload, "no run summaries for this workload")
-    ceilings = load_json(a.ceilings)
+    model = report_model.build(recipe, by_size, load_json(a.ceilings),
+                               tools=load_json(a.preflight) if a.preflight else None,
+                               gpu_jobs=_gpu_job_records(a.gpu_jobs), ncu_metric_keys=markdown.NCU_METRIC_KEYS)
     largest = max(by_size)
     shown = " and ".join(f"`{r['variant']}`" for r in figures.timeline_variants(by_size[largest]))
-    names = {
-        "Median time per call with IQR, against each variant's floor": f"{a.workload}_timing.png",
-        "Where the GPU time of each steady call went (nsys)": f"{a.workload}_gpu_time.png",
-        f"Timelines of {shown} at size {largest} (nsys): the whole run, and the last compute call":
-            f"{a.workload}_timeline.png",
-        "Hierarchical roofline of the kernels ncu profiled (DRAM, L2, L1 bytes), under the device's peaks (dashed) "
-        "and the rates measured in the same run (solid)":
-            f"{a.workload}_roofline.png",
-    }
     fig_dir = os.path.join(a.out_dir, "figures")
     md_path = os.path.join(a.out_dir, f"{a.workload}.md")
+
+    def fig(name: str) -> str:
+        return os.path.join(fig_dir, f"{a.workload}_{name}.png")
+
+    names = [
+        (f"Time per step against its floor ({model.timer.split(' (')[0]})", f"{a.workload}_ladder.png"),
+        ("Where each steady call's time went on the GPU: busy (union of GPU work) and idle (nsys)",
+         f"{a.workload}_busy.png"),
+        (f"Timelines of {shown} at size {largest} (nsys): the whole run, and one compute call",
+         f"{a.workload}_timeline.png"),
+        ("Hierarchical roofline of the kernels ncu profiled (DRAM, L2, L1 bytes), under the device's peaks "
+         "(dashed) and the rates measured in the same run (solid)", f"{a.workload}_roofline.png"),
+    ]
     # the page first: malformed summaries and unsafe output paths are refused before any figure is written
-    md = markdown.workload_report(recipe, by_size, ceilings, names)
-    check_targets(md_path, *(os.path.join(fig_dir, n) for n in names.values()))
-    figures.timing_figure(by_size, ceilings["ceilings"], os.path.join(fig_dir, f"{a.workload}_timing.png"),
-                          recipe.title)
-    figures.gpu_time_figure(by_size, os.path.join(fig_dir, f"{a.workload}_gpu_time.png"), recipe.title)
-    figures.timeline_figure(by_size, os.path.join(fig_dir, f"{a.workload}_timeline.png"), recipe.title)
-    figures.roofline_figure(by_size, ceilings["ceilings"], os.path.join(fig_dir, f"{a.workload}_roofline.png"),
-                            recipe.title)
+    md = markdown.workload_report(model, names)
+    check_targets(md_path, *(os.path.join(fig_dir, n) for _, n in names))
+    figures.ladder_figure(model, fig("ladder"))
+    figures.busy_figure(model, fig("busy"))
+    figures.timeline_figure(by_size, fig("timeline"), recipe.title)
+    figures.roofline_figure(by_size, load_json(a.ceilings)["ceilings"], fig("roofline"), recipe.title)
     parts = report_sections.render_all(recipe, a.captures, fig_dir)
     if parts:
-        md = md.rstrip("\n") + "\n\n" + "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
-    write_text_atomic(md_path, md)
+        # the recipe's own sections go before the appendix
+        at = md.index("\n## Appendix\n")
+        md = md[:at].rstrip("\n") + "\n\n" + "\n\n".join(p.rstrip("\n") for p in parts) + "\n" + md[at:]
+    write_text_atomic(md_path, md.rstrip("\n") + "\n")
     print(f"wrote {os.path.join(a.out_dir, a.workload + '.md')}")
 
 
 def cmd_index(a) -> None:
-    from analysis import markdown
+    from analysis import markdown, report_model
     from workloads.registry import BY_NAME
 
     summaries = _load_summaries(a.summaries)
     workloads = [w for w in BY_NAME if any(s["workload"] == w for s in summaries)]
-    runs = {w: _by_size(summaries, w) for w in workloads}
+    ceilings = load_json(a.ceilings)
     coldstart = load_json(a.coldstart) if a.coldstart else []
     extra = [("The NVTX blog's multi-process example", "nvtx_multiprocess.md")] if a.multiprocess else []
     own = {}
     for item in a.workload_ceilings or []:
         w, _, path = item.partition("=")
         own[w] = load_json(path)
-    md = markdown.index_report(runs, {w: BY_NAME[w].title for w in workloads}, load_json(a.ceilings),
-                               load_json(a.preflight), coldstart, extra, own)
+    models = [report_model.build(BY_NAME[w], _by_size(summaries, w), own.get(w, ceilings)) for w in workloads]
+    md = markdown.index_report(models, ceilings, load_json(a.preflight), coldstart, extra, sorted(own))
     write_text_atomic(a.output, md)
     print(f"wrote {a.output}")
 
@@ -177,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ceilings", required=True, help="ceilings.json of the run (workloads.tools.ceilings)")
     s.add_argument("--out-dir", required=True, help="folder for <workload>.md; the figures go to its figures/")
     s.add_argument("--captures", help="the workload's capture folder, for the recipe's own report sections")
+    s.add_argument("--preflight", help="the run's preflight.json: the Nsight Systems and Compute versions")
+    s.add_argument("--gpu-jobs", help="a folder of GPU job records: the exact commands the report shows")
     s.add_argument("summaries", nargs="+", metavar="SUMMARY.json", help="the workload's run summaries")
     s.set_defaults(func=cmd_report)
     s = sub.add_parser("gpu-jobs", help="GPU job records -> reports/gpu_jobs.md: which job ran on which GPU, when",

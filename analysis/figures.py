@@ -10,7 +10,6 @@ matplotlib.use("Agg")  # no display on GPU hosts and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-from analysis.floors import floor  # noqa: E402
 from analysis.gpu_jobs import gpu_label_order  # noqa: E402
 from analysis.outputs import save_figure_atomic  # noqa: E402
 
@@ -25,60 +24,70 @@ def _steady_calls(summary: dict) -> list[dict]:
     return calls[1:] if len(calls) > 1 else calls
 
 
-def steady_breakdown_ms(summary: dict) -> dict[str, float]:
-    """Mean per-call GPU time by kind over the calls after the first (the first is cold)."""
-    calls = _steady_calls(summary)
-    n = len(calls)
-    return {
-        "kernel": sum(c["gpu_kernel_ns"] for c in calls) / n / 1e6,
-        "memcpy": sum(c["gpu_memcpy_ns"] for c in calls) / n / 1e6,
-        "memset": sum(c["gpu_memset_ns"] for c in calls) / n / 1e6,
-        "idle": sum(c["gpu_idle_ns"] for c in calls) / n / 1e6,
-    }
+def _log_if_wide(ax, values, axis: str = "x") -> bool:
+    """A log axis when the values span more than 10×: on a linear one the fastest steps vanish."""
+    positive = [v for v in values if v > 0]
+    wide = bool(positive) and max(positive) / min(positive) > 10
+    if wide:
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    return wide
 
 
-def gpu_time_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, title: str) -> None:
-    """Per size, one stacked bar per variant: where each steady call's wall time went on the GPU."""
-    sizes = sorted(summaries_by_size)
-    fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 3.2), squeeze=False)
+def ladder_figure(model, path: str) -> None:
+    """The step ladder at each size: each step's median time per call (dot, IQR whiskers) against its
+    floor (red tick), joined by a line: the gap left. Ladder order top to bottom; a log axis where the
+    times span more than 10× (a :class:`analysis.report_model.ReportModel`; nothing is computed here)."""
+    sizes = list(reversed(model.sizes))
+    fig, axes = plt.subplots(1, len(sizes), squeeze=False,
+                             figsize=(6.2 * len(sizes), 1.1 + 0.45 * max(len(model.ladder[s]) for s in sizes)))
     for ax, size in zip(axes[0], sizes):
-        runs = summaries_by_size[size]
-        names = [r["variant"] for r in runs]
-        left = [0.0] * len(runs)
-        for kind, color in KIND_COLORS.items():
-            vals = [steady_breakdown_ms(r)[kind] for r in runs]
-            ax.barh(names, vals, left=left, color=color, label=kind if size == sizes[0] else None)
-            left = [a + b for a, b in zip(left, vals)]
-        ax.invert_yaxis()
-        ax.set_xlabel("ms per call (mean of steady calls, from nsys)")
-        ax.set_title(f"size {size}")
-    fig.suptitle(title)
-    fig.legend(loc="lower center", ncol=len(KIND_COLORS), frameon=False)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+        steps = model.ladder[size]
+        y = list(range(len(steps)))
+        for i, s in enumerate(steps):
+            ax.plot([s.floor_ms, s.median_ms], [i, i], color="#bbbbbb", linewidth=1.5, zorder=1)
+        ax.errorbar([s.median_ms for s in steps], y,
+                    xerr=[[s.median_ms - s.q1_ms for s in steps], [s.q3_ms - s.median_ms for s in steps]],
+                    fmt="o", color=KIND_COLORS["kernel"], capsize=3, zorder=3, label="median (IQR)")
+        ax.scatter([s.floor_ms for s in steps], y, marker="|", s=250, color="#c44e52", zorder=2, linewidths=2.5,
+                   label="floor")
+        wide = _log_if_wide(ax, [s.median_ms for s in steps] + [s.floor_ms for s in steps])
+        ax.set_yticks(y, [s.variant for s in steps], fontsize=8)
+        ax.set_ylim(len(steps) - 0.5, -0.5)
+        ax.set_xlabel(f"ms per call, {'log' if wide else 'linear'} scale ({model.timer.split(' (')[0]})", fontsize=8)
+        ax.set_title(f"size {size}", fontsize=9)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(f"{model.title}: time per step against its floor", fontsize=10)
+    fig.tight_layout()
     _save(fig, path)
 
 
-def timing_figure(summaries_by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title: str) -> None:
-    """Per size, median time per call with IQR whiskers, and each variant's floor as a red tick."""
-    sizes = sorted(summaries_by_size)
-    fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 3.4), squeeze=False)
+def busy_figure(model, path: str) -> None:
+    """Per size and step, a steady call's wall time as 100%: the share the GPU was busy (the union of
+    its kernels, copies and memsets: overlapping work counts once) and idle, labelled in ms."""
+    sizes = list(reversed(model.sizes))
+    fig, axes = plt.subplots(1, len(sizes), squeeze=False,
+                             figsize=(6.2 * len(sizes), 1.1 + 0.45 * max(len(model.ladder[s]) for s in sizes)))
     for ax, size in zip(axes[0], sizes):
-        runs = summaries_by_size[size]
-        names = [r["variant"] for r in runs]
-        med = [r["timing"]["median_ms"] for r in runs]
-        lo = [r["timing"]["median_ms"] - r["timing"]["q1_ms"] for r in runs]
-        hi = [r["timing"]["q3_ms"] - r["timing"]["median_ms"] for r in runs]
-        ax.bar(names, med, yerr=[lo, hi], color="#4c72b0", capsize=3)
-        floors_ms = [floor(r["work"], ceilings).ms for r in runs]
-        ax.scatter(names, floors_ms, marker="_", s=900, color="#c44e52", zorder=3, label="floor")
-        if max(med) / max(min(med), 1e-9) > 30:
-            ax.set_yscale("log")  # host-data and device-resident steps differ by orders of magnitude
-        ax.set_ylabel("median ms per call (CUDA events)")
-        ax.set_title(f"size {size}")
-        ax.tick_params(axis="x", rotation=20)
-        ax.legend(loc="upper right", fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
+        steps = model.ladder[size]
+        y = list(range(len(steps)))
+        busy = [100 * s.busy.busy_ms / s.busy.wall_ms if s.busy.wall_ms else 0.0 for s in steps]
+        ax.barh(y, busy, color=KIND_COLORS["kernel"], label="GPU busy (union of kernels, copies, memsets)")
+        ax.barh(y, [100 - b for b in busy], left=busy, color=KIND_COLORS["idle"], label="GPU idle")
+        for i, s in enumerate(steps):
+            text = f"{s.busy.busy_ms:.3g} of {s.busy.wall_ms:.3g} ms busy"
+            if s.busy.overlap_ms > 0.05 * s.busy.busy_ms:
+                text += f"; {s.busy.overlap_ms:.3g} ms of kernels and copies overlapped"
+            ax.text(1, i, text, va="center", fontsize=7, color="white")
+        ax.set_yticks(y, [s.variant for s in steps], fontsize=8)
+        ax.set_ylim(len(steps) - 0.5, -0.5)
+        ax.set_xlim(0, 100)
+        ax.set_xlabel("% of a steady call's wall time (nsys: NVTX compute range, mean of calls after the first)",
+                      fontsize=8)
+        ax.set_title(f"size {size}", fontsize=9)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, frameon=False, fontsize=8)
+    fig.suptitle(f"{model.title}: how much of each steady call the GPU was busy", fontsize=10)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     _save(fig, path)
 
 
@@ -95,7 +104,8 @@ def _time_unit(span_ns: float) -> tuple[str, float]:
 
 
 #: the CUDA API row of a compute call: allocations and synchronization stand out
-API_COLORS = {"allocation": "#c44e52", "sync": "#7f7f7f", "launch": "#4c72b0", "memcpy": "#17becf", "other": "#bbbbbb"}
+#: (one colour per kind across the whole figure: none repeats a phase's or a GPU row's colour)
+API_COLORS = {"allocation": "#e377c2", "sync": "#8c564b", "launch": "#bcbd22", "memcpy": "#aec7e8", "other": "#dddddd"}
 
 
 def _api_color(name: str) -> str:
@@ -147,7 +157,7 @@ def _timeline_panel(ax, rows: dict[str, list], x0: int, x1: int, title: str, min
         for start, end, color, label in rows[name]:
             left, w = (start - x0) / scale, max((end - start) / scale, min_width * width)
             # white edges part adjacent bars; on bars widened to show, they would hide the bar
-            edge = "white" if labels or name == "NVTX" else "none"
+            edge = "white" if (labels or name == "NVTX") and w > 0.01 * width else "none"
             ax.broken_barh([(left, w)], (y - 0.4, 0.8), facecolors=color, edgecolors=edge, linewidth=0.6)
             if labels and label and w > 0.12 * width:
                 ax.text(left + w / 2, y, label[:36], ha="center", va="center", fontsize=7, color="white",
@@ -184,14 +194,22 @@ def timeline_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, tit
         rows.update({row: [(a, b, GPU_ROWS[row], short_kernel_name(label) if row == "kernels" else label)
                            for a, b, label in zoom["gpu"].get(row, [])]
                      for row in GPU_ROWS})
-        dropped = zoom["dropped_ops"] + zoom.get("dropped_api_calls", 0)
-        more = f", {dropped} more events not drawn" if dropped else ""
-        _timeline_panel(ax_call, rows, zoom["start_ns"], zoom["end_ns"],
-                        f"`{run['variant']}`: compute call {zoom['call']}{more}", min_width=0.002, labels=True)
-    legend = {**PHASE_COLORS, **GPU_ROWS, "API: alloc/free": API_COLORS["allocation"],
-              "API: synchronize": API_COLORS["sync"], "API: launch": API_COLORS["launch"]}
+        end, what = zoom["end_ns"], f"compute call {zoom['call']}"
+        if zoom["dropped_ops"] or zoom.get("dropped_api_calls", 0):
+            # the summary keeps the call's first operations: zoom on the window they cover, and say so,
+            # rather than draw a call whose rest looks idle
+            drawn_ends = [b for bars in zoom["gpu"].values() for _, b, _ in bars]
+            end = max(drawn_ends) if drawn_ends else end
+            shown_ops = sum(len(v) for v in zoom["gpu"].values())
+            shown_ms, call_ms = (end - zoom["start_ns"]) / 1e6, (zoom["end_ns"] - zoom["start_ns"]) / 1e6
+            what += (f"\nzoomed on its first {shown_ops} of {shown_ops + zoom['dropped_ops']} GPU operations: "
+                     f"{shown_ms:.3g} of {call_ms:.3g} ms shown")
+            rows = {k: [bar for bar in v if bar[0] < end] for k, v in rows.items()}
+        _timeline_panel(ax_call, rows, zoom["start_ns"], end, f"`{run['variant']}`: {what}",
+                        min_width=0.002, labels=True)
+    legend = {**PHASE_COLORS, **GPU_ROWS, **{f"API: {k}": c for k, c in API_COLORS.items()}}
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in legend.values()]
-    fig.legend(handles, list(legend), loc="lower center", ncol=7, frameon=False, fontsize=8)
+    fig.legend(handles, list(legend), loc="lower center", ncol=8, frameon=False, fontsize=8)
     fig.suptitle(f"{title}: timelines at size {size} (nsys)")
     fig.tight_layout(rect=(0, 0.09, 1, 1))
     _save(fig, path)

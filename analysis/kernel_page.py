@@ -286,7 +286,7 @@ def _provenance_section(k: KernelProfile, run: dict | None) -> list[str]:
         f"- workload `{run['workload']}`, variant `{run['variant']}`, size {run['size']:,}, one call; the first "
         f"launch matching `-k regex:{run['kernel_regex']}` inside the variant's NVTX `compute` range: "
         f"`{run['profiled_kernel']}`",
-        f"- environment added: {', '.join(f'`{a}={b}`' for a, b in sorted(run.get('environment', {}).items())) or 'none'};"
+        f"- environment added: {', '.join(f'`{a}={_portable_value(b)}`' for a, b in sorted(run.get('environment', {}).items())) or 'none'};"
         " every cache in a fresh private folder (a cold start)",
         f"- GPU: {gpus[0]['name'] if gpus else 'unknown'}, driver {prov.get('driver_version') or 'unknown'}, "
         f"CUDA runtime {prov.get('cuda_runtime') or 'unknown'}; Nsight Compute {run.get('ncu_version') or 'unknown'}",
@@ -298,6 +298,11 @@ def _provenance_section(k: KernelProfile, run: dict | None) -> list[str]:
         "```",
     ]
     return out
+
+
+def _portable_value(value: str) -> str:
+    """An environment value without the capture host's folders: the fresh cache by its role."""
+    return f"<fresh cache>/{os.path.basename(value)}" if os.path.isabs(value) else value
 
 
 def _portable_command(cmd: list[str]) -> list[str]:

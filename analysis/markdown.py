@@ -1,13 +1,12 @@
-"""Markdown for the reports, from run summaries. Deterministic: the same inputs give the same bytes."""
+"""Markdown for the reports. A recipe's page formats its :class:`analysis.report_model.ReportModel`
+and computes nothing; the same model gives the same bytes."""
 from __future__ import annotations
 
 from typing import Sequence
 
-from analysis import limiter, roofline, verdicts
+from analysis import report_model as rm
+from analysis import verdicts
 from workloads import sources
-from analysis.figures import steady_breakdown_ms
-from analysis.floors import at_rate, floor, time_vs_floor
-from workloads import frameworks
 
 NCU_COLUMNS = (
     ("gpu__time_duration.sum", "duration µs", lambda v: f"{v / 1e3:.1f}"),
@@ -20,11 +19,21 @@ NCU_COLUMNS = (
     ("launch__grid_size", "grid", lambda v: f"{int(v)}"),
     ("launch__block_size", "block", lambda v: f"{int(v)}"),
 )
+NCU_METRIC_KEYS = tuple(k for k, _, _ in NCU_COLUMNS)
+
+#: a cell longer than this is cut (with an ellipsis): table rows stay readable (kernel names run to
+#: thousands of characters in templated libraries)
+MAX_CELL_CHARS = 90
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+def table(header: Sequence[str], rows: Sequence[Sequence[object]], max_cell: int | None = None) -> str:
     def cell(x: object) -> str:
-        return str(x).replace("|", "\\|").replace("\n", " ")
+        text = str(x).replace("|", "\\|").replace("\n", " ")
+        if max_cell and len(text) > max_cell:
+            text = text[:max_cell - 1].rstrip("\\") + "…"
+            if text.count("`") % 2:
+                text += "`"
+        return text
 
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
@@ -50,7 +59,7 @@ def provenance_table(prov: dict, tools: dict | None = None, extra: dict | None =
         rows += [("nsys", tools["nsys"]["version"]), ("ncu", tools["ncu"]["version"])]
     rows += [("Python", prov.get("python"))]
     rows += [(f"package {k}", v) for k, v in sorted((prov.get("packages") or {}).items())]
-    rows += [("git commit", prov.get("git_commit")), ("captured (UTC)", prov.get("date_utc"))]
+    rows += [("git commit", rm.describe_commit(prov)), ("captured (UTC)", prov.get("date_utc"))]
     rows += list((extra or {}).items())
     return table(("", "value"), rows)
 
@@ -63,380 +72,222 @@ def ceilings_table(ceilings: dict) -> str:
     return table(("measurement", "rate", "median ms"), rows)
 
 
-def _verdict_cell(v: verdicts.Verdict) -> str:
-    kind, _, rest = verdicts.format_verdict(v).partition(" ")
-    return f"**{kind}** {rest}"
+# --- a recipe's page, from its model ----------------------------------------------------------------
+
+def _cmp(c: rm.Comparison | None) -> str:
+    if c is None:
+        return "—"
+    return f"**{c.label}** {c.text.split(' ', 1)[1]}" if c.text else f"**{c.label}** {rm.ratio_text(c.speedup)}"
 
 
-def telemetry_note(r: dict) -> str | None:
-    """Energy per call, clock range and throttled samples of a timed run, where NVML recorded them."""
-    tel = r.get("telemetry") or {}
-    if not tel.get("available"):
-        return None
-    parts = []
-    if tel.get("energy_per_call_j") is not None:
-        parts.append(f"{tel['energy_per_call_j']:.3g} J/call")
-    if tel.get("sm_clock_mhz_range"):
-        parts.append("SM clock {}–{} MHz".format(*tel["sm_clock_mhz_range"]))
-    if tel.get("mem_clock_mhz_range"):
-        parts.append("memory clock {}–{} MHz".format(*tel["mem_clock_mhz_range"]))
-    parts.append(f"{tel.get('throttled_samples', 0)} of {len(r['times_ms'])} samples throttled")
-    if r.get("l2_mode"):
-        parts.append(f"L2 {r['l2_mode']}")
-    return f"- `{r['variant']}` telemetry: " + "; ".join(parts)
+def _median(s: rm.Step) -> str:
+    return f"{s.median_ms:.4g} ({s.q1_ms:.4g}–{s.q3_ms:.4g})"
 
 
-def _steady(calls: list[dict]) -> list[dict]:
-    return calls[1:] if len(calls) > 1 else calls
+def result_box(m: rm.ReportModel) -> list[str]:
+    r = m.result
+    best = (f"`{r.best.variant}` {_median(r.best)} ms against `{r.baseline.variant}` {_median(r.baseline)} ms: "
+            + (f"{_cmp(r.best_vs_baseline)}" if r.best_vs_baseline
+               else "the baseline is the fastest step"))
+    return [
+        f"> **Result at size {r.size}.** {r.takeaway}",
+        ">",
+        f"> - **Best step against the baseline:** {best} ({r.spread}).",
+        f"> - **What limits the last step, `{r.final.variant}`:** {r.limiter.what} (from {r.limiter.source}).",
+        f"> - **Next thing to try:** {r.limiter.next_move}.",
+    ]
 
 
-def variant_table(runs: Sequence[dict], ceilings: dict) -> tuple[str, list[str]]:
-    """The per-size table and the verdicts' reasons, as footnotes."""
-    base = runs[0]
-    rows, notes = [], []
-    pool = limiter.pool_of(runs)
-    for i, r in enumerate(runs):
-        t = r["timing"]
-        calls = r["nsys"]["calls"]
-        k_per_call = sorted({c["kernels"] for c in _steady(calls)})
-        if i == 0:
-            vs_base = vs_prev = "—"
-        else:
-            vb = verdicts.compare(base["times_ms"], r["times_ms"])
-            vp = verdicts.compare(runs[i - 1]["times_ms"], r["times_ms"])
-            vs_base, vs_prev = _verdict_cell(vb), _verdict_cell(vp)
-            notes.append(f"- `{r['variant']}` vs `{base['variant']}`: {verdicts.format_verdict(vb)} — {vb.reason}")
-            if i > 1:
-                notes.append(f"- `{r['variant']}` vs `{runs[i - 1]['variant']}`: {verdicts.format_verdict(vp)} — {vp.reason}")
-        fl = floor(r["work"], ceilings)
-        b = fl.binding
-        rows.append((
-            f"`{r['variant']}`",
-            f"{t['median_ms']:.4f} ({t['iqr_ms']:.4f}) [{len(r['times_ms'])}]",
-            vs_base, vs_prev,
-            f"{fl.ms:.4f} ({b.resource})",
-            time_vs_floor(t["median_ms"], fl),
-            f"{fl.achieved(t['median_ms']):.0f} {b.unit} ({fl.ms / t['median_ms']:.0%})",
-            limiter.step_limiter(r, pool).label(),
-            "/".join(str(k) for k in k_per_call),
-            f"{calls[0]['allocation_calls']} / {sum(c['allocation_calls'] for c in _steady(calls))}",
-            f"{_ms(r.get('host_call_ms'))} / {_ms(r.get('host_synced_ms'))}",
-            f"{r['relative_error']:.1e}",
-        ))
-    notes += [n for n in (telemetry_note(r) for r in runs) if n]
-    header = ("variant", "median ms (IQR) [samples]", "vs baseline", "vs previous step", "floor ms (resource)",
-              "time / floor", "effective rate on the minimum work (of the measured rate)", "limited by (measured)",
-              "kernels per call",
-              "alloc calls: first / later", "host timer ms: returns / synced", "rel. error")
-    return table(header, rows), notes
+def ladder_table(steps: Sequence[rm.Step], timer: str) -> str:
+    rows = [(f"`{s.variant}`", f"`{s.improves_on}`" if s.improves_on else "—", _median(s), _cmp(s.vs_parent),
+             _cmp(s.vs_baseline), f"{s.floor_ms:.4g} ({s.floor_resource})", rm.ratio_text(s.time_over_floor),
+             s.limiter.what) for s in steps]
+    return table(("step", "improves on", f"median ms (IQR), {timer.split(' (')[0]}", "vs the step it improves on",
+                  "vs baseline", "floor ms (bound by)", "time / floor", "limiter"), rows, MAX_CELL_CHARS)
 
 
-def breakdown_table(runs: Sequence[dict]) -> str:
-    rows = []
-    for r in runs:
-        b = steady_breakdown_ms(r)
-        steady = _steady(r["nsys"]["calls"])
-        n = len(steady)
-        h2d = sum(c.get("gpu_memcpy_h2d_ns", 0) for c in steady) / n / 1e6
-        d2h = sum(c.get("gpu_memcpy_d2h_ns", 0) for c in steady) / n / 1e6
-        first = r["nsys"]["calls"][0]
-        rows.append((f"`{r['variant']}`", f"{b['kernel']:.4f}", f"{h2d:.4f}", f"{d2h:.4f}",
-                     f"{max(b['memcpy'] - h2d - d2h, 0.0):.4f}", f"{b['memset']:.4f}", f"{b['idle']:.4f}",
-                     f"{first['wall_ns'] / 1e6:.1f}", f"{(first['wall_ns'] - first['gpu_busy_ns']) / 1e6:.1f}"))
-    return table(("variant", "kernels ms", "H2D copies ms", "D2H copies ms", "other copies ms", "memset ms",
-                  "GPU idle ms", "first call ms (cold)", "first call: GPU idle ms"), rows)
+def step_sentences(steps: Sequence[rm.Step]) -> list[str]:
+    return [f"- `{s.variant}`: {s.summary}. Measured: {s.change}." for s in steps]
 
 
-def seed_split_table(run: dict, seed_split: Sequence[tuple[str, float]], seed_device: str, gpu: str) -> str:
-    """The baseline's time split (share of GPU busy time, steady calls) beside the seed's."""
-    steady = _steady(run["nsys"]["calls"])
-    parts = {
-        "H2D": sum(c.get("gpu_memcpy_h2d_ns", 0) for c in steady),
-        "kernel": sum(c["gpu_kernel_ns"] for c in steady),
-        "D2H": sum(c.get("gpu_memcpy_d2h_ns", 0) for c in steady),
-    }
-    total = sum(parts.values()) or 1
-    names = [name for name, _ in seed_split]
-    return table(["measured on"] + [f"{n} %" for n in names], [
-        [seed_device] + [f"{pct:.1f}" for _, pct in seed_split],
-        [f"{gpu}, `{run['variant']}`"] + [f"{100 * parts[n] / total:.1f}" for n in names],
-    ])
+def _details(summary: str, body: Sequence[str]) -> list[str]:
+    return ["<details><summary>" + summary + "</summary>", "", *body, "", "</details>", ""]
 
 
-def copy_throughput_table(runs: Sequence[dict], ceilings: dict) -> str | None:
-    """Every memcpy of each run by direction and host memory kind (nsys), against the pinned
-    copy ceilings measured in the same run."""
-    pinned = {"Host-to-Device": ceilings.get("h2d_pinned"), "Device-to-Host": ceilings.get("d2h_pinned")}
-    rows = []
-    for r in runs:
-        for c in r["nsys"].get("copy_throughput") or []:
-            ceiling = pinned.get(c["direction"])
-            rate = c["gb_per_s"]
-            rows.append((f"`{r['variant']}`", c["direction"], c["host_memory"] or "—", c["count"],
-                         f"{c['bytes'] / 1e6:,.1f}", f"{c['total_ns'] / 1e6:.3f}",
-                         f"{rate:.1f}" if rate is not None else "n/a", f"{c['best_copy_gb_per_s']:.1f}",
-                         f"{rate / ceiling['gb_per_s']:.0%}" if ceiling and rate is not None else "—"))
-    if not rows:
-        return None
-    return table(("variant", "direction", "host memory", "copies", "MB", "ms", "GB/s", "best copy GB/s",
-                  "of the measured pinned rate"), rows)
+def steps_detail_table(steps: Sequence[rm.Step]) -> str:
+    rows = [(f"`{s.variant}`", f"{s.achieved:.0f} {s.floor_unit} ({s.achieved_of_ceiling:.0%})",
+             f"{s.busy.busy_ms:.4f} / {s.busy.wall_ms:.4f}", f"{s.busy.kernel_ms:.4f}",
+             f"{s.busy.h2d_ms:.4f} / {s.busy.d2h_ms:.4f} / {s.busy.other_copy_ms:.4f}",
+             f"{s.busy.overlap_ms:.4f}", "/".join(map(str, s.kernels_per_call)),
+             f"{s.alloc_calls_first} / {s.alloc_calls_later}",
+             f"{_ms(s.host_call_ms)} / {_ms(s.host_synced_ms)}", f"{s.first_call_ms:.1f}", f"{s.noise:.1%}",
+             f"{s.relative_error:.1e}")
+            for s in steps]
+    return table(("step", "achieved on the floor's resource (of ceiling)", "GPU busy / wall ms",
+                  "kernels ms", "copies H2D / D2H / other ms", "overlapping ms", "kernels per call",
+                  "alloc calls: first / later", "host timer ms: returns / synced", "first call ms",
+                  "noise (IQR / median)", "rel. error"),
+                 rows)
 
 
-def findings_list(runs: Sequence[dict]) -> list[str]:
-    """Each variant's findings (analysis.findings): what is flagged, the evidence, the fix."""
-    lines = []
-    for r in runs:
-        found = r.get("findings") or []
-        if not found:
-            lines.append(f"- `{r['variant']}`: no rule flagged it.")
-            continue
-        for f in found:
-            lines.append(f"- `{r['variant']}` — **{f['title']}** ({f['severity']}, `{f['id']}`): {f['message']} "
-                         f"*Fix:* {f['fix']}")
-    return lines
+def copies_table(rows: Sequence[rm.CopyRow], steps: Sequence[rm.Step]) -> str:
+    """One row per phase, direction and host memory; one column per step: copies, MB, GB/s and the
+    share of the pinned copy ceiling of that direction."""
+    keys = list(dict.fromkeys((c.phase, c.direction, c.host_memory) for c in rows))
+    by = {(c.phase, c.direction, c.host_memory, c.variant): c for c in rows}
 
-
-def kernel_list(runs: Sequence[dict]) -> str:
-    rows = []
-    for r in runs:
-        n_calls = len(r["nsys"]["calls"])
-        for k in r["nsys"]["compute_kernels"]:
-            rows.append((f"`{r['variant']}`", f"`{k['name']}`", k["count"], f"{k['count'] / n_calls:g}",
-                         f"{k['avg_ns'] / 1e3:.1f}"))
-    return table(("variant", "kernel", "launches", "per call", "avg µs"), rows)
-
-
-def ncu_section(runs: Sequence[dict]) -> list[str]:
-    rows = []
-    for r in runs:
-        for launch in r["ncu"] or []:
-            m = launch["metrics"]
-            cells = [f"`{r['variant']}`", launch["id"], f"`{launch['kernel_name']}`"]
-            for key, _, fmt in NCU_COLUMNS:
-                cells.append(fmt(m[key]) if m.get(key) is not None else "n/a")
-            cells.append(f"{launch['dram_gb_per_s']:.0f}" if launch.get("dram_gb_per_s") else "n/a")
-            lim = limiter.classify(m)
-            cells.append(lim.label() if lim else "n/a")
-            rows.append(cells)
-    if not rows:
-        return []
-    out = [table(["variant", "ID", "kernel"] + [c[1] for c in NCU_COLUMNS] + ["DRAM GB/s", "limited by (measured)"],
-                 rows), ""]
-    raw = [f"`{r['variant']}`" for r in runs if r.get("ncu") and r.get("ncu_source") == "ncu-raw.csv"]
-    if raw:
-        out += [f"{', '.join(raw)}: read from ncu's raw page (`ncu-raw.csv`, kept where the report file was not): "
-                "the same metrics, without ncu's rule results.", ""]
-    return out + findings_section(runs)
-
-
-def limiter_lines(runs: Sequence[dict]) -> list[str]:
-    """What limits each step, measured (analysis.limiter), with the next move it points to: one
-    bullet per step, ending with one sentence."""
-    pool = limiter.pool_of(runs)
-    lines = []
-    for r in runs:
-        step = limiter.step_limiter(r, pool)
-        borrowed = [v for v in step.ncu_variants if v != r["variant"]]
-        source = f" (ncu profile of {', '.join(f'`{v}`' for v in borrowed)}, the same kernel)" if borrowed else ""
-        lines.append(f"- `{r['variant']}` — **{step.label()}**{source}: {step.detail}. *Next:* {step.next_move()}")
-    return lines
-
-
-def _mb(value: float | None) -> str:
-    return "n/a" if value is None else f"{value / 1e6:,.1f}"
-
-
-def work_check_table(runs: Sequence[dict]) -> str | None:
-    """Declared work (Work: the minimum bytes and FLOPs) beside what ncu measured per steady call,
-    and the effective rate (declared bytes over the median) beside the DRAM throughput the kernels
-    achieved (ncu bytes over ncu kernel time)."""
-    pool = limiter.pool_of(runs)
-    rows = []
-    for r in runs:
-        check = limiter.work_check(r, pool)
-        if check is None:
-            continue
-        ge = "" if check.complete() else "≥ "
-        flops = ", ".join(f"{prec} {v:.3g}" for prec, v in sorted(check.measured_flops.items())) or "none counted"
-        br, fr = check.bytes_ratio(), check.flops_ratio()
-        dram = check.dram_gb_per_s()
-        rows.append((f"`{r['variant']}`", f"{check.covered_share:.0%}", _mb(check.declared_bytes),
-                     ge + _mb(check.measured_dram_bytes), f"{br:.2f}×" if br is not None else "n/a",
-                     f"{check.declared_bytes / r['timing']['median_ms'] / 1e6:.0f}",
-                     f"{dram:.0f}" if dram is not None else "n/a",
-                     f"{check.declared_flops:.3g} {check.declared_kind}", ge + flops,
-                     f"{fr:.2f}×" if fr is not None else "n/a", "; ".join(check.mismatches()) or "—"))
-    if not rows:
-        return None
-    return table(("variant", "kernel time profiled", "declared MB", "DRAM MB (ncu)", "measured / declared",
-                  "effective GB/s (declared bytes / median)", "DRAM GB/s achieved (ncu bytes / kernel time)",
-                  "declared FLOPs", "executed FLOPs (ncu)", "measured / declared",
-                  f"flag (> {limiter.MISMATCH_FACTOR}× apart)"), rows)
-
-
-def ncu_coverage_line(by_size: dict[int, list[dict]]) -> str:
-    """Which variants ran under Nsight Compute, at which sizes, and what stands for the others."""
-    parts = []
-    for size in sorted(by_size):
-        runs = by_size[size]
-        profiled = [r for r in runs if r.get("ncu")]
-        if not profiled:
-            continue
-        names = ", ".join(f"`{r['variant']}`" + (" (raw page only)" if r.get("ncu_source") == "ncu-raw.csv" else "")
-                          for r in profiled)
-        by_kernel = limiter.launches_by_kernel(limiter.pool_of(runs))
-        others = []
-        for r in runs:
-            if r.get("ncu"):
-                continue
-            src = list(dict.fromkeys(v for k in limiter.step_kernels(r, by_kernel) for v, _ in k["launches"][:1]))
-            others.append(f"`{r['variant']}`" + (f" (runs the kernels of {', '.join(f'`{v}`' for v in src)})"
-                                                 if src else " (its kernels not profiled)"))
-        parts.append(f"at size {size}: {names}" + (f"; not profiled: {', '.join(others)}" if others else ""))
-    unprofiled = [str(size) for size in sorted(by_size) if not any(r.get("ncu") for r in by_size[size])]
-    if unprofiled:
-        parts.append(f"no variant at size {', '.join(unprofiled)} (the configuration profiles the sizes named above)")
-    if not any(r.get("ncu") for runs in by_size.values() for r in runs):
-        return "No variant ran under Nsight Compute."
-    return ("Nsight Compute (`--set full`) profiled " + "; ".join(parts) + ". Each profiled variant's launches are "
-            "limited to those the pipeline's configuration names (`rules/config.yaml`): a variant that runs the same "
-            "kernels as a profiled one is not profiled again, and its limiter comes from that profile (matched by "
-            "kernel name and launch shape).")
-
-
-def findings_section(runs: Sequence[dict]) -> list[str]:
-    """ncu's rule findings for each variant's first profiled launch: a rule x variant table of
-    ncu's own estimated speedups, then each rule's message once (from the variant it flags most)."""
-    variants = [r for r in runs if r["ncu"] and r["ncu"][0]["findings"]]
-    by_rule: dict[str, dict[str, dict]] = {}
-    for r in variants:
-        lim = limiter.classify(r["ncu"][0]["metrics"])
-        for f in r["ncu"][0]["findings"]:
-            if limiter.rule_consistent(f["rule"], lim):
-                by_rule.setdefault(f["rule"], {})[r["variant"]] = f
-    if not by_rule:
-        return []
-
-    def est(f: dict | None) -> str:
-        if f is None:
+    def cell(c: rm.CopyRow | None) -> str:
+        if c is None:
             return "—"
-        return f"{f['estimated_speedup_pct']:.0f}%" if f.get("estimated_speedup_pct") is not None else "flagged"
+        rate = f"{c.gb_per_s:.1f} GB/s" if c.gb_per_s is not None else "n/a"
+        share = f" ({c.of_pinned_ceiling:.0%})" if c.of_pinned_ceiling is not None else ""
+        return f"{c.count} × {_bytes(c.bytes / c.count)}, {rate}{share}"
 
-    rows = [[rule] + [est(fs.get(r["variant"])) for r in variants] for rule, fs in by_rule.items()]
-    lines = ["ncu's rule findings on each variant's first profiled launch, with ncu's estimated speedup "
-             "(\"—\": not flagged or not consistent with the launch's measured limiter; which rules speak to which "
-             "limiter: `analysis/limiter.py`):", "",
-             table(["rule"] + [f"`{r['variant']}`" for r in variants], rows), "",
-             "What each rule says (quoted from the variant it flags most):", ""]
-    for rule, fs in by_rule.items():
-        worst_variant, worst = max(fs.items(), key=lambda kv: kv[1].get("estimated_speedup_pct") or 0.0)
-        lines.append(f"- **{rule}** (`{worst_variant}`): {worst['message']}")
+    return table(["phase", "direction", "host memory"] + [f"`{s.variant}`" for s in steps],
+                 [[ph, d.replace("-to-", "→").replace("Host", "H").replace("Device", "D"), h or "—"]
+                  + [cell(by.get((ph, d, h, s.variant))) for s in steps] for ph, d, h in keys])
+
+
+def kernels_table(rows: Sequence[rm.KernelRow]) -> str:
+    return table(("step", "kernel", "launches", "per call", "avg µs"),
+                 [(f"`{k.variant}`", k.name if k.name.endswith(" other kernels") else f"`{k.name}`", k.launches,
+                   f"{k.per_call:g}", f"{k.avg_us:.1f}") for k in rows],
+                 MAX_CELL_CHARS)
+
+
+def ncu_table(rows: Sequence[rm.NcuRow]) -> str:
+    out = []
+    for n in rows:
+        cells = [f"`{n.variant}`", n.launch_id, f"`{n.kernel}`"]
+        cells += [fmt(n.metrics[key]) if n.metrics.get(key) is not None else "n/a" for key, _, fmt in NCU_COLUMNS]
+        cells.append(f"{n.dram_gb_per_s:.0f}" if n.dram_gb_per_s else "n/a")
+        out.append(cells)
+    return table(["step", "ID", "kernel"] + [c[1] for c in NCU_COLUMNS] + ["DRAM GB/s"], out, MAX_CELL_CHARS)
+
+
+def ncu_rules_lines(rules: Sequence) -> list[str]:
+    if not rules:
+        return []
+    variants = list(rules[0][1])
+
+    def est(v) -> str:
+        return "—" if v is None else v if isinstance(v, str) else f"{v:.0f}%"
+
+    lines = ["ncu's rules on each step's first profiled launch, with ncu's estimated speedup (\"—\": not flagged; "
+             f"rules under {rm.NCU_RULE_MIN_PCT:.0f}% on every step left out):",
+             "", table(["rule"] + [f"`{v}`" for v in variants], [[rule] + [est(cells.get(v)) for v in variants]
+                                                                   for rule, cells, _, _ in rules]), ""]
+    lines += ["The rules with the largest estimated speedups, in ncu's words:", ""]
+    lines += [f"- **{rule}** (`{worst}`): {msg}" for rule, _, worst, msg in rules if msg]
     return lines
 
 
-def _other_runs_note(by_size: dict[int, list[dict]], shown: dict) -> list[str]:
-    """The runs whose captures come from another run of the pipeline than the one shown above
-    (another commit or day): named, so that no number passes for what it is not."""
-    key = (shown.get("git_commit"), (shown.get("date_utc") or "")[:10])
-    other = [r for runs in by_size.values() for r in runs
-             if (r["provenance"].get("git_commit"), (r["provenance"].get("date_utc") or "")[:10]) != key]
-    if not other:
-        return []
-    rows = [(f"`{r['variant']}` size {r['size']}", r["provenance"].get("git_commit"), r["provenance"].get("date_utc"))
-            for r in other]
-    return ["Captured in another run of the pipeline than the one above (same GPU), listed with its commit and "
-            "time:", "", table(("run", "commit", "captured (UTC)"), rows), ""]
+def findings_lines(m: rm.ReportModel) -> list[str]:
+    lines = []
+    for g in m.findings:
+        places = ", ".join(f"{'`' + p.variant + '`'} n{p.size}"
+                           + (f" ({p.time_at_stake_ms:.3g} ms)" if p.time_at_stake_ms is not None else "")
+                           for p in g.places)
+        lines.append(f"- **{g.title}** (`{g.id}`), up to {g.time_at_stake_ms:.3g} ms per call. *Fix:* {g.fix} "
+                     f"*Where (time at stake per call):* {places}.")
+    if m.folded_library_kernels:
+        lines.append(f"- Library-internal kernels (CUB, cuDF, cuBLAS, XLA-generated) launched with less than one wave: "
+                     f"{', '.join(m.folded_library_kernels)} (number of kernels). Their grids are the library's "
+                     "choice, not the recipe's; not counted above.")
+    return lines or ["No rule flagged any step."]
 
 
-def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dict,
-                    figure_names: dict[str, str]) -> str:
-    """``recipe``: the workload's Recipe (title, seed, variants, the seed's own split)."""
-    ceilings = ceilings_record["ceilings"]
-    first_runs = next(iter(by_size.values()))
-    any_run = first_runs[0]
-    gpu = _gpu_name(any_run["provenance"])
-    lines = [
-        f"# {recipe.title} (`{recipe.name}`)",
-        "",
-        f"Recipe from {sources.cite(recipe.seed_document)}. Every variant was run cold (fresh JIT and "
-        f"driver caches), timed with {frameworks.framework(recipe.framework).timer} after warm-up and traced under "
-        "Nsight Systems. Every result was checked against a float64 reference.",
-        "",
-        ncu_coverage_line(by_size),
-        "",
-        "## Provenance",
-        "",
-        provenance_table(any_run["provenance"]),
-        "",
-    ]
-    lines += _other_runs_note(by_size, any_run["provenance"])
-    lines += [
-        "## Reference rates measured in the same run",
-        "",
-        ceilings_table(ceilings),
-        "",
-        "The floor of a variant is the time its declared (minimum) work takes at these measured reference rates: "
-        "bytes through device memory over the device-to-device copy rate, bytes across the host link over the "
-        "pinned copy rate of that direction, FLOPs over the rate of the arithmetic they run on (FP64 or FP32 FMA, "
-        "16-bit tensor-core matmul; integer work has no arithmetic rate). The largest sets the floor; the table "
-        "names it. The rates are measurements, not hardware ceilings: a step within 5% of its floor, or a little "
-        "under it, runs at that rate. The effective rate is the declared minimum work over the median time; what "
-        "the kernels really moved and executed, and what limits each step, come from Nsight Compute and Nsight "
-        "Systems (\"limited by (measured)\", `analysis/limiter.py`). \"Host timer\" is what `time.perf_counter()` "
-        "around the call saw: when the call returned (launches are asynchronous) and after a synchronize.",
-        "",
-        "## Variants",
-        "",
-        table(("variant", "what this step changes"), [(f"`{r['variant']}`", sources.name_sources(r["summary"])) for r in first_runs]),
-        "",
-    ]
-    for size in sorted(by_size):
-        runs = by_size[size]
-        tbl, notes = variant_table(runs, ceilings)
-        lines += [f"## size {size}", "", tbl, "", "Verdicts (from the timed repeats):", "", *notes, "",
-                  "What limits each step, measured (nsys: copy and idle shares of a steady call; else its kernels' "
-                  "ncu limiters weighted by their nsys time), and the next move it points to:", "",
-                  *limiter_lines(runs), ""]
-        checks = work_check_table(runs)
-        if checks:
-            lines += ["Declared work beside measured, per steady call (ncu: DRAM bytes and executed FLOPs of the "
-                      "profiled kernels times their launches per call; \"≥\": not every kernel was profiled):", "",
-                      checks, ""]
-        lines += ["Where each call's time went on the GPU (nsys; steady = mean of calls after the first; the "
-                  "first call of a cold process includes JIT compilation and module loading):", "",
-                  breakdown_table(runs), ""]
-        if recipe.seed_split:
-            lines += [f"The baseline's split of GPU busy time beside the source's ({recipe.seed_split_device}):",
-                      "", seed_split_table(runs[0], recipe.seed_split, recipe.seed_split_device, gpu), ""]
-        copies = copy_throughput_table(runs, ceilings)
-        if copies:
-            lines += ["Copy throughput, every memcpy of the run by direction and host memory (nsys; GB/s = bytes "
-                      "over the copies' summed duration), against the pinned copy rate of that direction measured in the same run:", "",
-                      copies, ""]
-        lines += ["Kernels launched inside the compute ranges (nsys):", "", kernel_list(runs), ""]
-        ncu_lines = ncu_section(runs)
-        if ncu_lines:
-            lines += [f"### Nsight Compute, size {size}", "", *ncu_lines, ""]
-        lines += [f"### Findings, size {size}", "",
-                  "What the captures show is worth fixing, rule by rule (thresholds and their reasons in "
-                  "`analysis/findings.py`), with the numbers they rest on:", "", *findings_list(runs), ""]
-    lines += ["## Figures", ""]
-    lines += roofline.markdown_lines(by_size, ceilings)
-    for caption, name in figure_names.items():
-        lines += [f"![{caption}](figures/{name})", "", f"*{caption}*", ""]
-    last = first_runs[-1]
-    w, v, s = recipe.name, last["variant"], last["size"]
-    nvtx = f"cookbook@{w}\\/{v}\\/compute/"
-    lines += [
-        "## Reproduce",
-        "",
-        "```sh",
-        f"python -m workloads.{w} --variant {v} --size {s} --mode timed",
-        f"nsys profile -t cuda,nvtx,osrt -s none --cpuctxsw none -o {w} python -m workloads.{w} --variant {v} --size {s}",
-        f"ncu --set full --nvtx --nvtx-include '{nvtx}' -c 1 -o {w} python -m workloads.{w} --variant {v} --size {s}",
-        "```",
-        "",
-    ]
+def _bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def size_details(m: rm.ReportModel, size: int) -> list[str]:
+    """One size: its ladder table (the largest size's is on the first screen), then one folded block
+    with the per-step numbers and, at the largest size, copies by phase, kernels and Nsight Compute."""
+    steps = m.ladder[size]
+    if size != m.result.size:
+        return [f"### Size {size}", "", ladder_table(steps, m.timer), ""]
+    lines = []
+    body = [steps_detail_table(steps), ""]
+    if m.seed_split:
+        parts = [n for n, _ in m.seed_split[0][1]]
+        body += ["**The baseline's split of GPU busy time beside the seed's:**", "",
+                 table(["measured on"] + [f"{p} %" for p in parts],
+                       [[who] + [f"{pct:.1f}" for _, pct in split] for who, split in m.seed_split]), ""]
+    if m.copies[size]:
+        body += ["**Copies by phase** (nsys; copies × size each, rate, share of the pinned ceiling; 0-byte rows "
+                 "dropped):", "", copies_table(m.copies[size], steps), ""]
+    body += ["**Kernels in the compute ranges** (nsys, longest first):", "", kernels_table(m.kernels[size]), ""]
+    if m.work_checks.get(size):
+        from analysis.limiter import MISMATCH_FACTOR  # noqa: PLC0415
+        body += ["**Declared work beside what ncu measured** (per steady call; flagged when more than "
+                 f"{MISMATCH_FACTOR}× apart):", "",
+                 table(("step", "kernel time profiled", "declared MB", "DRAM MB (ncu)", "measured / declared",
+                        "effective GB/s (declared bytes / median)", "DRAM GB/s achieved (ncu bytes / kernel time)",
+                        "declared FLOPs", "executed FLOPs (ncu)", "measured / declared", "flag"),
+                       m.work_checks[size]), ""]
+    if m.ncu[size]:
+        body += ["**Nsight Compute**, each step's first profiled launch of each kernel:", "", ncu_table(m.ncu[size]),
+                 "", *ncu_rules_lines(m.ncu_rules[size])]
+    return lines + _details(f"Size {size}: rate, GPU busy (union of GPU work), copies by phase, kernels, ncu",
+                            [line for line in body][:-1] if body and body[-1] == "" else body)
+
+
+def appendix(m: rm.ReportModel) -> list[str]:
+    lines = ["## Appendix", "", "### Provenance", "", table(("", "value"), m.provenance.rows), ""]
+    if m.provenance.other_runs:
+        lines += ["Captured in another run than the one above (same GPU):", "",
+                  table(("run", "commit", "captured (UTC); packages"), m.provenance.other_runs), ""]
+    lines += ["### Reference rates measured in the same run", "",
+              "; ".join(f"`{n}` {rate:.1f} {unit} ({ms:.3f} ms)" for n, rate, unit, ms in m.ceilings) + ".", "",
+              "### Definitions", "",
+              f"- *Runs*: recipe from {sources.cite(m.seed_document)}; every step run cold, timed and under "
+              "Nsight Systems, and checked against a float64 reference. " + m.ncu_coverage,
+              f"- *Timer*: steps are timed with {m.timer}, after warm-up; the spread shown is the interquartile "
+              "range of the repeats. A verdict (`analysis/verdicts.py`) comes from a seeded bootstrap "
+              f"{int(100 * verdicts.CONFIDENCE)}% interval of the ratio of medians: *same* when it lies within "
+              f"±{verdicts.THRESHOLD:.0%}, *faster*/*slower* when wholly outside, *uncertain* when it straddles; "
+              "it rests on the samples of one process, so process-to-process variance is not included.",
+              "- *Floor*: the time the step's declared work takes at the rates above: device-memory bytes over the "
+              "device-to-device copy rate, host-link bytes over the pinned copy rate, FLOPs over the rate of their "
+              "arithmetic (integer work has none). The largest term sets it and is named.",
+              "- *GPU busy*: the union of the intervals of a call's kernels, copies and memsets (nsys), so "
+              "overlapping work counts once; *overlapping ms* is how much the kinds' sums exceed it.",
+              "- *Limiter* and *next*: measured (`analysis/limiter.py`): copies or GPU idle time filling the call "
+              "(nsys), else the memory level or SM pipe ncu's speed-of-light and pipe metrics put the step's kernels "
+              "at, or latency/occupancy with its cause; a step without any profile falls back to the finding with "
+              "the most time at stake, else its floor.",
+              f"- *Size*: {m.size_meaning}.", "",
+              "### Commands", "", f"The exact commands: {m.commands_note}.", ""]
+    if m.commands:
+        lines += ["```sh", *(" ".join(_shell_word(w) for w in c.argv) for c in m.commands), "```", ""]
+    return lines
+
+
+def _shell_word(w: str) -> str:
+    import shlex
+    return shlex.quote(w)
+
+
+def workload_report(m: rm.ReportModel, figures: Sequence[tuple[str, str]]) -> str:
+    """The page: result box and step ladder first, then findings, details per size, figures, appendix.
+    ``figures``: (caption, file name) in the order shown; the first is the step-ladder chart."""
+    headline = m.result.size
+    lines = [f"# {m.title} (`{m.name}`)", "", *result_box(m), "",
+             f"## Step ladder at size {headline}", "", ladder_table(m.ladder[headline], m.timer), "",
+             *step_sentences(m.ladder[headline]), ""]
+    if figures:
+        caption, name = figures[0]
+        lines += [f"![{caption}](figures/{name})", ""]
+    lines += ["## Findings, by time at stake", "", *findings_lines(m), "",
+              "## Details per step", ""]
+    for size in reversed(m.sizes):
+        lines += size_details(m, size)
+    lines += ["## Figures", "", *(f"![{caption}](figures/{name})" for caption, name in figures[1:]), ""]
+    lines += appendix(m)
     return "\n".join(lines)
 
 
@@ -489,41 +340,32 @@ def coldstart_section(rows: Sequence[dict]) -> list[str]:
     ]
 
 
-def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[str, str], ceilings_record: dict,
-                 preflight: dict, coldstart_rows: Sequence[dict] = (), extra_pages: Sequence[tuple[str, str]] = (),
-                 workload_ceilings: dict[str, dict] | None = None) -> str:
-    """``workload_ceilings``: for workloads captured in a later run than the rest, that run's ceilings."""
+def index_report(models: Sequence[rm.ReportModel], ceilings_record: dict, preflight: dict,
+                 coldstart_rows: Sequence[dict] = (), extra_pages: Sequence[tuple[str, str]] = (),
+                 later_runs: Sequence[str] = ()) -> str:
+    """``models``: each recipe's report model; ``later_runs``: recipes captured in a later run than the
+    rest, whose floors use that run's ceilings (in their reports)."""
     ceilings = ceilings_record["ceilings"]
-    own = workload_ceilings or {}
     rows = []
-    for w, by_size in workload_runs.items():
-        size = max(by_size)
-        runs = by_size[size]
-        best = min(runs, key=lambda r: r["timing"]["median_ms"])
-        v = verdicts.compare(runs[0]["times_ms"], best["times_ms"]) if best is not runs[0] else None
-        fl = floor(best["work"], own[w]["ceilings"] if w in own else ceilings)
-        step = limiter.step_limiter(best, limiter.pool_of(runs))
-        rows.append((f"[{titles[w]}]({w}.md)", len(runs), size, f"`{best['variant']}`",
-                     f"{best['timing']['median_ms']:.4f}",
-                     verdicts.format_verdict(v) if v else "baseline is best",
-                     f"{best['timing']['median_ms'] / fl.ms:.2f}× ({fl.binding.resource})"
-                     + (f"; {note}" if (note := at_rate(best["timing"]["median_ms"], fl)) else ""),
-                     step.label()))
+    for m in models:
+        r = m.result
+        rows.append((f"[{m.title}]({m.name}.md)", len(m.ladder[r.size]), r.size, f"`{r.best.variant}`",
+                     f"{r.best.median_ms:.4f}",
+                     (r.best_vs_baseline.text or f"{r.best_vs_baseline.label} {rm.ratio_text(r.best_vs_baseline.speedup)}")
+                     if r.best_vs_baseline else "baseline is best",
+                     f"{rm.ratio_text(r.best.time_over_floor)} ({r.best.floor_resource})",
+                     f"{r.best.limiter.what} ({r.best.limiter.source})"))
+    own = list(later_runs)
     skipped = [(w, why) for w, why in sorted((preflight.get("recipes_skipped") or {}).items()) if why]
     lines = [
         "# GPU kernel-optimization cookbook: results",
         "",
-        "Each recipe goes from a baseline to its floor in steps; each step is timed (CUDA events, warm-up, "
-        "repeats) and traced (Nsight Systems) from a cold start, and the steps that run distinct kernels are "
-        "profiled (Nsight Compute; each recipe's report says which).",
+        "Each recipe goes from a baseline to its floor in steps; each step is timed (CUDA events, or a host "
+        "timer where the framework has none: JAX; warm-up, repeats), traced (Nsight Systems) and profiled "
+        "(Nsight Compute) from a cold start.",
         "",
-        table(("recipe", "variants", "largest size", "fastest variant", "median ms", "verdict vs baseline",
-               "time / floor (resource)", "limited by (measured)"), rows),
-        "",
-        "\"limited by (measured)\" is what limits the fastest variant's steady call, from its captures "
-        "(`analysis/limiter.py`): the host link or the host when copies or GPU idle time fill most of the call, "
-        "else the memory level or SM pipe its kernels run at, or latency/occupancy with its cause. The floor is "
-        "the declared minimum work at the rates measured in the same run.",
+        table(("recipe", "steps", "largest size", "fastest step", "median ms", "verdict vs baseline",
+               "time / floor (bound by)", "limited by (measured)"), rows),
         "",
     ]
     if skipped:
@@ -532,7 +374,7 @@ def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[s
         lines += ["Also:", ""] + [f"- [{title}]({page})" for title, page in extra_pages] + [""]
     lines += coldstart_section(coldstart_rows)
     lines += [
-        "## Reference rates measured in the same run",
+        "## Ceilings measured in the same run",
         "",
         ceilings_table(ceilings),
         "",

@@ -319,8 +319,13 @@ def summary(procs: Sequence[ProcessActivity]) -> dict:
 # --- markdown -----------------------------------------------------------------------------------
 
 
+#: longest table cell shown (templated kernel names run to hundreds of characters); cut with an ellipsis
+MAX_CELL_CHARS = 160
+
+
 def _cell(x: object) -> str:
-    return str(x).replace("|", "\\|").replace("\n", " ")
+    text = str(x).replace("|", "\\|").replace("\n", " ")
+    return text if len(text) <= MAX_CELL_CHARS else text[:MAX_CELL_CHARS - 1].rstrip("\\") + "…"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -337,9 +342,40 @@ def _thread_label(t: ThreadInfo) -> str:
 MAX_OP_ROWS = 15
 
 
-def markdown_report(procs: Sequence[ProcessActivity], source: str, figure: str | None) -> str:
-    """The page: one summary table, the timeline figure, then each process in detail.
-    Deterministic: the same export gives the same bytes."""
+def executable_label(path: str | None, python_version: str | None = None) -> str:
+    """A process's executable without the capture host's folders: a Python interpreter by its
+    version (the path is the host's virtual environment, which says nothing to a reader)."""
+    if not path:
+        return "unknown"
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    if name.startswith("python"):
+        return f"Python {python_version}" if python_version else "Python"
+    return name
+
+
+def _provenance_lines(run: dict | None) -> list[str]:
+    if not run or not run.get("provenance"):
+        return ["## Provenance", "", "No run record (run.json) came with this capture: its GPU, driver and "
+                "packages are unknown.", ""]
+    prov = run["provenance"]
+    gpus = prov.get("gpus") or []
+    from analysis.report_model import describe_commit
+
+    commit = describe_commit(prov)
+    rows = [("GPU", gpus[0]["name"] if gpus else "not recorded"), ("driver", prov.get("driver_version")),
+            ("CUDA runtime / driver API", f"{prov.get('cuda_runtime')} / {prov.get('cuda_driver_api')}"),
+            ("Python", prov.get("python"))]
+    rows += [(f"package {k}", v) for k, v in sorted((prov.get("packages") or {}).items())]
+    rows += [("commit", commit), ("captured (UTC)", prov.get("date_utc"))]
+    return ["## Provenance", "", _table(("", "value"), rows), ""]
+
+
+def markdown_report(procs: Sequence[ProcessActivity], source: str, figure: str | None,
+                    run: dict | None = None) -> str:
+    """The page: one summary table, the timeline figure, then each process in detail, and the run's
+    provenance (``run``: the run record the workload wrote). Deterministic: the same export gives
+    the same bytes."""
+    python_version = ((run or {}).get("provenance") or {}).get("python")
     s = summary(procs)
     lines = [
         "# NVTX ranges and GPU work per process",
@@ -365,7 +401,7 @@ def markdown_report(procs: Sequence[ProcessActivity], source: str, figure: str |
     if figure:
         lines += [f"![NVTX ranges and GPU work of each process on one time axis]({figure})", ""]
     for proc, p in zip(procs, s["processes"]):
-        lines += [f"## {proc.label}", "", f"Executable: `{proc.executable or 'unknown'}`; "
+        lines += [f"## {proc.label}", "", f"Executable: {executable_label(proc.executable, python_version)}; "
                   f"{p['cuda_api_calls']} CUDA API calls.", ""]
         lines += ["Threads (names as nsys recorded them; the main thread's tid is the pid):", "",
                   _table(("tid", "name", "main"), [(t.tid, _thread_label(t), "yes" if t.is_main else "")
@@ -401,6 +437,7 @@ def markdown_report(procs: Sequence[ProcessActivity], source: str, figure: str |
         if p["unattributed_gpu_ops"]:
             lines += [f"{p['unattributed_gpu_ops']} more GPU operations ran for this process with no CUDA "
                       "runtime call of their correlation id (launched through an API nsys did not trace).", ""]
+    lines += _provenance_lines(run)
     return "\n".join(lines).rstrip() + "\n"
 
 

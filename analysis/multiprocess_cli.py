@@ -9,6 +9,7 @@ import json
 import os
 
 from analysis import multiprocess
+from analysis.run_summary import load_json
 
 
 
@@ -20,7 +21,8 @@ def cmd_multiprocess_report(a: argparse.Namespace) -> int:
     # the page links the figure relative to itself, so both can move together
     figure_link = os.path.relpath(os.path.abspath(a.figure), os.path.dirname(os.path.abspath(a.output)))
     multiprocess.timeline_figure(procs, a.figure, a.title)
-    write_text_atomic(a.output, multiprocess.markdown_report(procs, a.export, figure_link.replace(os.sep, "/")))
+    run = load_json(a.run) if a.run else None
+    write_text_atomic(a.output, multiprocess.markdown_report(procs, a.export, figure_link.replace(os.sep, "/"), run))
     if a.json:
         write_text_atomic(a.json, json.dumps(multiprocess.summary(procs), indent=1, sort_keys=True) + "\n")
     print(f"wrote {a.output} and {a.figure}: " + ", ".join(p.label for p in procs))
@@ -37,6 +39,7 @@ def add_parser(subparsers) -> None:
     s.add_argument("export", metavar="FILE.sqlite[.gz]", help="an nsys SQLite export of the multi-process run")
     s.add_argument("--output", required=True, help="the markdown page to write")
     s.add_argument("--figure", required=True, help="the timeline PNG to write")
+    s.add_argument("--run", help="the run record the workload wrote (run.json): the page's provenance")
     s.add_argument("--json", help="also write the per-process numbers as JSON here")
     s.add_argument("--title", default="NVTX ranges and GPU work per process", help="the figure's title")
     s.set_defaults(func=cmd_multiprocess_report)

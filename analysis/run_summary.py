@@ -295,6 +295,12 @@ def summarize_nsys(ex: Trace, workload: str, variant: str) -> dict:
         "ranges_gpu_time": range_records,
         "copy_throughput": whole_copies,
         "compute_copy_throughput": breakdown.copy_rows(ops, compute_idx, kinds, mem),
+        # the same per NVTX phase (setup, warmup, compute, transfer, check): a report keeps the
+        # check's read-backs apart from the copies a call makes
+        "phase_copy_throughput": {
+            ph: breakdown.copy_rows(ops, np.concatenate([ops_of[id(r)] for r in rs]), kinds, mem)
+            for ph, rs in mine.items()},
+        "capture": ex.capture_metadata(),
         "allocations": breakdown.allocations(ex, compute),
         "synchronization": breakdown.synchronization(ex, compute),
         "compute_launch_shapes": _launch_shapes(ops, compute_idx, names),

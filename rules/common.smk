@@ -380,11 +380,22 @@ def report_inputs(wc):
         "ceilings": f"{CAPTURES}/ceilings.json" if live else reference_ceilings(w),
         # what the recipe's sections read (analysis/sections/<recipe>_<section>.py: INPUTS)
         "sections": [f"{root}/{p}" for p in declared_inputs(RECIPES[w])],
+        # the tool versions the report's provenance shows
+        "preflight": f"{CAPTURES if live else REF_DIR}/preflight.json",
     }
+    if not live:
+        # the GPU job records of the reference run, when it has them: the exact commands it ran
+        files["gpu_jobs"] = REF_GPU_JOBS
     if live:
         files["ground_truth"] = live_ground_truth(wc)
         files["experiments"] = experiment_dirs(CAPTURES, w)
     return files
+
+
+def gpu_jobs_option(wc, input) -> str:
+    """``--gpu-jobs DIR`` for ``analysis report``: this run's records (live) or the reference's."""
+    folder = f"{WORK}/gpu-jobs" if wc.set == "live" else (input.gpu_jobs[0] if input.gpu_jobs else None)
+    return f"--gpu-jobs {shlex.quote(folder)}" if folder else ""
 
 
 def index_inputs(wc):

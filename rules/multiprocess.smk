@@ -34,8 +34,9 @@ rule nsys_multiprocess:
 
 rule multiprocess_report:
     input:
-        lambda wc: f"{CAPTURES}/nvtx_multiprocess/nsys.sqlite" if wc.set == "live"
+        export=lambda wc: f"{CAPTURES}/nvtx_multiprocess/nsys.sqlite" if wc.set == "live"
         else f"{REF_DIR}/nvtx_multiprocess/nsys.sqlite.gz",
+        run=lambda wc: f"{CAPTURES if wc.set == 'live' else REF_DIR}/nvtx_multiprocess/run.json",
     output:
         md=f"{REPORTS}/{{set}}/nvtx_multiprocess.md",
         figure=f"{REPORTS}/{{set}}/figures/nvtx_multiprocess_timeline.png",
@@ -46,5 +47,5 @@ rule multiprocess_report:
     conda:
         CONDA_ENV
     shell:
-        "{params.python:q} -m analysis multiprocess-report {input:q} --output {output.md:q}"
-        " --figure {output.figure:q} > {log:q} 2>&1"
+        "{params.python:q} -m analysis multiprocess-report {input.export:q} --run {input.run:q}"
+        " --output {output.md:q} --figure {output.figure:q} > {log:q} 2>&1"

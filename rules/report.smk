@@ -4,7 +4,7 @@
 # the reference ones with the committed reports/*.md.
 
 # the figures `python -m analysis report` draws for each workload: figures/<workload>_<name>.png
-REPORT_FIGURES = ["gpu_time", "timing", "timeline", "roofline"]
+REPORT_FIGURES = ["ladder", "busy", "timeline", "roofline"]
 REPORTS = f"{WORK}/reports"
 
 
@@ -25,11 +25,13 @@ rule report:
         python=PYTHON,
         out_dir=lambda wc, output: os.path.dirname(output.md),
         captures=lambda wc: f"{capture_root(wc.set)}/{wc.workload}",
+        gpu_jobs=gpu_jobs_option,
     conda:
         CONDA_ENV
     shell:
         "{params.python:q} -m analysis report --workload {wildcards.workload}"
         " --ceilings {input.ceilings:q} --captures {params.captures:q} --out-dir {params.out_dir:q}"
+        " --preflight {input.preflight:q} {params.gpu_jobs}"
         " {input.analyses:q} > {log:q} 2>&1"
 
 

@@ -220,15 +220,24 @@ def test_roofline_figure_draws(tmp_path):
 # --- the report hooks ---------------------------------------------------------------------------
 
 def test_cudf_report_shows_its_ncu_launches_with_their_limiter():
-    lines = markdown.ncu_section(_runs("cudf_groupby", 50000000))
-    text = "\n".join(lines)
-    assert "| `agg_all` | 0 | `void static_kernel<policy_selector" in text
-    assert "memory: L2 (68% of peak)" in text
-    assert "raw page" in text
+    from analysis import report_model
+    from workloads.registry import BY_NAME
+
+    by_size = _by_size("cudf_groupby")
+    ceilings = json.loads((REFERENCE / "cudf_groupby" / "ceilings.json").read_text())
+    m = report_model.build(BY_NAME["cudf_groupby"], by_size, ceilings, ncu_metric_keys=markdown.NCU_METRIC_KEYS)
+    rows = m.ncu[50000000]
+    assert any(row.variant == "agg_all" and "static_kernel<policy_selector" in row.kernel for row in rows)
+    last = m.ladder[50000000][-1]
+    assert last.variant == "agg_all_pool" and last.limiter.what == "memory: L2 (68% of peak)"
+    assert "profile of `agg_all`" in last.limiter.source
+    assert "(raw page only)" in m.ncu_coverage
 
 
 def test_coverage_line_names_the_profiled_variants_and_the_twins():
-    line = markdown.ncu_coverage_line(_by_size("numba_ufunc"))
+    from analysis import report_model
+
+    line = report_model.ncu_coverage(_by_size("numba_ufunc"))
     assert "profiled at size 268435456: `baseline`, `streams`" in line
     assert "`device_resident` (runs the kernels of `baseline`)" in line
 

@@ -103,17 +103,25 @@ def test_figures_are_deterministic(tmp_path, draw):
 def test_report_lists_findings_and_copy_throughput():
     import json
 
+    from analysis import report_model
     from workloads.registry import BY_NAME
 
     with open(REFERENCE / "ceilings.json") as f:
         ceilings = json.load(f)
-    md = markdown.workload_report(BY_NAME["numba_ufunc"], _by_size("numba_ufunc"), ceilings,
-                                  {"a timeline": "numba_ufunc_timeline.png"})
-    assert "### Findings, size" in md
-    assert "Copies from or to pageable host memory" in md and "*Fix:*" in md
-    assert "| `baseline` | Host-to-Device | pageable |" in md
-    assert "| `pinned` | Host-to-Device | pinned |" in md
-    assert "figures/numba_ufunc_timeline.png" in md
+    model = report_model.build(BY_NAME["numba_ufunc"], _by_size("numba_ufunc"), ceilings,
+                               ncu_metric_keys=markdown.NCU_METRIC_KEYS)
+    md = markdown.workload_report(model, [("the ladder", "numba_ufunc_ladder.png"),
+                                          ("a timeline", "numba_ufunc_timeline.png")])
+    assert "## Findings, by time at stake" in md
+    # one fix, printed once, with the places it applies to (the ladder names the step's limiter too)
+    findings = md[md.index("## Findings"):md.index("## Details")]
+    assert findings.count("Copies from or to pageable host memory") == 1
+    assert findings.count("*Fix:*") == len(model.findings) and md.count("*Fix:*") == len(model.findings)
+    # copies by phase: the compute phase's pageable copies of the baseline, pinned ones of the next step
+    compute_h2d = next(line for line in md.splitlines() if line.startswith("| compute | H→D | pageable |"))
+    assert compute_h2d.split(" | ")[3] != "—"
+    assert any(line.startswith("| compute | H→D | pinned |") for line in md.splitlines())
+    assert "figures/numba_ufunc_ladder.png" in md and "figures/numba_ufunc_timeline.png" in md
 
 
 def test_short_kernel_names():

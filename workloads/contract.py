@@ -75,8 +75,12 @@ class Variant(abc.ABC):
 
     #: short identifier used on the command line and in file names
     name: ClassVar[str]
-    #: one line saying what this step changes compared with the previous one
+    #: one line saying what this step changes compared with the step it improves on
     summary: ClassVar[str]
+    #: the variant this step improves on (None for the baseline): reports compare each step with it,
+    #: so that a branch (a pool added to an earlier step) is compared with its parent, not the list's
+    #: previous entry. Must equal the recipe's ``improves_on`` table (:meth:`Recipe.variant_class`).
+    improves_on: ClassVar[str | None] = None
     #: largest accepted ||out - ref|| / ||ref|| (float64 work: rounding only)
     tolerance: ClassVar[float] = 1e-12
 
@@ -161,6 +165,30 @@ class Recipe:
     #: the compute calls run inside cuProfilerStart/Stop (workloads/profiler_range.py), and nsys
     #: captures only that range (``--capture-range=cudaProfilerApi``), as seed 001 does
     capture_range: bool = False
+    #: the step ladder: (variant, the variant it improves on) for every variant after the baseline.
+    #: A static table here, so that reports read it without importing the variants' GPU packages;
+    #: each variant module states the same as ``Variant.improves_on``.
+    improves_on: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        parents = dict(self.improves_on)
+        if len(parents) != len(self.improves_on):
+            raise WorkloadError(f"recipe {self.name!r}: a variant is named twice in improves_on")
+        for i, v in enumerate(self.variants):
+            parent = parents.pop(v, None)
+            if i == 0 and parent is not None:
+                raise WorkloadError(f"recipe {self.name!r}: the baseline {v!r} cannot improve on {parent!r}")
+            if i > 0 and parent not in self.variants[:i]:
+                raise WorkloadError(f"recipe {self.name!r}: improves_on must name, for {v!r}, a variant listed "
+                                    f"before it (got {parent!r})")
+        if parents:
+            raise WorkloadError(f"recipe {self.name!r}: improves_on names unknown variants {sorted(parents)}")
+
+    def parent_of(self, variant: str) -> str | None:
+        """The variant ``variant`` improves on (None for the baseline)."""
+        if variant not in self.variants:
+            raise WorkloadError(f"workload {self.name!r} has no variant {variant!r}")
+        return dict(self.improves_on).get(variant)
 
     def variant_class(self, variant: str) -> type[Variant]:
         if variant not in self.variants:
@@ -173,6 +201,9 @@ class Recipe:
             raise WorkloadError(f"workloads/{self.name}/{variant}.py must define VARIANT, a Variant subclass")
         if cls.name != variant:
             raise WorkloadError(f"workloads/{self.name}/{variant}.py: VARIANT.name is {cls.name!r}, not {variant!r}")
+        if cls.improves_on != self.parent_of(variant):
+            raise WorkloadError(f"workloads/{self.name}/{variant}.py: VARIANT.improves_on is {cls.improves_on!r}, but "
+                                f"the recipe's improves_on table says {self.parent_of(variant)!r}")
         return cls
 
 

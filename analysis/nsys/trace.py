@@ -265,6 +265,24 @@ class Trace:
             return set()
         return {r[1] for r in self.checked_rows(f"PRAGMA table_info({table})", ("int", "str"), table)}
 
+    def capture_metadata(self) -> dict:
+        """What nsys recorded about the capture itself: the Nsight Systems version that exported it and
+        the command it launched (program and arguments), so that a report shows what ran, not what a
+        template says ran. Exports without the META_DATA tables give None for each."""
+        version, argv = None, None
+        if "META_DATA_EXPORT" in self.tables:
+            rows = dict(self.checked_rows("SELECT name, value FROM META_DATA_EXPORT "
+                                          "WHERE name = 'EXPORT_PRODUCT_VERSION'", ("str", "str"), "META_DATA_EXPORT"))
+            version = rows.get("EXPORT_PRODUCT_VERSION")
+        if "META_DATA_CAPTURE" in self.tables:
+            rows = self.checked_rows("SELECT name, value FROM META_DATA_CAPTURE WHERE name = 'PROCESS_0:COMMAND' "
+                                     "OR name LIKE 'PROCESS_0:ARGUMENT_%'", ("str", "str"), "META_DATA_CAPTURE")
+            command = [v for n, v in rows if n == "PROCESS_0:COMMAND"]
+            args = sorted((int(n.rsplit("_", 1)[1]), v) for n, v in rows if n != "PROCESS_0:COMMAND")
+            if command:
+                argv = command + [v for _, v in args]
+        return {"nsys_version": version, "argv": argv}
+
     def enum_labels(self, table: str) -> dict[int, str]:
         """One of nsys' ENUM_* tables as id -> label ({} when the export lacks it)."""
         if table not in self.tables:

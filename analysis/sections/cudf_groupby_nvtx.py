@@ -215,6 +215,10 @@ def _domain_ranges(run: RunNvtx, domain: str) -> str:
     return _span([c.domains.get(domain, {}).get("ranges", 0) for c in run.calls])
 
 
+#: outline rows a report shows per step (the recipe report keeps to its length budget)
+OUTLINE_ROWS_IN_REPORT = 15
+
+
 def outline_text(rows: Sequence[OutlineRow], max_rows: int = MAX_OUTLINE_ROWS) -> str:
     shown = list(rows[:max_rows])
     labels = ["  " * r.depth + (r.domain or "(default)") + "  " + r.name for r in shown]
@@ -279,9 +283,13 @@ def markdown(runs: Sequence[RunNvtx], figure: str | None) -> str:
     if figure:
         out += ["", f"![The NVTX ranges of one steady call per step, by depth; allocation calls in red]"
                     f"(figures/{figure})"]
-    for run in runs:
+    # a pool step runs the same ranges as the step it adds the pool to (same counts above): one outline each
+    outlined = [run for run in runs if not (run.variant.endswith("_pool") and run.variant[:-5] in by_name)]
+    for run in outlined:
         out += ["", f"### `{run.variant}`: the ranges of call {run.outline_payload}, folded by path", "",
-                "```", outline_text(run.outline), "```"]
+                "```", outline_text(run.outline, OUTLINE_ROWS_IN_REPORT), "```"]
+    if len(outlined) < len(runs):
+        out += ["", "The pool steps run the same range paths as the steps they add the pool to (counts above)."]
     return "\n".join(out) + "\n"
 
 

@@ -31,7 +31,6 @@ PHASE_ROWS = (
     ("warp_init_s", "wp.init()"),
     ("setup_s", "setup (inputs; graph variants: module loads and capture)"),
     ("first_frame_s", "first frame (eager variants: module loads)"),
-    ("second_frame_s", "second frame"),
     ("time_to_first_result_s", "time to first result (process start to first frame done)"),
 )
 
@@ -101,7 +100,7 @@ def render_markdown(record: dict, data: dict) -> str:
         for key, label in PHASE_ROWS:
             cells = v["phases"].get(key, {})
             rows.append([f"{label} (s)"] + ["n/a" if cells.get(s) is None else f"{cells[s]:.3f}" for s, _ in COLUMNS])
-        lines += [f"**{variant}**", "", table(["", *heads], rows), ""]
+        lines += [table([f"**{variant}**", *heads], rows), ""]
         kinds = _binary_kinds(v["binaries"].get("cold_fresh_cache", []))
         note = f"Binaries Warp cached for `{variant}`: {kinds}. "
         if kinds == ".cubin":
@@ -112,11 +111,11 @@ def render_markdown(record: dict, data: dict) -> str:
         elif ".ptx" in kinds:
             note += ("Warp handed the driver PTX, which the driver JIT-compiles at load; that work is what the "
                      "compute cache keeps, so the two cold columns and the warm one differ by it.")
-        lines += [note, ""]
         if v["traces"]:
-            lines += ["NVRTC compile-time traces (Trace Event Format, open in Perfetto or chrome://tracing), "
-                      "from a separate cold run with `warp.config.compile_time_trace = True`: "
-                      + ", ".join(f"`experiments/coldstart/{t}`" for t in v["traces"]), ""]
+            note += (" NVRTC compile-time traces (Trace Event Format, open in Perfetto or chrome://tracing), "
+                     "from a separate cold run with `warp.config.compile_time_trace = True`: "
+                     + ", ".join(f"`experiments/coldstart/{t}`" for t in v["traces"]) + ".")
+        lines += [note, ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -211,13 +211,23 @@ def _mean(xs: list[float]) -> float:
     return statistics.fmean(xs) if xs else float("nan")
 
 
+#: rows of the "inside the graph launches" table; the rest are summed in one row
+GRAPH_NODE_ROWS = 3
+#: rows of each "activities Warp timed" table (longest first); the rest are named in one row
+PAIR_ROWS = 2
+
+
 def _pair_rows(run: dict, frames: int) -> list[list[str]]:
     rows = []
-    for key, d in sorted(run["pairs"].items(), key=lambda kv: -sum(kv[1]["nsys_us"])):
+    ordered = sorted(run["pairs"].items(), key=lambda kv: -sum(kv[1]["nsys_us"]))
+    for key, d in ordered[:PAIR_ROWS]:
         t, n = _mean(d["timer_us"]), _mean(d["nsys_us"])
         diff = t - n
         rows.append([f"`{key}`", f"{len(d['timer_us']) / frames:g}", f"{t:.2f}", f"{n:.2f}", f"{diff:+.2f}",
                      f"{100 * diff / n:+.1f}%" if n > 0 else "n/a"])
+    rest = ordered[PAIR_ROWS:]
+    if rest:  # the report's length budget: the rest named in one row, their differences in the text below
+        rows.append([f"{len(rest)} more: " + ", ".join(f"`{k}`" for k, _ in rest), "", "", "", "", ""])
     return rows
 
 
@@ -251,8 +261,14 @@ def render_markdown(record: dict, cmp: dict) -> str:
             lines += ["Operations in the same frames that Warp's timer did not list (nsys only):", "",
                       table(["operation", "per frame", "nsys µs each", "nsys µs per frame"], extra), ""]
         if run["graph_nodes_us"]:
+            ordered = sorted(run["graph_nodes_us"].items(), key=lambda kv: -sum(kv[1]))
             inner = [[f"`{k}`", f"{len(v) / frames:g}", f"{_mean(v):.2f}", f"{sum(v) / frames:.1f}"]
-                     for k, v in sorted(run["graph_nodes_us"].items(), key=lambda kv: -sum(kv[1]))]
+                     for k, v in ordered[:GRAPH_NODE_ROWS]]
+            rest = ordered[GRAPH_NODE_ROWS:]
+            if rest:  # the report's length budget: the longest rows, the rest summed in one
+                inner.append([f"{len(rest)} more: " + ", ".join(f"`{k}`" for k, _ in rest),
+                              f"{sum(len(v) for _, v in rest) / frames:g}", "",
+                              f"{sum(sum(v) for _, v in rest) / frames:.1f}"])
             lines += ["Inside the graph launches (nsys only: Warp times the launch as one activity):", "",
                       table(["kernel or operation", "per frame", "nsys µs each", "nsys µs per frame"], inner), ""]
         if run["timer_only"]:

@@ -49,6 +49,11 @@ RECIPE = Recipe(
     framework="cudf",
     requires=("cudf", "rmm"),
     variants=("split_agg", "agg_all", "split_agg_pool", "agg_all_pool"),
+    improves_on=(
+        ("agg_all", "split_agg"),
+        ("split_agg_pool", "split_agg"),
+        ("agg_all_pool", "agg_all"),
+    ),
     default_size=50_000_000,
     size_meaning="rows of the frame: an int64 key (10,000 groups) and a float64 value",
     sections=("nvtx",),

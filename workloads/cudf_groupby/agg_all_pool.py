@@ -10,6 +10,7 @@ from workloads.cudf_groupby.common import GroupbyVariant
 class AggAllPool(GroupbyVariant):
     name = "agg_all_pool"
     summary = "agg_all with allocations from an RMM pool"
+    improves_on = "agg_all"
     use_pool = True
 
     def compute(self, lib, grouped):

@@ -15,6 +15,7 @@ from workloads.cudf_groupby.split_agg import split_aggregations
 class SplitAggPool(GroupbyVariant):
     name = "split_agg_pool"
     summary = "split_agg with allocations from an RMM pool"
+    improves_on = "split_agg"
     use_pool = True
 
     def compute(self, lib, grouped):

@@ -20,6 +20,12 @@ RECIPE = Recipe(
     framework="cupy",
     requires=("cupy", "rmm"),
     variants=("baseline", "rmm_pool", "fused_pow", "fused", "fused_pool"),
+    improves_on=(
+        ("rmm_pool", "baseline"),
+        ("fused_pow", "baseline"),
+        ("fused", "fused_pow"),
+        ("fused_pool", "fused"),
+    ),
     default_size=4096,
     size_meaning="matrix side n: two n x n float64 inputs",
 )

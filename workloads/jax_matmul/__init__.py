@@ -30,6 +30,11 @@ RECIPE = Recipe(
     framework="jax",
     requires=("jax",),
     variants=("baseline", "jit", "float32", "bf16"),
+    improves_on=(
+        ("jit", "baseline"),
+        ("float32", "jit"),
+        ("bf16", "float32"),
+    ),
     default_size=512,
     size_meaning="largest matrix side N (a power of two): one product per side 2, 4, ..., N "
                  "(the seed's loop is N = 512)",

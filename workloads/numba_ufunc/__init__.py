@@ -23,6 +23,11 @@ RECIPE = Recipe(
     framework="numba",
     requires=("numba", "numba_cuda"),
     variants=("baseline", "pinned", "streams", "device_resident"),
+    improves_on=(
+        ("pinned", "baseline"),
+        ("streams", "pinned"),
+        ("device_resident", "streams"),
+    ),
     default_size=256 * 1024 * 1024,
     size_meaning="number of float64 elements (the seed's 256 Mi = 268435456)",
     seed_split=(("H2D", 37.8), ("kernel", 0.5), ("D2H", 62.2)),

@@ -23,6 +23,12 @@ RECIPE = Recipe(
     framework="pycuda",
     requires=("pycuda",),
     variants=("baseline", "grid_sized", "pinned_async", "device_resident", "vectorized"),
+    improves_on=(
+        ("grid_sized", "baseline"),
+        ("pinned_async", "grid_sized"),
+        ("device_resident", "pinned_async"),
+        ("vectorized", "device_resident"),
+    ),
     default_size=256 * 1024 * 1024,
     size_meaning="number of float32 elements (256 Mi = 1 GiB)",
 )

@@ -35,6 +35,11 @@ RECIPE = Recipe(
     framework="warp",
     requires=("warp",),
     variants=("baseline", "graph", "fused", "pruned"),
+    improves_on=(
+        ("graph", "baseline"),
+        ("fused", "graph"),
+        ("pruned", "fused"),
+    ),
     default_size=62500,
     size_meaning=("number of particles; the starting column is nx x 4nx x nx lattice points of "
                   "spacing h = 0.8 filled to this count (62500 = the example's 25 x 100 x 25)"),

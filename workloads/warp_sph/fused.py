@@ -16,6 +16,7 @@ from workloads.warp_sph.common import SphFrame
 class Fused(SphFrame):
     name = "fused"
     summary = "graph + walls, kick and drift fused into one integrate kernel"
+    improves_on = "graph"
     use_graph = True
 
     def kernel_modules(self) -> list:

@@ -22,6 +22,7 @@ from workloads.warp_sph.common import SphFrame
 class Graph(SphFrame):
     name = "graph"
     summary = "hash grid reserved once; each frame's 40 substeps replayed as one CUDA graph"
+    improves_on = "baseline"
     use_graph = True
 
 

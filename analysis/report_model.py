@@ -1,0 +1,721 @@
+"""The report of one recipe as data, built once from its run summaries: steps in ladder order with
+their floors, verdicts, busy time and limiter, the result box, findings grouped by fix, copies by
+phase, provenance and the commands the captures ran. :mod:`analysis.markdown` and
+:mod:`analysis.figures` format this model; they never read captures or compute numbers.
+
+Ladder order is the recipe's declaration (``Recipe.improves_on``, a static table in
+``workloads/<recipe>/__init__.py``, readable without the GPU packages): each step is compared with
+the step it improves on, so a branch (a pool added to an earlier step) meets its parent.
+
+The per-step limiter is one slot, :data:`LIMITER`: a pure function of a step's run summary and its
+floor. Today it reads the findings and the floor; a measured limiter (ncu's breakdown) replaces it
+by assigning another function of the same signature.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable, Sequence
+
+from analysis import verdicts
+from analysis.floors import Floor, floor
+
+#: how each framework's steps are timed; CUDA events unless named here (workloads/<framework>_backend.py)
+HOST_TIMED = {"jax": "host timer (time.perf_counter around block_until_ready; JAX has no CUDA-event API)"}
+CUDA_EVENTS = "CUDA events"
+
+#: NVTX phases in the order a run goes through them (workloads/runner.py)
+PHASES = ("setup", "warmup", "compute", "transfer", "check")
+
+#: kernels whose launch shape the recipe's Python code does not choose: CUB/Thrust/cuDF/RMM templates,
+#: cuBLAS/CUTLASS GEMMs and the kernels XLA generates. Their "under one wave" findings are folded into
+#: one line: the fix (a bigger grid) is not the user's to make.
+LIBRARY_KERNEL = re.compile(
+    r"\b(cub|thrust|cudf|rmm|cutlass|cublas\w*)::|^nvjet_|cutlass|"
+    r"^(wrapped_\w+|gemm_fusion\w*|loop_\w*fusion\w*|input_\w*fusion\w*|\w*_fusion(_\d+)?)$")
+
+
+def ratio_text(x: float) -> str:
+    """A speed-up or time-over-floor ratio with the digits that matter: 1068×, 54.1×, 1.85×."""
+    return f"{x:.0f}×" if x >= 100 else f"{x:.1f}×" if x >= 10 else f"{x:.2f}×"
+
+
+def timer_of(framework: str) -> str:
+    from workloads import frameworks  # noqa: PLC0415 - the records import no GPU package
+    return frameworks.framework(framework).timer
+
+
+def is_library_kernel(name: str) -> bool:
+    return bool(LIBRARY_KERNEL.search(name.removeprefix("void ").strip()))
+
+
+def _steady(calls: Sequence[dict]) -> Sequence[dict]:
+    return calls[1:] if len(calls) > 1 else calls
+
+
+# --- the model --------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    against: str  # the variant compared with
+    label: str  # faster | slower | same | uncertain (analysis.verdicts)
+    speedup: float  # against's median / this step's median
+    reason: str
+    interval: tuple[float, float] | None = None  # confidence interval of the speedup (analysis.verdicts)
+    text: str = ""  # verdicts.format_verdict: "faster 1.85× [1.84, 1.86]"
+
+
+@dataclasses.dataclass(frozen=True)
+class BusyTime:
+    """Mean of the steady calls (after the first), ms. ``busy_ms`` is the union of the GPU's
+    operations (overlapping kernels and copies count once); the kinds are each kind's own sum."""
+    wall_ms: float
+    busy_ms: float
+    idle_ms: float
+    kernel_ms: float
+    h2d_ms: float
+    d2h_ms: float
+    other_copy_ms: float
+    memset_ms: float
+
+    @property
+    def overlap_ms(self) -> float:
+        """How much the kinds' sums exceed the union: work that ran at the same time."""
+        return max(self.kernel_ms + self.h2d_ms + self.d2h_ms + self.other_copy_ms + self.memset_ms
+                   - self.busy_ms, 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limiter:
+    """What limits a step and the next thing to try. ``source`` says what it rests on."""
+    what: str
+    next_move: str
+    source: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    variant: str
+    improves_on: str | None
+    summary: str
+    size: int
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    floor_ms: float
+    floor_resource: str
+    achieved: float  # on the floor's resource, in floor_unit
+    floor_unit: str
+    achieved_of_ceiling: float  # floor_ms / median_ms
+    vs_baseline: Comparison | None
+    vs_parent: Comparison | None
+    busy: BusyTime
+    kernels_per_call: tuple[int, ...]
+    alloc_calls_first: int
+    alloc_calls_later: int
+    host_call_ms: float | None
+    host_synced_ms: float | None
+    relative_error: float
+    first_call_ms: float
+    first_call_idle_ms: float
+    limiter: Limiter
+    change: str  # what moved against the parent, measured
+
+    @property
+    def time_over_floor(self) -> float:
+        return self.median_ms / self.floor_ms
+
+    @property
+    def noise(self) -> float:
+        """Interquartile range over median: what the verdicts weigh a change against."""
+        return (self.q3_ms - self.q1_ms) / self.median_ms
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyRow:
+    phase: str
+    variant: str
+    direction: str
+    host_memory: str | None
+    count: int
+    bytes: int
+    duration_ms: float
+    gb_per_s: float | None
+    best_copy_gb_per_s: float
+    of_pinned_ceiling: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class FindingPlace:
+    variant: str
+    size: int
+    time_at_stake_ms: float | None  # per call; None where the rule gives no time
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class FindingGroup:
+    """One distinct fix, printed once, with every step and size it applies to."""
+    id: str
+    title: str
+    fix: str
+    places: tuple[FindingPlace, ...]
+
+    @property
+    def time_at_stake_ms(self) -> float:
+        return max((p.time_at_stake_ms or 0.0 for p in self.places), default=0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelRow:
+    variant: str
+    name: str
+    launches: int
+    per_call: float
+    avg_us: float
+
+
+@dataclasses.dataclass(frozen=True)
+class NcuRow:
+    variant: str
+    launch_id: object
+    kernel: str
+    metrics: dict  # metric name -> value (None: not in the report)
+    dram_gb_per_s: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultBox:
+    size: int
+    takeaway: str
+    best: Step
+    baseline: Step
+    best_vs_baseline: Comparison | None  # None: the baseline is the fastest step
+    final: Step
+    limiter: Limiter
+    spread: str  # how a step's interval reads, for the box
+
+
+@dataclasses.dataclass(frozen=True)
+class Provenance:
+    rows: tuple[tuple[str, str], ...]
+    other_runs: tuple[tuple[str, str, str], ...]  # (run, commit, date) captured apart from the main run
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    tool: str  # timed | nsys | ncu
+    what: str  # variant/n<size>
+    argv: tuple[str, ...]
+    source: str  # where the argv was read
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportModel:
+    name: str
+    title: str
+    seed_document: str
+    framework: str
+    timer: str
+    size_meaning: str
+    sizes: tuple[int, ...]
+    ladder: dict[int, tuple[Step, ...]]
+    result: ResultBox
+    findings: tuple[FindingGroup, ...]
+    folded_library_kernels: tuple[str, ...]  # places of library-internal "under one wave" kernels
+    copies: dict[int, tuple[CopyRow, ...]]
+    kernels: dict[int, tuple[KernelRow, ...]]
+    ncu: dict[int, tuple[NcuRow, ...]]
+    ncu_rules: dict[int, tuple[tuple[str, dict[str, float | None | str], str, str], ...]]
+    seed_split: tuple[tuple[str, tuple[tuple[str, float], ...]], ...]  # (measured on, ((part, %), ...))
+    ceilings: tuple[tuple[str, float, str, float], ...]  # (name, rate, unit, median ms)
+    provenance: Provenance
+    commands: tuple[Command, ...]
+    commands_note: str
+    ncu_coverage: str = ""  # which steps ran under Nsight Compute, and what stands in for the others
+    work_checks: dict[int, tuple[tuple[str, ...], ...]] = dataclasses.field(default_factory=dict)
+
+
+# --- the limiter slot -------------------------------------------------------------------------------
+
+def limiter_from_findings(run: dict, fl: Floor) -> Limiter:
+    """Today's limiter: the finding with the most time at stake in this step, else the floor's
+    resource and how close the step is to it. Replaceable (see :data:`LIMITER`)."""
+    ranked = sorted(((time_at_stake_ms(f, run), f) for f in run.get("findings") or []
+                     if not _only_library_kernels(f)), key=lambda tf: -(tf[0] or 0.0))
+    ratio = run["timing"]["median_ms"] / fl.ms
+    if ranked and (ranked[0][0] or 0.0) > 0.05 * run["timing"]["median_ms"]:
+        t, f = ranked[0]
+        return Limiter(f"{f['title']} (up to {t:.3g} ms per call)", _first_sentence(f["fix"]),
+                       f"finding `{f['id']}`")
+    what = f"{fl.binding.resource}: {ratio_text(ratio)} its floor"
+    if ratio < 1.3:
+        move = (f"Little is left on {fl.binding.resource}: a faster step has to do less work "
+                "(fewer bytes or FLOPs), not the same work faster")
+    else:
+        move = (f"{ratio:.1f}× over the {fl.binding.resource} floor with no rule flagging why: profile the "
+                "step's hottest kernel (ncu --set full) and read its limiter")
+    return Limiter(what, move, "floor")
+
+
+def measured_limiter(run: dict, fl: Floor, runs: Sequence[dict] = ()) -> Limiter:
+    """The step's limiter from measurement (analysis.limiter: nsys shares, then ncu's speed-of-light
+    and pipe metrics of its kernels, borrowed from a step that runs the same kernels where it has no
+    profile of its own); the finding-based one where nothing measured names a limiter."""
+    from analysis import limiter  # noqa: PLC0415
+
+    step = limiter.step_limiter(run, limiter.pool_of(runs or [run]))
+    if step.kind == "not profiled":
+        return limiter_from_findings(run, fl)
+    borrowed = [v for v in step.ncu_variants if v != run["variant"]]
+    source = ("nsys" if step.kernel is None else
+              "ncu" + (f", profile of {', '.join(f'`{v}`' for v in borrowed)}" if borrowed else ""))
+    return Limiter(step.label(), step.next_move().rstrip("."), source)
+
+
+#: the function that gives each step its limiter and next move: (run summary, floor, the size's runs) -> Limiter
+LIMITER: Callable[..., Limiter] = measured_limiter
+
+
+def _first_sentence(text: str) -> str:
+    head = re.split(r"(?<=[a-z0-9)])[.;] ", text, maxsplit=1)[0]
+    return head.rstrip(".")
+
+
+# --- findings ---------------------------------------------------------------------------------------
+
+def _kernel_ms_per_call(run: dict, names: Sequence[str]) -> float:
+    wanted = set(names)
+    calls = len(run["nsys"]["calls"]) or 1
+    return sum(k["total_ns"] for k in run["nsys"]["compute_kernels"] if k["name"] in wanted) / calls / 1e6
+
+
+def time_at_stake_ms(finding: dict, run: dict) -> float | None:
+    """Per compute call, the time the finding's fix could win at most (ms): the time of the copies,
+    allocations, gaps, synchronization or kernels it names."""
+    e = finding["evidence"]
+    calls = len(run["nsys"]["calls"]) or 1
+    fid = finding["id"]
+    if fid == "pageable_memcpy":
+        return e["duration_ns"] / calls / 1e6
+    if fid == "hot_range_allocations":
+        return e["allocation_ns"] / calls / 1e6
+    if fid == "gpu_gaps":
+        return e["gap_ns"] / 1e6
+    if fid == "sync_in_loop":
+        return e["sync_ns"] / calls / 1e6
+    if fid in ("under_one_wave", "low_throughput"):
+        return _kernel_ms_per_call(run, [k["kernel"] for k in e["kernels"]])
+    return None
+
+
+def _only_library_kernels(finding: dict) -> bool:
+    return finding["id"] == "under_one_wave" and all(is_library_kernel(k["kernel"])
+                                                      for k in finding["evidence"]["kernels"])
+
+
+def group_findings(runs: Sequence[dict]) -> tuple[tuple[FindingGroup, ...], tuple[str, ...]]:
+    """Findings of every run, one group per rule (one fix), sorted by time at stake; "under one
+    wave" on library-internal kernels folded into places named apart."""
+    groups: dict[str, dict] = {}
+    folded = []
+    for r in runs:
+        for f in r.get("findings") or []:
+            place_name = f"`{r['variant']}` n{r['size']}"
+            if f["id"] == "under_one_wave":
+                lib = [k for k in f["evidence"]["kernels"] if is_library_kernel(k["kernel"])]
+                own = [k for k in f["evidence"]["kernels"] if not is_library_kernel(k["kernel"])]
+                if lib:
+                    folded.append(f"{place_name} ({len(lib)})")
+                if not own:
+                    continue
+                f = {**f, "evidence": {**f["evidence"], "kernels": own}}
+            g = groups.setdefault(f["id"], {"title": f["title"], "fix": f["fix"], "places": []})
+            g["places"].append(FindingPlace(r["variant"], r["size"], time_at_stake_ms(f, r), f["message"]))
+    out = [FindingGroup(fid, g["title"], g["fix"],
+                        tuple(sorted(g["places"], key=lambda p: -(p.time_at_stake_ms or 0.0))))
+           for fid, g in groups.items()]
+    out.sort(key=lambda g: -g.time_at_stake_ms)
+    return tuple(out), tuple(folded)
+
+
+# --- steps ------------------------------------------------------------------------------------------
+
+def busy_time(run: dict) -> BusyTime:
+    calls = _steady(run["nsys"]["calls"])
+    n = len(calls)
+
+    def mean(key: str) -> float:
+        return sum(c.get(key, 0) for c in calls) / n / 1e6
+
+    h2d, d2h, copies = mean("gpu_memcpy_h2d_ns"), mean("gpu_memcpy_d2h_ns"), mean("gpu_memcpy_ns")
+    return BusyTime(wall_ms=mean("wall_ns"), busy_ms=mean("gpu_busy_ns"), idle_ms=mean("gpu_idle_ns"),
+                    kernel_ms=mean("gpu_kernel_ns"), h2d_ms=h2d, d2h_ms=d2h,
+                    other_copy_ms=max(copies - h2d - d2h, 0.0), memset_ms=mean("gpu_memset_ns"))
+
+
+def _compare(before: dict, after: dict) -> Comparison:
+    v = verdicts.compare(before["times_ms"], after["times_ms"])
+    return Comparison(before["variant"], v.label, v.speedup, v.reason, v.interval, verdicts.format_verdict(v))
+
+
+def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTime | None) -> str:
+    """What moved against the parent, from the captures: the measured quantities that changed most."""
+    if parent is None or parent_busy is None:
+        return (f"GPU busy {busy.busy_ms:.3g} of {busy.wall_ms:.3g} ms per call "
+                f"(kernels {busy.kernel_ms:.3g} ms, copies {busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms:.3g} ms)")
+    parts = []
+    pairs = (("kernel time", parent_busy.kernel_ms, busy.kernel_ms),
+             ("copy time", parent_busy.h2d_ms + parent_busy.d2h_ms + parent_busy.other_copy_ms,
+              busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms),
+             ("GPU idle", parent_busy.idle_ms, busy.idle_ms),
+             ("GPU busy", parent_busy.busy_ms, busy.busy_ms))
+    moved = sorted(((abs(b - a), name, a, b) for name, a, b in pairs if abs(b - a) > 0.05 * max(a, b, 1e-9)),
+                   reverse=True)
+    for _, name, a, b in moved[:2]:
+        parts.append(f"{name} {a:.3g} → {b:.3g} ms")
+    k_before = sorted({c["kernels"] for c in _steady(parent["nsys"]["calls"])})
+    k_after = sorted({c["kernels"] for c in _steady(run["nsys"]["calls"])})
+    if k_before != k_after:
+        parts.append(f"kernels per call {'/'.join(map(str, k_before))} → {'/'.join(map(str, k_after))}")
+    a_before = sum(c["allocation_calls"] for c in _steady(parent["nsys"]["calls"]))
+    a_after = sum(c["allocation_calls"] for c in _steady(run["nsys"]["calls"]))
+    if a_before != a_after:
+        parts.append(f"allocation calls in steady calls {a_before} → {a_after}")
+    return "; ".join(parts) or "no measured quantity moved by more than 5%"
+
+
+def build_steps(recipe, runs: Sequence[dict], ceilings: dict) -> tuple[Step, ...]:
+    """One size's runs -> steps in the recipe's ladder order, each compared with its parent."""
+    by_variant = {r["variant"]: r for r in runs}
+    ordered = [by_variant[v] for v in recipe.variants if v in by_variant]
+    base = ordered[0]
+    busy = {r["variant"]: busy_time(r) for r in ordered}
+    steps = []
+    for r in ordered:
+        fl = floor(r["work"], ceilings)
+        parent_name = recipe.parent_of(r["variant"])
+        parent = by_variant.get(parent_name) if parent_name else None
+        calls = r["nsys"]["calls"]
+        first = calls[0]
+        steps.append(Step(
+            variant=r["variant"], improves_on=parent_name, summary=r["summary"], size=r["size"],
+            median_ms=r["timing"]["median_ms"], q1_ms=r["timing"]["q1_ms"], q3_ms=r["timing"]["q3_ms"],
+            floor_ms=fl.ms, floor_resource=fl.binding.resource, achieved=fl.achieved(r["timing"]["median_ms"]),
+            floor_unit=fl.binding.unit, achieved_of_ceiling=fl.ms / r["timing"]["median_ms"],
+            vs_baseline=None if r is base else _compare(base, r),
+            vs_parent=_compare(parent, r) if parent else None,
+            busy=busy[r["variant"]],
+            kernels_per_call=tuple(sorted({c["kernels"] for c in _steady(calls)})),
+            alloc_calls_first=first["allocation_calls"],
+            alloc_calls_later=sum(c["allocation_calls"] for c in _steady(calls)),
+            host_call_ms=r.get("host_call_ms"), host_synced_ms=r.get("host_synced_ms"),
+            relative_error=r["relative_error"],
+            first_call_ms=first["wall_ns"] / 1e6, first_call_idle_ms=(first["wall_ns"] - first["gpu_busy_ns"]) / 1e6,
+            limiter=LIMITER(r, fl, runs),
+            change=_change(r, parent, busy[r["variant"]], busy.get(parent_name) if parent else None),
+        ))
+    return tuple(steps)
+
+
+def result_box(steps: Sequence[Step], timer: str) -> ResultBox:
+    base, final = steps[0], steps[-1]
+    best = min(steps, key=lambda s: s.median_ms)
+    cmp = best.vs_baseline
+    if cmp is None:
+        takeaway = (f"No step beat the baseline `{base.variant}` at size {base.size}; it runs at "
+                    f"{ratio_text(base.time_over_floor)} its {base.floor_resource} floor.")
+    else:
+        takeaway = (f"`{best.variant}` ({best.summary}) is {cmp.label} than `{base.variant}`, "
+                    f"{ratio_text(cmp.speedup)}, and runs at {ratio_text(best.time_over_floor)} its "
+                    f"{best.floor_resource} floor.")
+    return ResultBox(size=base.size, takeaway=takeaway, best=best, baseline=base, best_vs_baseline=cmp,
+                     final=final, limiter=final.limiter,
+                     spread=f"median (interquartile range) of repeated calls, {timer}")
+
+
+# --- the rest of the page ---------------------------------------------------------------------------
+
+def copy_rows(runs: Sequence[dict], ceilings: dict) -> tuple[CopyRow, ...]:
+    """Every memcpy by phase, direction and host memory, 0-byte rows dropped."""
+    pinned = {"Host-to-Device": ceilings.get("h2d_pinned"), "Device-to-Host": ceilings.get("d2h_pinned")}
+    out = []
+    for phase in PHASES:
+        for r in runs:
+            for c in (r["nsys"].get("phase_copy_throughput") or {}).get(phase, []):
+                if not c["bytes"]:
+                    continue
+                ceiling = pinned.get(c["direction"])
+                rate = c["gb_per_s"]
+                out.append(CopyRow(phase, r["variant"], c["direction"], c["host_memory"], c["count"], c["bytes"],
+                                   c["total_ns"] / 1e6, rate, c["best_copy_gb_per_s"],
+                                   rate / ceiling["gb_per_s"] if ceiling and rate is not None else None))
+    return tuple(out)
+
+
+#: kernels listed per step (by total time); the rest are summed in one row
+KERNELS_PER_STEP = 3
+
+
+def kernel_rows(runs: Sequence[dict]) -> tuple[KernelRow, ...]:
+    """Each step's kernels in the compute ranges, the longest first; beyond KERNELS_PER_STEP, one row
+    of the rest (name "N other kernels", its average the rest's mean launch)."""
+    out = []
+    for r in runs:
+        n_calls = len(r["nsys"]["calls"])
+        ks = r["nsys"]["compute_kernels"]  # longest total first (run_summary)
+        for k in ks[:KERNELS_PER_STEP]:
+            out.append(KernelRow(r["variant"], k["name"], k["count"], k["count"] / n_calls, k["avg_ns"] / 1e3))
+        rest = ks[KERNELS_PER_STEP:]
+        if rest:
+            count = sum(k["count"] for k in rest)
+            out.append(KernelRow(r["variant"], f"{len(rest)} other kernels", count, count / n_calls,
+                                 sum(k["total_ns"] for k in rest) / count / 1e3))
+    return tuple(out)
+
+
+def ncu_rows(runs: Sequence[dict], metric_keys: Sequence[str]) -> tuple[NcuRow, ...]:
+    """Each step's first profiled launch of each kernel (later launches of one kernel repeat it)."""
+    out = []
+    for r in runs:
+        seen = set()
+        for launch in r["ncu"] or []:
+            if launch["kernel_name"] in seen:
+                continue
+            seen.add(launch["kernel_name"])
+            out.append(NcuRow(r["variant"], launch["id"], launch["kernel_name"],
+                              {k: launch["metrics"].get(k) for k in metric_keys}, launch.get("dram_gb_per_s")))
+    return tuple(out)
+
+
+#: ncu rule messages quoted per size: the rules with the largest estimated speedups (the table has them all)
+NCU_RULES_QUOTED = 3
+#: ncu rules whose estimated speedup stays under this (%) on every step are not listed
+NCU_RULE_MIN_PCT = 5.0
+
+
+def ncu_rule_rows(runs: Sequence[dict]) -> tuple:
+    """ncu's rules on each variant's first profiled launch: (rule, {variant: estimated speedup %,
+    "flagged" or None}, the variant it flags most, its message there)."""
+    variants = [r for r in runs if r["ncu"]]
+    by_rule: dict[str, dict[str, dict]] = {}
+    for r in variants:
+        for f in r["ncu"][0]["findings"]:
+            by_rule.setdefault(f["rule"], {})[r["variant"]] = f
+    out = []
+    for rule, fs in by_rule.items():
+        cells = {r["variant"]: (None if r["variant"] not in fs else
+                                fs[r["variant"]].get("estimated_speedup_pct")
+                                if fs[r["variant"]].get("estimated_speedup_pct") is not None else "flagged")
+                 for r in variants}
+        worst_variant, worst = max(fs.items(), key=lambda kv: kv[1].get("estimated_speedup_pct") or 0.0)
+        out.append((rule, cells, worst_variant, _first_sentence(worst["message"]) + "."))
+    # rules that estimate under NCU_RULE_MIN_PCT everywhere (and never flag without an estimate) are left out
+    out = [row for row in out if any(v == "flagged" or (isinstance(v, (int, float)) and v >= NCU_RULE_MIN_PCT)
+                                     for v in row[1].values())]
+    quoted = {rule for rule, cells, _, _ in sorted(
+        out, key=lambda row: -max((v for v in row[1].values() if isinstance(v, (int, float))), default=0.0))
+        [:NCU_RULES_QUOTED]}
+    return tuple((rule, cells, worst, msg if rule in quoted else None) for rule, cells, worst, msg in out)
+
+
+def describe_commit(prov: dict) -> str:
+    """The commit a capture names; a "-dirty" one (not in the history) says what it means."""
+    commit = prov.get("git_commit")
+    if not commit:
+        return "not recorded"
+    if commit.endswith("-dirty"):
+        return f"{commit} (uncommitted changes on top of {commit.removesuffix('-dirty')}; no diff recorded)"
+    return commit
+
+
+def provenance(by_size: dict[int, Sequence[dict]], tools: dict | None) -> Provenance:
+    """The main run's provenance (the baseline at the largest size), nsys as the captures recorded
+    it, ncu from the pipeline's preflight where it belongs to the same run; runs captured apart named."""
+    shown = by_size[max(by_size)][0]
+    prov = shown["provenance"]
+    gpus = prov.get("gpus") or []
+    nsys_versions = sorted({v for runs in by_size.values() for r in runs
+                            if (v := ((r["nsys"].get("capture") or {}).get("nsys_version")))})
+    rows = [("GPU", gpus[0]["name"] if gpus else "not recorded"),
+            ("driver", prov.get("driver_version") or "not recorded"),
+            ("CUDA runtime / driver API", f"{prov.get('cuda_runtime')} / {prov.get('cuda_driver_api')}"),
+            ("clocks", "not recorded; not locked (the ncu runs pass --clock-control none)"),
+            ("Nsight Systems", ", ".join(nsys_versions) or "not recorded")]
+    preflight_commit = ((tools or {}).get("provenance") or {}).get("git_commit")
+    if tools and preflight_commit == prov.get("git_commit"):
+        rows.append(("Nsight Compute", tools["tools"]["ncu"]["version"]))
+    else:
+        rows.append(("Nsight Compute", "not recorded for this run"))
+    rows += [("Python", prov.get("python") or "not recorded")]
+    rows += [(f"package {k}", v) for k, v in sorted((prov.get("packages") or {}).items())]
+    rows += [("commit", describe_commit(prov)), ("captured (UTC)", prov.get("date_utc") or "not recorded")]
+    def run_key(p: dict) -> tuple:
+        """What tells two runs of the pipeline apart: commit, day, packages."""
+        return p.get("git_commit"), (p.get("date_utc") or "")[:10], tuple(sorted((p.get("packages") or {}).items()))
+
+    other = []
+    for size in sorted(by_size):
+        for r in by_size[size]:
+            p = r["provenance"]
+            if run_key(p) != run_key(prov):
+                pk = ", ".join(f"{k} {v}" for k, v in sorted((p.get("packages") or {}).items()))
+                other.append((f"`{r['variant']}` n{size}", describe_commit(p), f"{p.get('date_utc')}; {pk}"))
+    return Provenance(tuple(rows), tuple(other))
+
+
+def portable_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command without host paths: the interpreter by its name, everything else as run."""
+    out = []
+    for i, w in enumerate(argv):
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        out.append("python" if nxt == "-m" and "python" in w.rsplit("/", 1)[-1] else w)
+    return tuple(out)
+
+
+def commands(recipe, by_size: dict[int, Sequence[dict]], gpu_jobs: Sequence[dict]) -> tuple[tuple[Command, ...], str]:
+    """The exact commands the GPU jobs ran for this recipe, from the GPU job records; without records,
+    the program and arguments each nsys capture recorded itself (nsys' own flags are not in it)."""
+    shown = {f"{r['variant']}/n{size}" for size, runs in by_size.items() for r in runs}
+    mine = [j for j in gpu_jobs if f"workloads.{recipe.name}" in j["argv"] and j.get("tag") in ("timed", "nsys", "ncu")
+            and _what(j["argv"]) in shown]
+    if mine:
+        order = {v: i for i, v in enumerate(recipe.variants)}
+
+        def ladder_key(c: Command) -> tuple:
+            variant, _, size = c.what.partition("/n")
+            return _tool_order(c.tool), int(size) if size.isdigit() else 0, order.get(variant, len(order))
+
+        cmds = sorted({Command(j["tag"], _what(j["argv"]), portable_argv(j["argv"]), "GPU job record") for j in mine},
+                      key=ladder_key)
+        job_commits = sorted({j.get("git_commit") or "not recorded" for j in mine})
+        capture_commits = sorted({r["provenance"].get("git_commit") or "not recorded"
+                                  for runs in by_size.values() for r in runs})
+        note = "the argv of each GPU job, from the GPU job records"
+        if job_commits != capture_commits:
+            note += (f" of the run at commit {', '.join(job_commits)}: another run of the same pipeline than "
+                     f"the one these captures come from (commit {', '.join(capture_commits)})")
+        return tuple(cmds), note
+    out = []
+    for size in sorted(by_size):
+        for r in by_size[size]:
+            argv = (r["nsys"].get("capture") or {}).get("argv")
+            if argv:
+                out.append(Command("nsys", f"{r['variant']}/n{size}", portable_argv(argv), "nsys capture"))
+    note = ("no GPU job records were committed with these captures, so the timed and ncu commands are not "
+            "known exactly; below, the program each nsys capture recorded itself launching (nsys' own flags "
+            "are in `rules/profile.smk`)")
+    return tuple(out), note
+
+
+def _tool_order(tool: str) -> int:
+    return ("timed", "nsys", "ncu").index(tool) if tool in ("timed", "nsys", "ncu") else 3
+
+
+def _what(argv: Sequence[str]) -> str:
+    def opt(name: str) -> str:
+        return argv[argv.index(name) + 1] if name in argv[:-1] else "?"
+    return f"{opt('--variant')}/n{opt('--size')}"
+
+
+def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, tools: dict | None = None,
+          gpu_jobs: Sequence[dict] = (), ncu_metric_keys: Sequence[str] = ()) -> ReportModel:
+    """The model of one recipe's report. ``tools``: the pipeline's preflight record (nsys and ncu
+    versions); ``gpu_jobs``: GPU job records (analysis.gpu_jobs), any recipe's."""
+    ceilings = ceilings_record["ceilings"]
+    timer = timer_of(recipe.framework)
+    sizes = tuple(sorted(by_size))
+    ladder = {s: build_steps(recipe, by_size[s], ceilings) for s in sizes}
+    all_runs = [r for s in sizes for r in ladder_runs(recipe, by_size[s])]
+    groups, folded = group_findings(all_runs)
+    split = ()
+    if recipe.seed_split:
+        base = ladder[sizes[-1]][0]
+        run = next(r for r in by_size[sizes[-1]] if r["variant"] == base.variant)
+        steady = _steady(run["nsys"]["calls"])
+        parts = {"H2D": sum(c.get("gpu_memcpy_h2d_ns", 0) for c in steady),
+                 "kernel": sum(c["gpu_kernel_ns"] for c in steady),
+                 "D2H": sum(c.get("gpu_memcpy_d2h_ns", 0) for c in steady)}
+        total = sum(parts.values()) or 1
+        gpus = run["provenance"].get("gpus") or [{"name": "this GPU"}]
+        split = ((recipe.seed_split_device, tuple(recipe.seed_split)),
+                 (f"{gpus[0]['name']}, `{base.variant}` n{base.size}",
+                  tuple((n, 100 * parts[n] / total) for n, _ in recipe.seed_split)))
+    cmds, note = commands(recipe, by_size, gpu_jobs)
+    rates = tuple((name, c.get("gb_per_s", c.get("tflop_per_s")), "GB/s" if "gb_per_s" in c else "TFLOP/s",
+                   c["median_ms"]) for name, c in sorted(ceilings.items()))
+    return ReportModel(
+        name=recipe.name, title=recipe.title, seed_document=recipe.seed_document, framework=recipe.framework,
+        timer=timer, size_meaning=recipe.size_meaning, sizes=sizes, ladder=ladder,
+        result=result_box(ladder[sizes[-1]], timer), findings=groups, folded_library_kernels=folded,
+        copies={s: copy_rows(ladder_runs(recipe, by_size[s]), ceilings) for s in sizes},
+        kernels={s: kernel_rows(ladder_runs(recipe, by_size[s])) for s in sizes},
+        ncu={s: ncu_rows(ladder_runs(recipe, by_size[s]), ncu_metric_keys) for s in sizes},
+        ncu_rules={s: ncu_rule_rows(ladder_runs(recipe, by_size[s])) for s in sizes},
+        seed_split=split, ceilings=rates, provenance=provenance(by_size, tools),
+        commands=cmds, commands_note=note, ncu_coverage=ncu_coverage(by_size),
+        work_checks={s: work_check_rows(ladder_runs(recipe, by_size[s])) for s in sizes})
+
+
+def ncu_coverage(by_size: dict[int, Sequence[dict]]) -> str:
+    """Which variants ran under Nsight Compute, at which sizes, and what stands for the others."""
+    from analysis import limiter  # noqa: PLC0415
+
+    if not any(r.get("ncu") for runs in by_size.values() for r in runs):
+        return "No step ran under Nsight Compute."
+    parts = []
+    for size in sorted(by_size):
+        runs = by_size[size]
+        profiled = [r for r in runs if r.get("ncu")]
+        if not profiled:
+            continue
+        names = ", ".join(f"`{r['variant']}`" + (" (raw page only)" if r.get("ncu_source") == "ncu-raw.csv" else "")
+                          for r in profiled)
+        by_kernel = limiter.launches_by_kernel(limiter.pool_of(runs))
+        others = []
+        for r in runs:
+            if r.get("ncu"):
+                continue
+            src = list(dict.fromkeys(v for k in limiter.step_kernels(r, by_kernel) for v, _ in k["launches"][:1]))
+            others.append(f"`{r['variant']}`" + (f" (runs the kernels of {', '.join(f'`{v}`' for v in src)})"
+                                                 if src else " (its kernels not profiled)"))
+        parts.append(f"at size {size}: {names}" + (f"; not profiled: {', '.join(others)}" if others else ""))
+    unprofiled = [str(size) for size in sorted(by_size) if not any(r.get("ncu") for r in by_size[size])]
+    if unprofiled:
+        parts.append(f"no step at size {', '.join(unprofiled)}")
+    return ("Nsight Compute (`--set full`) profiled " + "; ".join(parts) + ", limited to the launches "
+            "`rules/config.yaml` names; a step that runs the kernels of a profiled one takes its limiter from "
+            "that profile (matched by kernel name and launch shape).")
+
+
+def _mb(value: float | None) -> str:
+    return "n/a" if value is None else f"{value / 1e6:,.1f}"
+
+
+def work_check_rows(runs: Sequence[dict]) -> tuple[tuple[str, ...], ...]:
+    """Declared work (the minimum bytes and FLOPs) beside what ncu measured per steady call, and the
+    effective rate (declared bytes over the median) beside the DRAM throughput the kernels achieved."""
+    from analysis import limiter  # noqa: PLC0415
+
+    pool = limiter.pool_of(runs)
+    rows = []
+    for r in runs:
+        check = limiter.work_check(r, pool)
+        if check is None:
+            continue
+        ge = "" if check.complete() else "≥ "
+        flops = ", ".join(f"{prec} {v:.3g}" for prec, v in sorted(check.measured_flops.items())) or "none counted"
+        br, fr = check.bytes_ratio(), check.flops_ratio()
+        dram = check.dram_gb_per_s()
+        rows.append((f"`{r['variant']}`", f"{check.covered_share:.0%}", _mb(check.declared_bytes),
+                     ge + _mb(check.measured_dram_bytes), f"{br:.2f}×" if br is not None else "n/a",
+                     f"{check.declared_bytes / r['timing']['median_ms'] / 1e6:.0f}",
+                     f"{dram:.0f}" if dram is not None else "n/a",
+                     f"{check.declared_flops:.3g} {check.declared_kind}", ge + flops,
+                     f"{fr:.2f}×" if fr is not None else "n/a", "; ".join(check.mismatches()) or "—"))
+    return tuple(rows)
+
+
+def ladder_runs(recipe, runs: Sequence[dict]) -> list[dict]:
+    """Runs in the recipe's ladder order."""
+    return sorted(runs, key=lambda r: recipe.variants.index(r["variant"]))

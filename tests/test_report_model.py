@@ -1,0 +1,247 @@
+"""The report model and the pages made from it: ladder order from the recipe, busy time as a union,
+the first screen, the length budgets, provenance on every page and reproduce commands that are the
+recorded ones. Model tests run on summaries of the committed captures; page tests read the committed
+reports (which `snakemake rebuild_reports` checks equal the pages rebuilt from those captures)."""
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from analysis import report_model
+from analysis.run_summary import summarize_run
+from conftest import REFERENCE, REPO, reference_runs
+from workloads.contract import Recipe, WorkloadError
+from workloads.registry import BY_NAME, RECIPES
+
+REPORTS = REPO / "reports"
+RECIPE_PAGES = [REPORTS / f"{r.name}.md" for r in RECIPES]
+ALL_PAGES = sorted(REPORTS.glob("*.md")) + sorted((REPORTS / "kernels").glob("*.md"))
+GPU_JOBS = REPO / "reports" / "reference" / "h200x2" / "gpu-jobs"
+
+
+@functools.lru_cache(maxsize=None)
+def _by_size(workload: str) -> dict[int, list[dict]]:
+    by_size: dict[int, list[dict]] = {}
+    for r in reference_runs():
+        if r.parts[-3] == workload:
+            s = summarize_run(str(r))
+            by_size.setdefault(s["size"], []).append(s)
+    return by_size
+
+
+@functools.lru_cache(maxsize=None)
+def _model(workload: str) -> report_model.ReportModel:
+    by_size = _by_size(workload)
+    own = REFERENCE / workload / "ceilings.json"
+    ceilings = json.loads((own if own.exists() else REFERENCE / "ceilings.json").read_text())
+    return report_model.build(BY_NAME[workload], by_size, ceilings)
+
+
+# --- the recipe's declaration -----------------------------------------------------------------------
+
+def _recipe(**kw) -> Recipe:
+    base = dict(name="r", title="t", seed_document="000", framework="cupy", requires=(),
+                variants=("baseline", "a", "b"), default_size=1, size_meaning="n")
+    return Recipe(**{**base, **kw})
+
+
+def test_a_ladder_names_a_parent_listed_before_each_step():
+    r = _recipe(improves_on=(("a", "baseline"), ("b", "baseline")))
+    assert r.parent_of("baseline") is None and r.parent_of("b") == "baseline"
+    with pytest.raises(WorkloadError, match="'b'"):
+        _recipe(improves_on=(("a", "baseline"),))  # b names nothing
+    with pytest.raises(WorkloadError, match="listed before"):
+        _recipe(improves_on=(("a", "b"), ("b", "baseline")))  # a parent after its step
+    with pytest.raises(WorkloadError, match="unknown"):
+        _recipe(improves_on=(("a", "baseline"), ("b", "a"), ("c", "a")))
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)
+def test_every_variant_states_the_step_it_improves_on(recipe):
+    """The recipe's static table (what reports read) equals each variant module's improves_on."""
+    for v in recipe.variants:
+        assert recipe.variant_class(v).improves_on == recipe.parent_of(v)
+
+
+def test_cudf_pool_steps_compare_with_their_parents():
+    steps = {s.variant: s for s in _model("cudf_groupby").ladder[50_000_000]}
+    assert [s for s in steps] == list(BY_NAME["cudf_groupby"].variants)
+    assert steps["split_agg_pool"].vs_parent.against == "split_agg"
+    assert steps["agg_all_pool"].vs_parent.against == "agg_all"
+    # the pool helps the step it is added to (not "slower than agg_all", which list order gave)
+    assert steps["split_agg_pool"].vs_parent.label == "faster"
+
+
+# --- busy time --------------------------------------------------------------------------------------
+
+def test_busy_time_is_the_union_numba_streams_below_pinned():
+    steps = {s.variant: s for s in _model("numba_ufunc").ladder[max(_model("numba_ufunc").sizes)]}
+    streams, pinned = steps["streams"].busy, steps["pinned"].busy
+    assert streams.busy_ms < pinned.busy_ms
+    # streams overlap copies with kernels: the kinds' sums exceed the union by tens of ms
+    assert streams.overlap_ms > 10 and pinned.overlap_ms < 0.01 * pinned.busy_ms
+    for s in steps.values():
+        assert s.busy.busy_ms + s.busy.idle_ms == pytest.approx(s.busy.wall_ms, rel=1e-9)
+
+
+def test_library_kernels_under_one_wave_are_folded():
+    m = _model("cudf_groupby")
+    assert m.folded_library_kernels  # every under-one-wave kernel of cuDF is CUB's or cuDF's own
+    assert all(g.id != "under_one_wave" for g in m.findings)
+    assert report_model.is_library_kernel("void cub::detail::for_each::static_kernel<int>(int)")
+    assert report_model.is_library_kernel("gemm_fusion_dot_1") and report_model.is_library_kernel("nvjet_sm90_tss")
+    assert not report_model.is_library_kernel("get_acceleration_5a783dae_cuda_kernel_forward")
+    assert not report_model.is_library_kernel("cookbook_squared_diff")
+
+
+def test_findings_are_grouped_by_fix_and_sorted_by_time_at_stake():
+    m = _model("cupy_sqdiff")
+    ids = [g.id for g in m.findings]
+    assert len(ids) == len(set(ids))
+    stakes = [g.time_at_stake_ms for g in m.findings]
+    assert stakes == sorted(stakes, reverse=True)
+    alloc = next(g for g in m.findings if g.id == "hot_range_allocations")
+    assert {p.variant for p in alloc.places} >= {"baseline", "fused"}
+
+
+def test_the_limiter_slot_is_one_swappable_function(monkeypatch):
+    monkeypatch.setattr(report_model, "LIMITER", lambda run, fl, runs: report_model.Limiter("measured", "next", "ncu"))
+    _model.cache_clear()
+    try:
+        m = _model("cupy_sqdiff")
+        assert all(s.limiter.what == "measured" for steps in m.ladder.values() for s in steps)
+        assert m.result.limiter.next_move == "next"
+    finally:
+        _model.cache_clear()
+
+
+def test_markdown_does_not_import_matplotlib():
+    r = subprocess.run([sys.executable, "-c", "import sys, analysis.markdown, analysis.report_model; "
+                        "print('matplotlib' in sys.modules)"], cwd=REPO, capture_output=True, text=True)
+    assert r.stdout.strip() == "False", r.stderr
+
+
+def test_timeline_legend_has_one_colour_per_kind():
+    from analysis import figures
+
+    colours = [*figures.PHASE_COLORS.values(), *figures.GPU_ROWS.values(), *figures.API_COLORS.values()]
+    assert len(colours) == len(set(colours))
+
+
+# --- the committed pages ----------------------------------------------------------------------------
+
+def _ladder_rows(text: str) -> list[str]:
+    head = text.index("| step | improves on |")
+    rows = []
+    for line in text[head:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line.split(" | ")[0].strip("| `"))
+    return rows
+
+
+@pytest.mark.parametrize("page", RECIPE_PAGES, ids=lambda p: p.stem)
+def test_first_screen_holds_the_result_box_and_the_ladder(page):
+    lines = page.read_text().splitlines()
+    first = "\n".join(lines[:30])
+    assert "> **Result at size" in first and "**Best step against the baseline:**" in first
+    assert "**What limits the last step" in first and "**Next thing to try:**" in first
+    recipe = BY_NAME[page.stem]
+    # the whole ladder, in the recipe's order, with one sentence per step
+    assert _ladder_rows(first) == list(recipe.variants)
+    for v in recipe.variants:
+        assert f"- `{v}`: " in first
+    header = next(line for line in lines if line.startswith("| step | improves on |"))
+    assert header.count(" | ") + 1 <= 8
+
+
+@pytest.mark.parametrize("page", RECIPE_PAGES, ids=lambda p: p.stem)
+def test_ladder_compares_each_step_with_the_step_it_improves_on(page):
+    recipe = BY_NAME[page.stem]
+    text = page.read_text()
+    head = text.index("| step | improves on |")
+    for line in text[head:].splitlines()[2:2 + len(recipe.variants)]:
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        step, parent = cells[0].strip("`"), cells[1].strip("`")
+        assert parent == (recipe.parent_of(step) or "—")
+
+
+@pytest.mark.parametrize("page", RECIPE_PAGES, ids=lambda p: p.stem)
+def test_recipe_pages_keep_their_length_budget(page):
+    assert len(page.read_text().splitlines()) <= 250
+
+
+@pytest.mark.parametrize("page", ALL_PAGES, ids=lambda p: p.name)
+def test_no_table_row_over_400_characters(page):
+    long = [line[:80] for line in page.read_text().splitlines() if line.startswith("|") and len(line) > 400]
+    assert not long
+
+
+@pytest.mark.parametrize("page", ALL_PAGES, ids=lambda p: p.name)
+def test_every_page_has_provenance_without_host_paths(page):
+    text = page.read_text()
+    assert re.search(r"^#+ (Provenance|How this was captured)$", text, re.M) or page.name == "gpu_jobs.md" \
+        and "driver" in text and "commit" in text
+    assert "/opt/" not in text and "/work/" not in text and ".venv/" not in text
+
+
+@pytest.mark.parametrize("page", RECIPE_PAGES, ids=lambda p: p.stem)
+def test_reproduce_commands_are_the_recorded_ones(page):
+    """Every command in the Commands block is a GPU job's argv, or the program an nsys capture recorded
+    itself launching, with the interpreter by its name."""
+    recorded = set()
+    for path in glob.glob(str(GPU_JOBS / "*.json")):
+        recorded.add(" ".join(report_model.portable_argv(json.loads(open(path).read())["argv"])))
+    for run in reference_runs():
+        if run.parts[-3] == page.stem:
+            argv = summarize_nsys_capture(run)
+            if argv:
+                recorded.add(" ".join(report_model.portable_argv(argv)))
+    text = page.read_text()
+    block = text[text.index("### Commands"):]
+    commands = block[block.index("```sh\n") + 6:block.index("\n```", block.index("```sh"))].splitlines()
+    assert commands
+    import shlex
+    for c in commands:
+        assert " ".join(shlex.split(c)) in recorded
+
+
+def summarize_nsys_capture(run) -> list[str] | None:
+    from analysis.gzfiles import existing_capture
+    from analysis.nsys.trace import Trace
+
+    with Trace(existing_capture(str(run), "nsys.sqlite")) as ex:
+        return ex.capture_metadata()["argv"]
+
+
+def test_commands_come_from_the_gpu_job_records_of_the_latest_run():
+    from analysis.__main__ import _gpu_job_records
+
+    records = _gpu_job_records(str(GPU_JOBS))
+    by_size = _by_size("pycuda_kernel")
+    cmds, note = report_model.commands(BY_NAME["pycuda_kernel"], by_size, records)
+    assert {c.tool for c in cmds} == {"timed", "nsys", "ncu"}
+    assert len(cmds) == len(set(cmds))
+    assert all(c.argv[c.argv.index("-m") - 1] == "python" for c in cmds)  # no host path to the interpreter
+    assert "faaee1d" in note and "e3bd1b2-dirty" in note  # records from another run say so
+    # without records: the program each nsys capture recorded, and the page says the rest is unknown
+    cmds, note = report_model.commands(BY_NAME["pycuda_kernel"], by_size, [])
+    assert "no GPU job records" in note and {c.tool for c in cmds} == {"nsys"}
+    assert len(cmds) == sum(len(runs) for runs in by_size.values())
+
+
+@pytest.mark.parametrize("draw", ["ladder_figure", "busy_figure"])
+def test_model_figures_are_deterministic(tmp_path, draw):
+    from analysis import figures
+
+    paths = [tmp_path / f"{draw}{i}.png" for i in range(2)]
+    for p in paths:
+        getattr(figures, draw)(_model("numba_ufunc"), str(p))
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
