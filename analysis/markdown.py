@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from analysis import limiter, roofline, verdicts
+from analysis import limiter, no_counters, roofline, verdicts
 from analysis.figures import steady_breakdown_ms
 from analysis.floors import at_rate, floor, time_vs_floor
 
@@ -69,7 +69,7 @@ def _steady(calls: list[dict]) -> list[dict]:
     return calls[1:] if len(calls) > 1 else calls
 
 
-def variant_table(runs: Sequence[dict], ceilings: dict) -> tuple[str, list[str]]:
+def variant_table(runs: Sequence[dict], ceilings: dict, counters: bool = True) -> tuple[str, list[str]]:
     """The per-size table and the verdicts' reasons, as footnotes."""
     base = runs[0]
     rows, notes = [], []
@@ -96,7 +96,7 @@ def variant_table(runs: Sequence[dict], ceilings: dict) -> tuple[str, list[str]]
             f"{fl.ms:.4f} ({b.resource})",
             time_vs_floor(t["median_ms"], fl),
             f"{fl.achieved(t['median_ms']):.0f} {b.unit} ({fl.ms / t['median_ms']:.0%})",
-            limiter.step_limiter(r, pool).label(),
+            (limiter.step_limiter(r, pool) if counters else no_counters.step_limiter(r, ceilings)).label(),
             "/".join(str(k) for k in k_per_call),
             f"{calls[0]['allocation_calls']} / {sum(c['allocation_calls'] for c in _steady(calls))}",
             f"{_ms(r.get('host_call_ms'))} / {_ms(r.get('host_synced_ms'))}",
@@ -337,6 +337,8 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
     first_runs = next(iter(by_size.values()))
     any_run = first_runs[0]
     gpu = _gpu_name(any_run["provenance"])
+    # no run under Nsight Compute: the evidence without counters stands in (analysis.no_counters)
+    counters = no_counters.recipe_has_counters(by_size)
     lines = [
         f"# {recipe.title} (`{recipe.name}`)",
         "",
@@ -344,7 +346,7 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
         f"driver caches), timed with {_TIMER.get(recipe.framework, 'CUDA events')} after warm-up and traced under "
         "Nsight Systems. Every result was checked against a float64 reference.",
         "",
-        ncu_coverage_line(by_size),
+        ncu_coverage_line(by_size) if counters else no_counters.coverage_line(),
         "",
         "## Provenance",
         "",
@@ -374,11 +376,17 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
     ]
     for size in sorted(by_size):
         runs = by_size[size]
-        tbl, notes = variant_table(runs, ceilings)
-        lines += [f"## size {size}", "", tbl, "", "Verdicts (from the timed repeats):", "", *notes, "",
-                  "What limits each step, measured (nsys: copy and idle shares of a steady call; else its kernels' "
-                  "ncu limiters weighted by their nsys time), and the next move it points to:", "",
-                  *limiter_lines(runs), ""]
+        tbl, notes = variant_table(runs, ceilings, counters)
+        lines += [f"## size {size}", "", tbl, "", "Verdicts (from the timed repeats):", "", *notes, ""]
+        if counters:
+            lines += ["What limits each step, measured (nsys: copy and idle shares of a steady call; else its kernels' "
+                      "ncu limiters weighted by their nsys time), and the next move it points to:", "",
+                      *limiter_lines(runs), ""]
+        else:
+            lines += ["What limits each step, as far as the evidence without counters reaches (nsys: copy and idle "
+                      "shares of a steady call; else the declared work's effective rate against the measured "
+                      "reference rates), and the next move it points to:", "",
+                      *no_counters.limiter_lines(runs, ceilings), ""]
         checks = work_check_table(runs)
         if checks:
             lines += ["Declared work beside measured, per steady call (ncu: DRAM bytes and executed FLOPs of the "
@@ -396,6 +404,8 @@ def workload_report(recipe, by_size: dict[int, list[dict]], ceilings_record: dic
                       "over the copies' summed duration), against the pinned copy rate of that direction measured in the same run:", "",
                       copies, ""]
         lines += ["Kernels launched inside the compute ranges (nsys):", "", kernel_list(runs), ""]
+        if not counters:
+            lines += no_counters.size_section(runs, ceilings, size)
         ncu_lines = ncu_section(runs)
         if ncu_lines:
             lines += [f"### Nsight Compute, size {size}", "", *ncu_lines, ""]

@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from analysis import breakdown, findings, limiter
+from analysis import breakdown, findings, limiter, no_counters, nsys_sqlite
 from analysis import ncu as ncu_reader
 from analysis import nsys_columns as cols
 from analysis.errors import AnalysisInputError
@@ -311,6 +311,7 @@ def summarize_run(run_dir: str) -> dict:
     w, v = timing["workload"], timing["variant"]
     work = timing["work"]
     median_ms = timing["timing"]["median_ms"]
+    sqlite_path = existing_capture(run_dir, "nsys.sqlite") or os.path.join(run_dir, "nsys.sqlite")
     record = {
         "workload": w,
         "variant": v,
@@ -327,8 +328,7 @@ def summarize_run(run_dir: str) -> dict:
         "host_synced_ms": _median(timing.get("host_synced_ms")),
         "provenance": timing["provenance"],
         "nsys_provenance": nsys_run.get("provenance"),
-        "nsys": summarize_nsys(existing_capture(run_dir, "nsys.sqlite") or os.path.join(run_dir, "nsys.sqlite"),
-                               w, v),
+        "nsys": summarize_nsys(sqlite_path, w, v),
         "ncu": None,
     }
     ncu_path = existing_capture(run_dir, "ncu.ncu-rep")
@@ -340,5 +340,8 @@ def summarize_run(run_dir: str) -> dict:
     elif os.path.isfile(raw_path):  # the report was not kept (size), its raw page was
         record["ncu"] = summarize_ncu(raw_path)
         record["ncu_source"] = "ncu-raw.csv"
+    # launch resources CUPTI records without counters, and the occupancy they imply (analysis.no_counters)
+    record["counter_free"] = no_counters.kernel_evidence(nsys_sqlite.kernel_launch_resources(sqlite_path),
+                                                         record["nsys"])
     record["findings"] = [f.as_dict() for f in findings.evaluate(record["nsys"], record["ncu"])]
     return record
