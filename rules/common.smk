@@ -2,6 +2,7 @@
 # flag functions the rules use. Rules live in profile.smk, analysis.smk and report.smk.
 import glob
 import importlib.util
+import json
 import os
 import sys
 
@@ -72,6 +73,19 @@ def experiment_dirs(root, workload):
 def profiled_by_ncu(workload, variant, size):
     c = config["workloads"][workload]["ncu"]
     return size in c["sizes"] and variant in c.get("variants", RECIPES[workload].variants)
+
+
+# --config ncu=none: no Nsight Compute at all (the preflight records it; no ncu rule is scheduled)
+NCU_SWITCHED_OFF = NCU == "none"
+
+
+def counters_readable():
+    """Whether this run captures with ncu: not with --config ncu=none, nor where the preflight
+    found the counters refused (ERR_NVGPUCTRPERM); read once the preflight checkpoint has run."""
+    if NCU_SWITCHED_OFF:
+        return False
+    with open(checkpoints.preflight.get().output[0]) as f:
+        return json.load(f).get("counters", {}).get("readable", True) is not False
 
 
 def run_dir(root, w, v, s):
@@ -160,7 +174,7 @@ def run_inputs(wc):
         "nsys_run": f"{d}/nsys-run.json",
     }
     if wc.set == "live":
-        if profiled_by_ncu(wc.workload, wc.variant, int(wc.size)):
+        if profiled_by_ncu(wc.workload, wc.variant, int(wc.size)) and counters_readable():
             files["ncu"] = f"{d}/ncu.ncu-rep"
     elif os.path.exists(f"{d}/ncu.ncu-rep.gz"):
         files["ncu"] = f"{d}/ncu.ncu-rep.gz"
