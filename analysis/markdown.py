@@ -494,7 +494,8 @@ def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[s
         best = min(runs, key=lambda r: r["timing"]["median_ms"])
         v = verdicts.compare(runs[0]["times_ms"], best["times_ms"]) if best is not runs[0] else None
         fl = floor(best["work"], own[w]["ceilings"] if w in own else ceilings)
-        step = limiter.step_limiter(best, limiter.pool_of(runs))
+        step = (limiter.step_limiter(best, limiter.pool_of(runs)) if no_counters.recipe_has_counters(by_size)
+                else no_counters.step_limiter(best, own[w]["ceilings"] if w in own else ceilings))
         rows.append((f"[{titles[w]}]({w}.md)", len(runs), size, f"`{best['variant']}`",
                      f"{best['timing']['median_ms']:.4f}",
                      f"{v.label} {v.speedup:.2f}×" if v else "baseline is best",
@@ -520,6 +521,10 @@ def index_report(workload_runs: dict[str, dict[int, list[dict]]], titles: dict[s
     ]
     if skipped:
         lines += ["Skipped on this host:", ""] + [f"- `{w}`: {why}" for w, why in skipped] + [""]
+    if (preflight.get("counters") or {}).get("readable") is False:
+        lines += [f"**Without performance counters** ({preflight['counters']['reason']}): no step ran under Nsight "
+                  "Compute; each report's limiter goes only as far as the trace and the declared work reach "
+                  "(\"evidence-limited\"), and lists what needs counters.", ""]
     if extra_pages:
         lines += ["Also:", ""] + [f"- [{title}]({page})" for title, page in extra_pages] + [""]
     lines += coldstart_section(coldstart_rows)

@@ -262,6 +262,8 @@ def requested_kernel_page(wc):
     """The page the --config kernel_* keys ask for, and the capture it is made from: named too,
     because in a fresh checkout the committed page alone would look up to date to Snakemake and
     nothing would be profiled."""
+    if NCU_SWITCHED_OFF:
+        raise ValueError("kernel_page profiles one kernel under Nsight Compute: not with --config ncu=none")
     keys = ("kernel_workload", "kernel_variant", "kernel_name")
     missing = [k for k in keys if not config.get(k)]
     if missing:

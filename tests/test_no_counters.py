@@ -153,3 +153,23 @@ def test_report_without_ncu_files_labels_derived_numbers_and_lists_what_needs_co
     for what, _ in no_counters.NEEDS_COUNTERS:
         assert what in md
     assert "NVreg_RestrictProfilingToAdminUsers=0" in md
+
+
+def test_diagnose_without_any_ncu_profile_is_evidence_limited(tmp_path):
+    runs = []
+    for variant in ("pinned_async", "device_resident", "vectorized"):
+        d = tmp_path / variant
+        shutil.copytree(REFERENCE / "pycuda_kernel" / variant / "n268435456", d, ignore=shutil.ignore_patterns("ncu*"))
+        runs.append(run_summary.summarize_run(str(d)))
+    ceilings = json.loads((REFERENCE / "ceilings.json").read_text())["ceilings"]
+    steps = {s.variant: s for s in limiter.diagnose(runs, ceilings)}
+    # nsys' measured host-link share stands; the kernels' steps go as far as declared work reaches
+    assert steps["pinned_async"].limiter.kind == "host link"
+    assert steps["device_resident"].limiter.label() == "evidence-limited"
+    assert steps["vectorized"].limiter.label() == "evidence-limited: device memory-bound"
+    assert steps["vectorized"].next_move.startswith("Bound by device memory as far as the evidence without counters")
+    # without ceilings the measured limiter is unchanged: nothing profiled
+    assert limiter.diagnose(runs)[2].limiter.kind == "not profiled"
+    # the launch resources ride along in every run summary
+    (k,) = runs[2]["counter_free"]
+    assert (k["name"], k["registers_per_thread"], k["theoretical_occupancy_pct"]) == ("scale_vec4", 20, 100.0)
