@@ -103,7 +103,8 @@ def variant_table(runs: Sequence[dict], ceilings: dict, counters: bool = True) -
             f"{r['relative_error']:.1e}",
         ))
     header = ("variant", "median ms (IQR)", "vs baseline", "vs previous step", "floor ms (resource)",
-              "time / floor", "effective rate on the minimum work (of the measured rate)", "limited by (measured)",
+              "time / floor", "effective rate on the minimum work (of the measured rate)",
+              "limited by (measured)" if counters else "limited by (evidence without counters)",
               "kernels per call",
               "alloc calls: first / later", "host timer ms: returns / synced", "rel. error")
     return table(header, rows), notes

@@ -169,9 +169,10 @@ def coverage_line(preflight: dict | None = None) -> str:
     counters = (preflight or {}).get("counters") or {}
     if counters.get("reason"):
         why = f" ({counters['reason']})"
-    return ("**No performance counters**: no variant ran under Nsight Compute" + why + ". Every number below is "
-            f"labelled: *{MEASURED_TRACE}*, *{DERIVED}* (`analysis/no_counters.py`), or *{NOT_AVAILABLE}*; "
-            "what the counters would have added is listed under \"Needs counters\".")
+    return ("**No performance counters**: no variant ran under Nsight Compute" + why + ". The timings and every "
+            f"nsys table are *{MEASURED_TRACE}*; the sections \"Without counters\" label each number *{MEASURED_TRACE}*, "
+            f"*{DERIVED}* (`analysis/no_counters.py`) or *{NOT_AVAILABLE}*; the limiter goes only as far as that "
+            "evidence reaches (\"evidence-limited\"), and what counters would add is listed under \"Needs counters\".")
 
 
 def limiter_lines(runs: Sequence[dict], ceilings: dict) -> list[str]:

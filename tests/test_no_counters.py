@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from analysis import limiter, no_counters, nsys_sqlite, run_summary
+from analysis import limiter, markdown, no_counters, nsys_sqlite, run_summary
 from workloads.tools import preflight
 
 from conftest import REFERENCE, REPO
@@ -87,6 +87,24 @@ def test_preflight_detects_refused_counters_and_says_the_fix(tmp_path):
     assert "without counters" in note and "no step runs under ncu" in note
     off = preflight.counter_access("none")
     assert off["readable"] is False and "ncu=none" in preflight.counters_note(off)
+
+
+def test_preflight_tells_readable_counters_from_a_probe_that_failed_otherwise(tmp_path):
+    ok = tmp_path / "ok" / "ncu"
+    ok.parent.mkdir()
+    ok.write_text("#!/bin/sh\necho '==PROF== Connected to process 4242 (/usr/bin/python3.12)'\n"
+                  "echo '==PROF== Profiling \"cookbook_counter_probe\" - 0: 0%....50%....100% - 1 pass'\n"
+                  "echo '==PROF== Disconnected from process 4242'\n")
+    ok.chmod(0o755)
+    assert preflight.counter_access(str(ok)) == {"readable": True}
+    assert preflight.counters_note({"readable": True}) is None
+    broken = tmp_path / "broken" / "ncu"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\necho '==ERROR== Failed to prepare kernel for profiling' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    failed = preflight.counter_access(str(broken))
+    assert failed["readable"] is None and "exit status 1" in failed["reason"]
+    assert "Failed to prepare kernel" in failed["detail"]
 
 
 def _dry_run(repo, *config):
@@ -170,6 +188,13 @@ def test_diagnose_without_any_ncu_profile_is_evidence_limited(tmp_path):
     assert steps["vectorized"].next_move.startswith("Bound by device memory as far as the evidence without counters")
     # without ceilings the measured limiter is unchanged: nothing profiled
     assert limiter.diagnose(runs)[2].limiter.kind == "not profiled"
+    # the index says the run had no counters, and why
+    pre = json.loads((REFERENCE / "preflight.json").read_text())
+    pre["counters"] = preflight.counter_access(_stand_in_ncu(tmp_path))
+    md = markdown.index_report({"pycuda_kernel": {268435456: runs}}, {"pycuda_kernel": "PyCUDA"},
+                               json.loads((REFERENCE / "ceilings.json").read_text()), pre)
+    assert "**Without performance counters** (counters refused by the driver (ERR_NVGPUCTRPERM))" in md
+    assert "| evidence-limited: device memory-bound |" in md
     # the launch resources ride along in every run summary
     (k,) = runs[2]["counter_free"]
     assert (k["name"], k["registers_per_thread"], k["theoretical_occupancy_pct"]) == ("scale_vec4", 20, 100.0)

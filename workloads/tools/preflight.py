@@ -73,7 +73,8 @@ def counter_access(ncu: str, python: str = sys.executable, timeout_s: float = 30
     if refused:
         return {"readable": False, "reason": f"counters refused by the driver ({COUNTERS_REFUSED})",
                 "exit_status": out.returncode, "message": refused[0]}
-    if out.returncode == 0 and "==ERROR==" not in text:
+    # ncu names each kernel it profiles ("==PROF== Profiling ..."): without that line nothing was measured
+    if out.returncode == 0 and "==ERROR==" not in text and "==PROF== Profiling" in text:
         return {"readable": True}
     tail = " | ".join(ln.strip() for ln in text.splitlines()[-5:] if ln.strip())
     return {"readable": None, "reason": f"the counter probe under ncu failed (exit status {out.returncode})",
@@ -101,7 +102,7 @@ def check(nsys: str, ncu: str) -> tuple[dict, list[str]]:
     versions = {}
     for key, exe, var in (("nsys", nsys, "NSYS"), ("ncu", ncu, "NCU")):
         if key == "ncu" and exe == NCU_OFF:
-            versions[key] = {"executable": None, "version": None}
+            versions[key] = {"executable": None, "version": "switched off (--config ncu=none)"}
             continue
         v = tool_version(exe)
         versions[key] = {"executable": shutil.which(exe) or exe, "version": v}
