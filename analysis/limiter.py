@@ -454,6 +454,9 @@ _EVIDENCE_MOVES = {"device memory": "DRAM", "host-to-device link": "host link", 
 def next_move(step: StepLimiter) -> str:
     """One sentence: the measured limiter and what it points to next."""
     if step.kind == "evidence-limited":
+        if step.unit == "grid under one wave":
+            return ("Limited by a grid under one wave (derived without counters): launch more blocks (more, smaller "
+                    "blocks or more work per launch) so every SM has work.")
         resource = step.unit.removesuffix("-bound")
         if resource:
             move = _MOVES.get(_EVIDENCE_MOVES.get(resource, ""), "less of that work per call")

@@ -39,6 +39,8 @@ REGISTER_ALLOCATION_UNIT = 256
 SM_SUB_PARTITIONS = 4
 RESERVED_SHARED_BYTES_PER_BLOCK = 1024
 
+UNDER_ONE_WAVE = "grid under one wave"
+
 #: a step whose declared work runs at or above this share of a measured reference rate is called
 #: bound by that resource (the rates are measurements with a few percent of spread)
 BOUND_SHARE = 0.8
@@ -152,6 +154,16 @@ def step_limiter(run: dict, ceilings: dict) -> limiter.StepLimiter:
     if share >= BOUND_SHARE:
         return limiter.StepLimiter("evidence-limited", f"{term.resource}-bound", share,
                                    f"declared work over the median runs at {rates} ({DERIVED})")
+    # a main kernel whose grid does not fill the GPU once leaves SMs idle, whatever the counters say
+    kernels = run.get("counter_free") or []
+    main = max(kernels, key=lambda k: k["total_ns"], default=None)
+    if main is not None and main["waves_per_sm"] is not None and main["waves_per_sm"] < 1:
+        total = sum(k["total_ns"] for k in kernels)
+        return limiter.StepLimiter(
+            "evidence-limited", UNDER_ONE_WAVE, main["total_ns"] / total if total else 0.0,
+            f"its main kernel `{limiter.kernel_key(main['name'])[:60]}` launches {main['grid_blocks']} block(s) of "
+            f"{main['block_threads']} threads: {main['waves_per_sm']:.2g} waves on the GPU's SMs ({DERIVED}); "
+            f"declared work runs at {rates}")
     return limiter.StepLimiter("evidence-limited", "", share,
                                f"declared work over the median runs at {rates} ({DERIVED}): below every "
                                f"measured rate; whether latency, occupancy or an SM pipe limits it is {NOT_AVAILABLE}")

@@ -198,3 +198,13 @@ def test_diagnose_without_any_ncu_profile_is_evidence_limited(tmp_path):
     # the launch resources ride along in every run summary
     (k,) = runs[2]["counter_free"]
     assert (k["name"], k["registers_per_thread"], k["theoretical_occupancy_pct"]) == ("scale_vec4", 20, 100.0)
+
+
+def test_a_one_block_kernel_is_limited_by_its_grid_without_counters(tmp_path):
+    d = tmp_path / "baseline"
+    shutil.copytree(REFERENCE / "pycuda_kernel" / "baseline" / "n268435456", d, ignore=shutil.ignore_patterns("ncu*"))
+    run = run_summary.summarize_run(str(d))
+    step = no_counters.step_limiter(run, json.loads((REFERENCE / "ceilings.json").read_text())["ceilings"])
+    assert step.label() == "evidence-limited: grid under one wave"
+    assert "`scale_one_block` launches 1 block(s) of 256 threads" in step.detail
+    assert step.next_move().startswith("Limited by a grid under one wave (derived without counters)")
