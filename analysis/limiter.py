@@ -292,7 +292,7 @@ class StepLimiter:
 
     # "host link" | "launch/host" | "synchronization" | "memory" | "compute" | "latency" | "not profiled", or
     # "evidence-limited": no counters anywhere, stated as far as the trace and declared work reach
-    # (analysis.no_counters; unit "<resource>-bound" or "")
+    # (analysis.no_counters; unit "<resource>-bound", "grid under one wave" or "")
     kind: str
     unit: str
     share: float  # share of the call's wall time (host link, idle) or of its kernel time (kernel limiters)
