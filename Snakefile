@@ -29,6 +29,10 @@ rule profile_all:
         # date to Snakemake in a fresh checkout, and nothing would be profiled
         f"{CAPTURES}/preflight.json",
         say_what_profile_all_skips,
+        # named as well as the analyses: those wait on the preflight's counter check (a checkpoint,
+        # rules/profile.smk), these do not, so that a dry run lists every timed run and nsys capture
+        [f"{run_dir(CAPTURES, w, v, s)}/{f}" for w in RUNNABLE_WORKLOADS for v, s in runs(w)
+         for f in ("timing.json", "nsys-run.json")],
         [f"{WORK}/analysis/live/{w}/{v}/n{s}.json" for w in RUNNABLE_WORKLOADS for v, s in runs(w)],
         f"{WORK}/analysis/live/coldstart.json",
         # every page and figure, published from <work_dir>/reports/live/ (rules/report.smk)

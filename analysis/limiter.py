@@ -290,7 +290,10 @@ def kernel_key(name: str) -> str:
 class StepLimiter:
     """What limits one step's steady compute call, measured."""
 
-    kind: str  # "host link" | "launch/host" | "synchronization" | "memory" | "compute" | "latency" | "not profiled"
+    # "host link" | "launch/host" | "synchronization" | "memory" | "compute" | "latency" | "not profiled", or
+    # "evidence-limited": no counters anywhere, stated as far as the trace and declared work reach
+    # (analysis.no_counters; unit "<resource>-bound", "grid under one wave" or "")
+    kind: str
     unit: str
     share: float  # share of the call's wall time (host link, idle) or of its kernel time (kernel limiters)
     detail: str
@@ -443,8 +446,23 @@ _MOVES = {
 }
 
 
+#: analysis.floors resource -> the move it points to, for a step bound without counters
+_EVIDENCE_MOVES = {"device memory": "DRAM", "host-to-device link": "host link", "device-to-host link": "host link",
+                   "FP64 arithmetic": "FP64 pipe", "FP32 arithmetic": "FMA (FP32) pipe"}
+
+
 def next_move(step: StepLimiter) -> str:
     """One sentence: the measured limiter and what it points to next."""
+    if step.kind == "evidence-limited":
+        if step.unit == "grid under one wave":
+            return ("Limited by a grid under one wave (derived without counters): launch more blocks (more, smaller "
+                    "blocks or more work per launch) so every SM has work.")
+        resource = step.unit.removesuffix("-bound")
+        if resource:
+            move = _MOVES.get(_EVIDENCE_MOVES.get(resource, ""), "less of that work per call")
+            return f"Bound by {resource} as far as the evidence without counters reaches: {move}."
+        return ("Not measurable without counters: profile its main kernel under Nsight Compute where counters are "
+                "allowed before choosing a change.")
     if step.kind in ("host link", "launch/host", "synchronization"):
         return f"Limited by {step.kind} ({step.share:.0%} of the call): {_MOVES[step.kind]}."
     if step.kind == "not profiled":
@@ -580,12 +598,19 @@ class StepDiagnosis:
     work: WorkCheck | None
 
 
-def diagnose(runs: Sequence[dict]) -> list[StepDiagnosis]:
+def diagnose(runs: Sequence[dict], ceilings: dict | None = None) -> list[StepDiagnosis]:
     """Every step of one recipe at one size (run summaries, in step order): what limits it, the
-    next move and its declared-vs-measured work. A pure function of the summaries."""
+    next move and its declared-vs-measured work. A pure function of the summaries. With
+    ``ceilings`` (ceilings.json's mapping) and no ncu profile in ``runs``, each step's limiter is
+    the evidence-limited one (analysis.no_counters)."""
     pool = pool_of(runs)
     out = []
     for r in runs:
-        step = step_limiter(r, pool)
+        if ceilings is not None and not pool:
+            from analysis import no_counters  # imports this module
+
+            step = no_counters.step_limiter(r, ceilings)
+        else:
+            step = step_limiter(r, pool)
         out.append(StepDiagnosis(r["variant"], step, step.next_move(), work_check(r, pool)))
     return out

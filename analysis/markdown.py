@@ -95,6 +95,7 @@ def result_box(m: rm.ReportModel) -> list[str]:
         f"> - **Best step against the baseline:** {best} ({r.spread}).",
         f"> - **What limits the last step, `{r.final.variant}`:** {r.limiter.what} (from {r.limiter.source}).",
         f"> - **Next thing to try:** {r.limiter.next_move}.",
+        *([">", f"> {m.ncu_coverage}"] if m.no_counters else []),
     ]
 
 
@@ -232,6 +233,7 @@ def size_details(m: rm.ReportModel, size: int) -> list[str]:
     if m.ncu[size]:
         body += ["**Nsight Compute**, each step's first profiled launch of each kernel:", "", ncu_table(m.ncu[size]),
                  "", *ncu_rules_lines(m.ncu_rules[size])]
+    lines += list(m.no_counters.get(size, ()))
     return lines + _details(f"Size {size}: rate, GPU busy (union of GPU work), copies by phase, kernels, ncu",
                             [line for line in body][:-1] if body and body[-1] == "" else body)
 
@@ -370,6 +372,10 @@ def index_report(models: Sequence[rm.ReportModel], ceilings_record: dict, prefli
     ]
     if skipped:
         lines += ["Skipped on this host:", ""] + [f"- `{w}`: {why}" for w, why in skipped] + [""]
+    if (preflight.get("counters") or {}).get("readable") is False:
+        lines += [f"**Without performance counters** ({preflight['counters']['reason']}): no step ran under Nsight "
+                  "Compute; each report's limiter goes only as far as the trace and the declared work reach "
+                  "(\"evidence-limited\"), and lists what needs counters.", ""]
     if extra_pages:
         lines += ["Also:", ""] + [f"- [{title}]({page})" for title, page in extra_pages] + [""]
     lines += coldstart_section(coldstart_rows)

@@ -233,6 +233,8 @@ class ReportModel:
     commands: tuple[Command, ...]
     commands_note: str
     ncu_coverage: str = ""  # which steps ran under Nsight Compute, and what stands in for the others
+    #: no step ran under Nsight Compute: per size, the evidence without counters (analysis.no_counters)
+    no_counters: dict[int, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     work_checks: dict[int, tuple[tuple[str, ...], ...]] = dataclasses.field(default_factory=dict)
 
 
@@ -385,7 +387,18 @@ def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTim
     return "; ".join(parts) or "no measured quantity moved by more than 5%"
 
 
-def build_steps(recipe, runs: Sequence[dict], ceilings: dict) -> tuple[Step, ...]:
+def evidence_limiter(run: dict, fl: Floor, runs: Sequence[dict], ceilings: dict) -> Limiter:
+    """A recipe without any ncu profile (counters refused, or ncu=none): the limiter as far as the
+    trace and the declared work reach (analysis.no_counters), labelled so."""
+    from analysis import no_counters  # noqa: PLC0415
+
+    step = no_counters.step_limiter(run, ceilings)
+    source = ("nsys, measured without counters" if step.kind != "evidence-limited"
+              else "trace and declared work, derived without counters")
+    return Limiter(step.label(), step.next_move().rstrip("."), source)
+
+
+def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = True) -> tuple[Step, ...]:
     """One size's runs -> steps in the recipe's ladder order, each compared with its parent."""
     by_variant = {r["variant"]: r for r in runs}
     ordered = [by_variant[v] for v in recipe.variants if v in by_variant]
@@ -412,7 +425,7 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict) -> tuple[Step, ...
             host_call_ms=r.get("host_call_ms"), host_synced_ms=r.get("host_synced_ms"),
             relative_error=r["relative_error"],
             first_call_ms=first["wall_ns"] / 1e6, first_call_idle_ms=(first["wall_ns"] - first["gpu_busy_ns"]) / 1e6,
-            limiter=LIMITER(r, fl, runs),
+            limiter=LIMITER(r, fl, runs) if counters else evidence_limiter(r, fl, runs, ceilings),
             change=_change(r, parent, busy[r["variant"]], busy.get(parent_name) if parent else None),
         ))
     return tuple(steps)
@@ -625,7 +638,10 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
     ceilings = ceilings_record["ceilings"]
     timer = timer_of(recipe.framework)
     sizes = tuple(sorted(by_size))
-    ladder = {s: build_steps(recipe, by_size[s], ceilings) for s in sizes}
+    from analysis import no_counters  # noqa: PLC0415
+
+    counters = no_counters.recipe_has_counters(by_size)
+    ladder = {s: build_steps(recipe, by_size[s], ceilings, counters) for s in sizes}
     all_runs = [r for s in sizes for r in ladder_runs(recipe, by_size[s])]
     groups, folded = group_findings(all_runs)
     split = ()
@@ -653,7 +669,13 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
         ncu={s: ncu_rows(ladder_runs(recipe, by_size[s]), ncu_metric_keys) for s in sizes},
         ncu_rules={s: ncu_rule_rows(ladder_runs(recipe, by_size[s])) for s in sizes},
         seed_split=split, ceilings=rates, provenance=provenance(by_size, tools),
-        commands=cmds, commands_note=note, ncu_coverage=ncu_coverage(by_size),
+        commands=cmds, commands_note=note,
+        ncu_coverage=ncu_coverage(by_size) if counters else no_counters.coverage_line(tools),
+        no_counters={} if counters else {
+            s: tuple(["What limits each step, as far as the evidence without counters reaches, and the next move:", "",
+                      *no_counters.limiter_lines(ladder_runs(recipe, by_size[s]), ceilings), "",
+                      *no_counters.size_section(ladder_runs(recipe, by_size[s]), ceilings, s)])
+            for s in sizes},
         work_checks={s: work_check_rows(ladder_runs(recipe, by_size[s])) for s in sizes})
 
 

@@ -14,7 +14,7 @@ from typing import Iterable
 
 import numpy as np
 
-from analysis import breakdown, findings, limiter
+from analysis import breakdown, findings, limiter, no_counters
 from analysis import ncu as ncu_reader
 from analysis.nsys import columns as cols
 from analysis import layout
@@ -382,6 +382,8 @@ def summarize_run(run_dir: str) -> dict:
     }
     with Trace(existing_capture(run_dir, layout.NSYS_EXPORT) or os.path.join(run_dir, layout.NSYS_EXPORT)) as ex:
         record["nsys"] = summarize_nsys(ex, w, v)
+        # launch resources CUPTI records without counters, and the occupancy they imply (analysis.no_counters)
+        record["counter_free"] = no_counters.kernel_evidence(ex.kernel_launch_resources(), record["nsys"])
     ncu_path = existing_capture(run_dir, layout.NCU_REPORT)
     raw_path = os.path.join(run_dir, layout.NCU_RAW)
     record["ncu_source"] = None

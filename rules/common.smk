@@ -2,6 +2,7 @@
 # flag functions the rules use. Rules live in profile.smk, analysis.smk and report.smk.
 import glob
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -138,6 +139,19 @@ def profiled_by_ncu(workload, variant, size):
     return size in c["sizes"] and variant in c.get("variants", RECIPES[workload].variants)
 
 
+# --config ncu=none: no Nsight Compute at all (the preflight records it; no ncu rule is scheduled)
+NCU_SWITCHED_OFF = NCU == "none"
+
+
+def counters_readable():
+    """Whether this run captures with ncu: not with --config ncu=none, nor where the preflight
+    found the counters refused (ERR_NVGPUCTRPERM); read once the preflight checkpoint has run."""
+    if NCU_SWITCHED_OFF:
+        return False
+    with open(checkpoints.preflight.get().output[0]) as f:
+        return json.load(f).get("counters", {}).get("readable", True) is not False
+
+
 def run_dir(root, w, v, s):
     return layout.run_dir(root, w, v, s)
 
@@ -233,7 +247,7 @@ def run_inputs(wc):
         "nsys_run": f"{d}/{layout.NSYS_RUN}",
     }
     if wc.set == "live":
-        if profiled_by_ncu(wc.workload, wc.variant, int(wc.size)):
+        if profiled_by_ncu(wc.workload, wc.variant, int(wc.size)) and counters_readable():
             files["ncu"] = f"{d}/{layout.NCU_REPORT}"
     elif os.path.exists(f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"):
         files["ncu"] = f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"
@@ -321,6 +335,8 @@ def requested_kernel_page(wc):
     """The page the --config kernel_* keys ask for, and the capture it is made from: named too,
     because in a fresh checkout the committed page alone would look up to date to Snakemake and
     nothing would be profiled."""
+    if NCU_SWITCHED_OFF:
+        raise ValueError("kernel_page profiles one kernel under Nsight Compute: not with --config ncu=none")
     keys = ("kernel_workload", "kernel_variant", "kernel_name")
     missing = [k for k in keys if not config.get(k)]
     if missing:

@@ -2,7 +2,9 @@
 # and the ncu capture. Each run starts cold (workloads.tools.cold: fresh cache folders).
 
 
-rule preflight:
+# a checkpoint: whether ncu may read counters (its JSON's "counters") decides, once it has run,
+# whether the ncu captures are scheduled (common.smk: counters_readable, run_inputs)
+checkpoint preflight:
     output:
         f"{CAPTURES}/preflight.json",
     log:

@@ -265,6 +265,46 @@ class Trace:
             return set()
         return {r[1] for r in self.checked_rows(f"PRAGMA table_info({table})", ("int", "str"), table)}
 
+    #: TARGET_INFO_GPU columns the theoretical occupancy needs -> the names the suite uses
+    DEVICE_LIMIT_COLUMNS = {
+        "name": "name", "smCount": "sm_count", "threadsPerWarp": "threads_per_warp",
+        "maxWarpsPerSm": "max_warps_per_sm", "maxBlocksPerSm": "max_blocks_per_sm",
+        "maxRegistersPerSm": "max_registers_per_sm", "maxShmemPerSm": "max_shared_bytes_per_sm",
+        "maxThreadsPerBlock": "max_threads_per_block", "computeMajor": "compute_major", "computeMinor": "compute_minor",
+    }
+
+    def kernel_launch_resources(self) -> dict:
+        """What CUPTI recorded about each kernel launch without performance counters: per distinct
+        (kernel, grid, block, registers, shared memory) the launches and their summed duration, and
+        the device's per-SM limits (TARGET_INFO_GPU; ``device`` None where the export has no such
+        table or lacks a limit column), for the no-counters mode (analysis.no_counters).
+
+        Returns ``{"device": {...} | None, "kernels": [{"name", "grid", "block", "registers_per_thread",
+        "static_shared_bytes", "dynamic_shared_bytes", "shared_config_bytes", "local_bytes_per_thread",
+        "launches", "total_ns"}, ...]}``; ``shared_config_bytes`` is the shared-memory carveout the
+        launch ran with (CUPTI's sharedMemoryExecuted)."""
+        cols = self.DEVICE_LIMIT_COLUMNS
+        device = None
+        if "TARGET_INFO_GPU" in self.tables and set(cols) <= self.columns_of("TARGET_INFO_GPU"):
+            rows = self._query(f"SELECT {', '.join(cols)} FROM TARGET_INFO_GPU ORDER BY id LIMIT 1")
+            if rows:
+                device = dict(zip(cols.values(), rows[0]))
+        if "CUPTI_ACTIVITY_KIND_KERNEL" not in self.tables:
+            return {"device": device, "kernels": []}
+        rows = self._query(
+            "SELECT s.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.registersPerThread, "
+            "k.staticSharedMemory, k.dynamicSharedMemory, k.sharedMemoryExecuted, k.localMemoryPerThread, "
+            "COUNT(*), SUM(k.end - k.start), MIN(k.start) "
+            "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
+            "GROUP BY k.demangledName, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.registersPerThread, "
+            "k.staticSharedMemory, k.dynamicSharedMemory, k.sharedMemoryExecuted, k.localMemoryPerThread "
+            "ORDER BY MIN(k.start)")
+        kernels = [{"name": nm, "grid": [gx, gy, gz], "block": [bx, by, bz], "registers_per_thread": reg,
+                    "static_shared_bytes": ssm, "dynamic_shared_bytes": dsm, "shared_config_bytes": cfg,
+                    "local_bytes_per_thread": loc, "launches": n, "total_ns": tot}
+                   for nm, gx, gy, gz, bx, by, bz, reg, ssm, dsm, cfg, loc, n, tot, _ in rows]
+        return {"device": device, "kernels": kernels}
+
     def capture_metadata(self) -> dict:
         """What nsys recorded about the capture itself: the Nsight Systems version that exported it and
         the command it launched (program and arguments), so that a report shows what ran, not what a

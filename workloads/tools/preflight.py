@@ -5,6 +5,11 @@
 Exits 2 with one message naming everything that is missing and how to point
 the suite at it. Writes its JSON only when everything is present, so a failed
 preflight leaves nothing behind that looks valid.
+
+It also learns whether Nsight Compute may read the GPU's performance counters (one empty kernel
+under ncu, workloads.tools.counter_probe) and records it under ``counters``: where they are
+refused (ERR_NVGPUCTRPERM) or ncu is switched off (``--ncu none``), the pipeline runs without
+counters (no ncu rule; the reports use analysis.no_counters) and says so once, with the fix.
 """
 from __future__ import annotations
 
@@ -37,6 +42,45 @@ def tool_version(exe: str) -> str | None:
     return lines[-1] if lines else None
 
 
+#: ncu's error code when the driver restricts the counters to administrators
+COUNTERS_REFUSED = "ERR_NVGPUCTRPERM"
+#: ``--ncu`` value that switches Nsight Compute off (``snakemake --config ncu=none``)
+NCU_OFF = "none"
+COUNTERS_FIX = (
+    "let every user read them (driver option `options nvidia NVreg_RestrictProfilingToAdminUsers=0` in "
+    "/etc/modprobe.d, then reload the driver or reboot; in a container the host must allow it), or run the "
+    "pipeline as an administrator (root, or CAP_SYS_ADMIN; CAP_PERFMON from driver R565)"
+)
+NO_COUNTERS_PLAN = (
+    "this run goes on without counters: every step is timed and traced under nsys; no step runs under ncu; the "
+    "reports give kernel durations, launch configurations, registers and shared memory per kernel (from the nsys "
+    "trace), theoretical occupancy and effective rates (derived), each labelled, and list what needs counters"
+)
+
+
+def counter_access(ncu: str, python: str = sys.executable, timeout_s: float = 300) -> dict:
+    """Whether ``ncu`` may read performance counters here: one empty kernel launched under it.
+    ``readable`` None: the probe failed for another reason (``detail`` has ncu's last lines)."""
+    if ncu == NCU_OFF:
+        return {"readable": False, "reason": "Nsight Compute switched off (--config ncu=none)"}
+    cmd = [ncu, "--metrics", "sm__cycles_elapsed.sum", python, "-m", "workloads.tools.counter_probe"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"readable": None, "reason": f"`{' '.join(cmd)}` did not run ({e})"}
+    text = out.stdout + out.stderr
+    refused = [ln.strip() for ln in text.splitlines() if COUNTERS_REFUSED in ln]
+    if refused:
+        return {"readable": False, "reason": f"counters refused by the driver ({COUNTERS_REFUSED})",
+                "exit_status": out.returncode, "message": refused[0]}
+    # ncu names each kernel it profiles ("==PROF== Profiling ..."): without that line nothing was measured
+    if out.returncode == 0 and "==ERROR==" not in text and "==PROF== Profiling" in text:
+        return {"readable": True}
+    tail = " | ".join(ln.strip() for ln in text.splitlines()[-5:] if ln.strip())
+    return {"readable": None, "reason": f"the counter probe under ncu failed (exit status {out.returncode})",
+            "detail": tail}
+
+
 def recipe_availability() -> dict:
     """Per recipe: None when it can run here, else the reason it will be skipped."""
     reasons = {}
@@ -66,6 +110,9 @@ def check(nsys: str, ncu: str, targets: Sequence[str] = ()) -> tuple[dict, list[
         )
     versions = {}
     for key, exe, var in (("nsys", nsys, "NSYS"), ("ncu", ncu, "NCU")):
+        if key == "ncu" and exe == NCU_OFF:
+            versions[key] = {"executable": None, "version": "switched off (--config ncu=none)"}
+            continue
         v = tool_version(exe)
         versions[key] = {"executable": shutil.which(exe) or exe, "version": v}
         if v is None:
@@ -75,7 +122,22 @@ def check(nsys: str, ncu: str, targets: Sequence[str] = ()) -> tuple[dict, list[
                 f"`snakemake --config {key}=/path/to/{key}` or the environment variable {var}."
             )
     record = {"tools": versions, "recipes_skipped": recipe_availability(), "provenance": provenance.collect()}
+    if not problems:
+        record["counters"] = counter_access(ncu)
+        if record["counters"]["readable"] is None:
+            problems.append(f"ncu: {record['counters']['reason']}: {record['counters'].get('detail', '')}. "
+                            "Fix ncu, or run without counters with `snakemake --config ncu=none`.")
     return record, problems
+
+
+def counters_note(counters: dict) -> str | None:
+    """The one message a run without counters prints: why, the fix, and what the run does instead."""
+    if counters.get("readable"):
+        return None
+    if counters.get("message"):
+        return (f"preflight: Nsight Compute may not read the GPU's performance counters: {counters['message']} "
+                f"(ncu exit status {counters.get('exit_status')}). Fix: {COUNTERS_FIX}. Meanwhile {NO_COUNTERS_PLAN}.")
+    return f"preflight: {counters['reason']}: {NO_COUNTERS_PLAN}."
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,6 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  - {prob}", file=sys.stderr)
         return 2
     write_json_atomic(args.output, record)
+    note = counters_note(record["counters"])
+    if note:
+        print(note, file=sys.stderr)
     gpu = record["provenance"]["gpus"][0]["name"]
     print(f"preflight: {gpu}; nsys {record['tools']['nsys']['version']}; ncu {record['tools']['ncu']['version']}")
     return 0
