@@ -134,8 +134,8 @@ def test_report_refuses_malformed_summary_before_writing(tmp_path, capsys, summa
 def test_report_refuses_a_symlinked_figure_before_writing(tmp_path, capsys, summary):
     out = tmp_path / "out"
     (out / "figures").mkdir(parents=True)
-    (out / "figures" / "numba_ufunc_gpu_time.png").symlink_to(tmp_path / "elsewhere.png")
+    (out / "figures" / "numba_ufunc_busy.png").symlink_to(tmp_path / "elsewhere.png")
     rc = main(["report", "--workload", "numba_ufunc", "--ceilings", str(REFERENCE / "ceilings.json"),
                "--out-dir", str(out), str(summary)])
-    assert rc == 2 and "numba_ufunc_gpu_time.png" in capsys.readouterr().err
-    assert os.listdir(out / "figures") == ["numba_ufunc_gpu_time.png"] and not (out / "numba_ufunc.md").exists()
+    assert rc == 2 and "numba_ufunc_busy.png" in capsys.readouterr().err
+    assert os.listdir(out / "figures") == ["numba_ufunc_busy.png"] and not (out / "numba_ufunc.md").exists()
