@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 
 from analysis import verdicts
 from analysis.floors import Floor, floor
+from workloads import sources
 
 #: how each framework's steps are timed; CUDA events unless named here (workloads/<framework>_backend.py)
 HOST_TIMED = {"jax": "host timer (time.perf_counter around block_until_ready; JAX has no CUDA-event API)"}
@@ -412,7 +413,7 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
         calls = r["nsys"]["calls"]
         first = calls[0]
         steps.append(Step(
-            variant=r["variant"], improves_on=parent_name, summary=r["summary"], size=r["size"],
+            variant=r["variant"], improves_on=parent_name, summary=sources.name_sources(r["summary"]), size=r["size"],
             median_ms=r["timing"]["median_ms"], q1_ms=r["timing"]["q1_ms"], q3_ms=r["timing"]["q3_ms"],
             floor_ms=fl.ms, floor_resource=fl.binding.resource, achieved=fl.achieved(r["timing"]["median_ms"]),
             floor_unit=fl.binding.unit, achieved_of_ceiling=fl.ms / r["timing"]["median_ms"],
