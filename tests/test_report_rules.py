@@ -12,7 +12,7 @@ from conftest import REFERENCE, REPO
 from workloads.registry import RECIPES
 
 #: rules/report.smk's REPORT_FIGURES: the figures `python -m analysis report` draws for every workload
-STANDARD = ("gpu_time", "timing", "timeline", "roofline")
+STANDARD = ("ladder", "busy", "timeline", "roofline")
 FIGURE_LINK = re.compile(r"\(figures/([A-Za-z0-9_]+\.png)\)")
 
 
