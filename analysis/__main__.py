@@ -99,7 +99,7 @@ def cmd_report(a) -> None:
         return os.path.join(fig_dir, f"{a.workload}_{name}.png")
 
     names = [
-        (f"Time per step against its floor ({model.timer.split(' (')[0]})", f"{a.workload}_ladder.png"),
+        (f"Time per step against its floors ({model.timer.split(' (')[0]})", f"{a.workload}_ladder.png"),
         ("Where each steady call's time went on the GPU: busy (union of GPU work) and idle (nsys)",
          f"{a.workload}_busy.png"),
         (f"Timelines of {shown} at size {largest} (nsys): the whole run, and one compute call",

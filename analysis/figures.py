@@ -35,7 +35,8 @@ def _log_if_wide(ax, values, axis: str = "x") -> bool:
 
 def ladder_figure(model, path: str) -> None:
     """The step ladder at each size: each step's median time per call (dot, IQR whiskers) against its
-    floor (red tick), joined by a line: the gap left. Ladder order top to bottom; a log axis where the
+    minimum-work floor (red tick), joined by a line: the gap left; the floor of its measured limiter
+    (open diamond) where it has one. Ladder order top to bottom; a log axis where the
     times span more than 10× (a :class:`analysis.report_model.ReportModel`; nothing is computed here)."""
     sizes = list(reversed(model.sizes))
     fig, axes = plt.subplots(1, len(sizes), squeeze=False,
@@ -49,14 +50,19 @@ def ladder_figure(model, path: str) -> None:
                     xerr=[[s.median_ms - s.q1_ms for s in steps], [s.q3_ms - s.median_ms for s in steps]],
                     fmt="o", color=KIND_COLORS["kernel"], capsize=3, zorder=3, label="median (IQR)")
         ax.scatter([s.floor_ms for s in steps], y, marker="|", s=250, color="#c44e52", zorder=2, linewidths=2.5,
-                   label="floor")
-        wide = _log_if_wide(ax, [s.median_ms for s in steps] + [s.floor_ms for s in steps])
+                   label="minimum-work floor")
+        limited = [(i, s.limiter.floor_ms) for i, s in enumerate(steps) if s.limiter.floor_ms]
+        if limited:
+            ax.scatter([ms for _, ms in limited], [i for i, _ in limited], marker="D", s=28, facecolors="none",
+                       edgecolors="#8172b2", zorder=2, linewidths=1.5, label="floor of the measured limiter")
+        wide = _log_if_wide(ax, [s.median_ms for s in steps] + [s.floor_ms for s in steps]
+                            + [ms for _, ms in limited])
         ax.set_yticks(y, [s.variant for s in steps], fontsize=8)
         ax.set_ylim(len(steps) - 0.5, -0.5)
         ax.set_xlabel(f"ms per call, {'log' if wide else 'linear'} scale ({model.timer.split(' (')[0]})", fontsize=8)
         ax.set_title(f"size {size}", fontsize=9)
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle(f"{model.title}: time per step against its floor", fontsize=10)
+    fig.suptitle(f"{model.title}: time per step against its floors", fontsize=10)
     fig.tight_layout()
     _save(fig, path)
 

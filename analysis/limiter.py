@@ -299,6 +299,10 @@ class StepLimiter:
     detail: str
     kernel: Limiter | None = None
     ncu_variants: tuple[str, ...] = ()  # whose ncu profiles the kernel limiter rests on
+    # kernel limiters: the time per steady call the step's kernels need with each one's limiting unit
+    # at its peak, and the share of kernel time ncu profiled (limiter_floor_ns); None: none profiled
+    floor_ns: float | None = None
+    floor_covered_share: float = 0.0
 
     def label(self) -> str:
         if self.kernel is not None:
@@ -373,6 +377,25 @@ def step_kernels(run: dict, by_kernel: dict[str, list[tuple[str, dict]]]) -> lis
              "launches": _preferred(run["variant"], found, rank)} for k, found in matched]
 
 
+def limiter_floor_ns(rows: Sequence[dict]) -> tuple[float, float] | None:
+    """The floor of the measured limiters and the share of kernel time it covers: each profiled
+    kernel's time per call at the share of peak its limiting unit ran at (a DRAM-bound kernel at 91%
+    of DRAM's peak needs 91% of its time with DRAM at 100%; a pipe-bound one likewise on its pipe; a
+    latency-bound one on its busiest unit). Kernels ncu did not profile count as free, so the floor
+    stays a lower bound. ``rows``: :func:`step_kernels`. None when no kernel was profiled."""
+    total = sum(r["ns_per_call"] for r in rows)
+    floor_ns, covered = 0.0, 0.0
+    for r in rows:
+        lim = next((x for _, launch in r["launches"] if (x := classify(launch["metrics"])) is not None), None)
+        if lim is None or lim.pct_of_peak is None:
+            continue
+        floor_ns += r["ns_per_call"] * lim.pct_of_peak / 100.0
+        covered += r["ns_per_call"]
+    if not total or not covered:
+        return None
+    return floor_ns, covered / total
+
+
 def step_limiter(run: dict, pool: Iterable[tuple[str, Sequence[dict]]]) -> StepLimiter:
     """``run``: a run summary; ``pool``: (variant, ncu launch records) of the recipe at this size."""
     calls = _steady(run["nsys"]["calls"])
@@ -419,7 +442,7 @@ def step_limiter(run: dict, pool: Iterable[tuple[str, Sequence[dict]]]) -> StepL
                            f"shape, most in `{kernel_key(top['name'])[:60]}`")
     lim, kernel = example[(kind, unit)]
     return StepLimiter(kind, unit, share, f"{share:.0%} of kernel time; `{kernel_key(kernel)[:60]}`: {lim.detail}",
-                       lim, tuple(dict.fromkeys(variants)))
+                       lim, tuple(dict.fromkeys(variants)), *(limiter_floor_ns(rows) or (None, 0.0)))
 
 
 # --- the next move ----------------------------------------------------------------------------

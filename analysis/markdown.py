@@ -93,18 +93,32 @@ def result_box(m: rm.ReportModel) -> list[str]:
         f"> **Result at size {r.size}.** {r.takeaway}",
         ">",
         f"> - **Best step against the baseline:** {best} ({r.spread}).",
-        f"> - **What limits the last step, `{r.final.variant}`:** {r.limiter.what} (from {r.limiter.source}).",
+        f"> - **What limits the last step, `{r.final.variant}`:** {r.limiter.what} (from {r.limiter.source})"
+        f"{_limiter_floor_clause(r.final)}.",
         f"> - **Next thing to try:** {r.limiter.next_move}.",
         *([">", f"> {m.ncu_coverage}"] if m.no_counters else []),
     ]
 
 
+def _limiter_floor_clause(s: rm.Step) -> str:
+    """'; 1.82× the floor of that limiter (...)' or why there is none."""
+    if s.time_over_limiter_floor is None:
+        return f"; no floor of that limiter: {s.limiter.floor_what}" if s.limiter.floor_what else ""
+    return f"; {rm.ratio_text(s.time_over_limiter_floor)} the floor of that limiter ({s.limiter.floor_what})"
+
+
+def _floors_cell(s: rm.Step) -> str:
+    limiter_part = rm.ratio_text(s.time_over_limiter_floor) if s.time_over_limiter_floor is not None else "—"
+    return f"{rm.ratio_text(s.time_over_floor)}; {limiter_part}"
+
+
 def ladder_table(steps: Sequence[rm.Step], timer: str) -> str:
     rows = [(f"`{s.variant}`", f"`{s.improves_on}`" if s.improves_on else "—", _median(s), _cmp(s.vs_parent),
-             _cmp(s.vs_baseline), f"{s.floor_ms:.4g} ({s.floor_resource})", rm.ratio_text(s.time_over_floor),
+             _cmp(s.vs_baseline), f"{s.floor_ms:.4g} ({s.floor_resource})", _floors_cell(s),
              s.limiter.what) for s in steps]
     return table(("step", "improves on", f"median ms (IQR), {timer.split(' (')[0]}", "vs the step it improves on",
-                  "vs baseline", "floor ms (bound by)", "time / floor", "limiter"), rows, MAX_CELL_CHARS)
+                  "vs baseline", "minimum-work floor ms (resource)", "time / floor: minimum work; limiter",
+                  "limiter (measured)"), rows, MAX_CELL_CHARS)
 
 
 def step_sentences(steps: Sequence[rm.Step]) -> list[str]:
@@ -124,7 +138,8 @@ def steps_detail_table(steps: Sequence[rm.Step]) -> str:
              f"{_ms(s.host_call_ms)} / {_ms(s.host_synced_ms)}", f"{s.first_call_ms:.1f}", f"{s.noise:.1%}",
              f"{s.relative_error:.1e}")
             for s in steps]
-    return table(("step", "achieved on the floor's resource (of ceiling)", "GPU busy / wall ms",
+    return table(("step", "effective rate on the minimum-work floor's resource (of its reference rate)",
+                  "GPU busy / wall ms",
                   "kernels ms", "copies H2D / D2H / other ms", "overlapping ms", "kernels per call",
                   "alloc calls: first / later", "host timer ms: returns / synced", "first call ms",
                   "noise (IQR / median)", "rel. error"),
@@ -253,9 +268,16 @@ def appendix(m: rm.ReportModel) -> list[str]:
               f"{int(100 * verdicts.CONFIDENCE)}% interval of the ratio of medians: *same* when it lies within "
               f"±{verdicts.THRESHOLD:.0%}, *faster*/*slower* when wholly outside, *uncertain* when it straddles; "
               "it rests on the samples of one process, so process-to-process variance is not included.",
-              "- *Floor*: the time the step's declared work takes at the rates above: device-memory bytes over the "
-              "device-to-device copy rate, host-link bytes over the pinned copy rate, FLOPs over the rate of their "
-              "arithmetic (integer work has none). The largest term sets it and is named.",
+              "- *Minimum-work floor*: the time the step's declared (minimum) work takes at the reference rates "
+              "above: device-memory bytes over the device-to-device copy rate, host-link bytes over the pinned copy "
+              "rate, FLOPs over the rate of their arithmetic (integer work has none). The largest term sets it and "
+              "is named; it is a resource, not a measured limiter, and its rate is an effective one (minimum bytes "
+              "over the measured time), not the DRAM throughput ncu measures. A step near 1× of it runs at the "
+              "reference rate. *Floor of the limiter*: the time the measured limiter needs at its peak: each kernel's time at the "
+              "share of peak ncu measured on its limiting unit (a kernel at 91% of DRAM's peak: 91% of its time), "
+              "or the call's declared copies at the pinned rates for a host-link-bound step; none for a step the "
+              "host limits, or whose kernels ncu did not all profile. Its ratio says how much is left on the "
+              "limiter itself; the minimum-work ratio, how much a different algorithm could still gain.",
               "- *GPU busy*: the union of the intervals of a call's kernels, copies and memsets (nsys), so "
               "overlapping work counts once; *overlapping ms* is how much the kinds' sums exceed it.",
               "- *Limiter* and *next*: measured (`analysis/limiter.py`): copies or GPU idle time filling the call "
@@ -356,7 +378,10 @@ def index_report(models: Sequence[rm.ReportModel], ceilings_record: dict, prefli
                      (r.best_vs_baseline.text or f"{r.best_vs_baseline.label} {rm.ratio_text(r.best_vs_baseline.speedup)}")
                      if r.best_vs_baseline else "baseline is best",
                      f"{rm.ratio_text(r.best.time_over_floor)} ({r.best.floor_resource})",
-                     f"{r.best.limiter.what} ({r.best.limiter.source})"))
+                     f"{r.best.limiter.what}"
+                     + (f", {rm.ratio_text(r.best.time_over_limiter_floor)} its floor"
+                        if r.best.time_over_limiter_floor is not None else "")
+                     + f" ({r.best.limiter.source})"))
     own = list(later_runs)
     skipped = [(w, why) for w, why in sorted((preflight.get("recipes_skipped") or {}).items()) if why]
     lines = [
@@ -367,7 +392,7 @@ def index_report(models: Sequence[rm.ReportModel], ceilings_record: dict, prefli
         "(Nsight Compute) from a cold start.",
         "",
         table(("recipe", "steps", "largest size", "fastest step", "median ms", "verdict vs baseline",
-               "time / floor (bound by)", "limited by (measured)"), rows),
+               "time / minimum-work floor (resource)", "limited by (measured), time / its floor"), rows),
         "",
     ]
     if skipped:

@@ -18,7 +18,7 @@ import re
 from typing import Callable, Sequence
 
 from analysis import verdicts
-from analysis.floors import Floor, floor
+from analysis.floors import AT_RATE_FACTOR, Floor, floor
 from workloads import sources
 
 #: how each framework's steps are timed; CUDA events unless named here (workloads/<framework>_backend.py)
@@ -88,10 +88,15 @@ class BusyTime:
 
 @dataclasses.dataclass(frozen=True)
 class Limiter:
-    """What limits a step and the next thing to try. ``source`` says what it rests on."""
+    """What limits a step and the next thing to try. ``source`` says what it rests on. ``floor_ms``:
+    the time per call the measured limiter needs at its peak (kernels: each one's limiting unit at
+    its peak, from ncu; host link: the call's declared copies at the measured pinned rates); None
+    where the limiter has no device floor (the host sets the time) or the evidence does not reach one."""
     what: str
     next_move: str
     source: str
+    floor_ms: float | None = None
+    floor_what: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +110,7 @@ class Step:
     q3_ms: float
     floor_ms: float
     floor_resource: str
+    floor_rate_name: str  # the reference rate the floor's binding resource is measured at
     achieved: float  # on the floor's resource, in floor_unit
     floor_unit: str
     achieved_of_ceiling: float  # floor_ms / median_ms
@@ -125,6 +131,10 @@ class Step:
     @property
     def time_over_floor(self) -> float:
         return self.median_ms / self.floor_ms
+
+    @property
+    def time_over_limiter_floor(self) -> float | None:
+        return self.median_ms / self.limiter.floor_ms if self.limiter.floor_ms else None
 
     @property
     def noise(self) -> float:
@@ -251,7 +261,8 @@ def limiter_from_findings(run: dict, fl: Floor) -> Limiter:
         t, f = ranked[0]
         return Limiter(f"{f['title']} (up to {t:.3g} ms per call)", _first_sentence(f["fix"]),
                        f"finding `{f['id']}`")
-    what = f"{fl.binding.resource}: {ratio_text(ratio)} its floor"
+    # nothing measured names a limiter: say so, and where the step stands on its minimum-work floor
+    what = f"not profiled at this size (minimum-work floor: {fl.binding.resource}, {ratio_text(ratio)})"
     if ratio < 1.3:
         move = (f"Little is left on {fl.binding.resource}: a faster step has to do less work "
                 "(fewer bytes or FLOPs), not the same work faster")
@@ -273,7 +284,31 @@ def measured_limiter(run: dict, fl: Floor, runs: Sequence[dict] = ()) -> Limiter
     borrowed = [v for v in step.ncu_variants if v != run["variant"]]
     source = ("nsys" if step.kernel is None else
               "ncu" + (f", profile of {', '.join(f'`{v}`' for v in borrowed)}" if borrowed else ""))
-    return Limiter(step.label(), step.next_move().rstrip("."), source)
+    floor_ms, floor_what = limiter_floor(step, fl)
+    return Limiter(step.label(), step.next_move().rstrip("."), source, floor_ms, floor_what)
+
+
+#: analysis.floors resources of the host link
+_LINK_RESOURCES = ("host-to-device link", "device-to-host link")
+
+
+def limiter_floor(step, fl: Floor) -> tuple[float | None, str]:
+    """The floor of a step's measured limiter (analysis.limiter.StepLimiter) and what it is, in words."""
+    from analysis import limiter  # noqa: PLC0415 - as measured_limiter
+    if step.kind == "host link":
+        links = [t for t in fl.terms if t.resource in _LINK_RESOURCES]
+        if links:
+            t = max(links, key=lambda t: t.ms)
+            return t.ms, f"the call's {t.resource} bytes at the {t.rate_name}"
+        return None, "no declared host-link bytes"
+    if step.kind in ("launch/host", "synchronization"):
+        return None, "the host sets the time: no device floor"
+    if step.floor_ns is not None:
+        if step.floor_covered_share >= limiter.COVERAGE_COMPLETE:
+            return step.floor_ns / 1e6, "each kernel's limiting unit at its peak (ncu)"
+        return step.floor_ns / 1e6, (f"each profiled kernel's limiting unit at its peak (ncu; "
+                                     f"{step.floor_covered_share:.0%} of kernel time profiled, the rest counted as free)")
+    return None, "no kernel of the step was profiled"
 
 
 #: the function that gives each step its limiter and next move: (run summary, floor, the size's runs) -> Limiter
@@ -415,7 +450,7 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
         steps.append(Step(
             variant=r["variant"], improves_on=parent_name, summary=sources.name_sources(r["summary"]), size=r["size"],
             median_ms=r["timing"]["median_ms"], q1_ms=r["timing"]["q1_ms"], q3_ms=r["timing"]["q3_ms"],
-            floor_ms=fl.ms, floor_resource=fl.binding.resource, achieved=fl.achieved(r["timing"]["median_ms"]),
+            floor_ms=fl.ms, floor_resource=fl.binding.resource, floor_rate_name=fl.binding.rate_name, achieved=fl.achieved(r["timing"]["median_ms"]),
             floor_unit=fl.binding.unit, achieved_of_ceiling=fl.ms / r["timing"]["median_ms"],
             vs_baseline=None if r is base else _compare(base, r),
             vs_parent=_compare(parent, r) if parent else None,
@@ -432,17 +467,29 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
     return tuple(steps)
 
 
+def _floors_text(step: Step) -> str:
+    """Where a step stands against its measured limiter's floor, then against the minimum work."""
+    minimum = f"{ratio_text(step.time_over_floor)} its minimum-work floor ({step.floor_resource})"
+    if step.time_over_floor < AT_RATE_FACTOR and step.floor_rate_name:
+        # the rates are measurements, not ceilings: near or under 1× the step runs at the rate
+        minimum = (f"the {step.floor_rate_name} ({ratio_text(step.time_over_floor)} its minimum-work floor, "
+                   f"{step.floor_resource})")
+    if step.time_over_limiter_floor is None:
+        return minimum
+    unit = step.limiter.what.split(" (")[0]
+    return f"{ratio_text(step.time_over_limiter_floor)} the floor of its measured limiter ({unit}) and {minimum}"
+
+
 def result_box(steps: Sequence[Step], timer: str) -> ResultBox:
     base, final = steps[0], steps[-1]
     best = min(steps, key=lambda s: s.median_ms)
     cmp = best.vs_baseline
     if cmp is None:
         takeaway = (f"No step beat the baseline `{base.variant}` at size {base.size}; it runs at "
-                    f"{ratio_text(base.time_over_floor)} its {base.floor_resource} floor.")
+                    f"{_floors_text(base)}.")
     else:
         takeaway = (f"`{best.variant}` ({best.summary}) is {cmp.label} than `{base.variant}`, "
-                    f"{ratio_text(cmp.speedup)}, and runs at {ratio_text(best.time_over_floor)} its "
-                    f"{best.floor_resource} floor.")
+                    f"{ratio_text(cmp.speedup)}, and runs at {_floors_text(best)}.")
     return ResultBox(size=base.size, takeaway=takeaway, best=best, baseline=base, best_vs_baseline=cmp,
                      final=final, limiter=final.limiter,
                      spread=f"median (interquartile range) of repeated calls, {timer}")

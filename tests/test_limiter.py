@@ -248,3 +248,53 @@ def test_diagnose_gives_every_step_of_a_recipe_from_its_summaries():
     assert [s.limiter.kind for s in steps] == ["latency", "host link", "host link", "memory", "memory"]
     assert all(s.next_move.endswith(".") for s in steps)
     assert steps[-1].work.bytes_ratio() == pytest.approx(1.0, abs=0.02)
+
+
+# --- the floor of the measured limiter ----------------------------------------------------------
+
+def _kernel_ns_per_call(run: dict) -> float:
+    return sum(k["total_ns"] for k in run["nsys"]["compute_kernels"]) / len(run["nsys"]["calls"])
+
+
+def test_the_floor_of_a_dram_bound_step_is_its_kernel_time_at_dram_peak():
+    """cupy `fused`: one kernel at 91% of DRAM's peak needs 91% of its time with DRAM at 100%."""
+    step = _step("cupy_sqdiff", "fused", 16384)
+    run = _run("cupy_sqdiff", "fused", 16384)
+    assert step.floor_covered_share == 1.0
+    assert step.floor_ns == pytest.approx(_kernel_ns_per_call(run) * step.kernel.pct_of_peak / 100, rel=1e-9)
+    assert 1.05 < run["timing"]["median_ms"] / (step.floor_ns / 1e6) < 1.2
+
+
+def test_a_step_with_unprofiled_kernels_keeps_a_lower_bound_and_says_how_much_was_profiled():
+    """Warp's frame: the neighbour kernels were profiled, the grid build and integration were not;
+    those count as free, so the floor is lower than the profiled kernels' time alone."""
+    step = _step("warp_sph", "baseline", 62500)
+    run = _run("warp_sph", "baseline", 62500)
+    assert 0.5 < step.floor_covered_share < limiter.COVERAGE_COMPLETE
+    assert step.floor_ns < step.floor_covered_share * _kernel_ns_per_call(run)
+
+
+def test_host_and_unprofiled_steps_have_no_kernel_floor():
+    assert _step("cupy_sqdiff", "fused", 4096).floor_ns is None  # launch/host
+    assert _step("jax_matmul", "baseline", 8192).floor_ns is None  # not profiled at this shape
+
+
+def test_numba_device_resident_stands_on_its_fp64_floor_not_on_device_memory():
+    """The report's ratio for the FP64-bound step comes from the FP64 pipe's measured share; the
+    minimum-work floor (declared bytes at the copy rate) stays beside it, named as such."""
+    from analysis import report_model
+
+    runs = _runs("numba_ufunc", 268435456)
+    ceilings = json.loads((REFERENCE / "ceilings.json").read_text())["ceilings"]
+    from workloads.registry import BY_NAME
+
+    steps = {s.variant: s for s in report_model.build_steps(BY_NAME["numba_ufunc"], runs, ceilings)}
+    dr = steps["device_resident"]
+    assert dr.limiter.what.startswith("compute: FP64 pipe")
+    assert dr.time_over_limiter_floor == pytest.approx(100 / 55, rel=0.05)
+    assert dr.floor_resource == "device memory" and dr.time_over_floor > dr.time_over_limiter_floor
+    # a host-link-bound step's floor is its declared copies at the pinned rate
+    streams = steps["streams"]
+    assert streams.limiter.what == "host link"
+    assert streams.limiter.floor_ms == pytest.approx(streams.floor_ms)
+    assert "pinned" in streams.limiter.floor_what
