@@ -275,15 +275,16 @@ def appendix(m: rm.ReportModel) -> list[str]:
               "over the measured time), not the DRAM throughput ncu measures. A step near 1× of it runs at the "
               "reference rate. *Floor of the limiter*: the time the measured limiter needs at its peak: each kernel's time at the "
               "share of peak ncu measured on its limiting unit (a kernel at 91% of DRAM's peak: 91% of its time), "
-              "or the call's declared copies at the pinned rates for a host-link-bound step; none for a step the "
-              "host limits, or whose kernels ncu did not all profile. Its ratio says how much is left on the "
+              "or the call's declared copies at the pinned rates for a host-link-bound step; kernels ncu did not "
+              "profile count as free (the share profiled is said); none for a step the host limits or with no "
+              "profiled kernel. Its ratio says how much is left on the "
               "limiter itself; the minimum-work ratio, how much a different algorithm could still gain.",
               "- *GPU busy*: the union of the intervals of a call's kernels, copies and memsets (nsys), so "
               "overlapping work counts once; *overlapping ms* is how much the kinds' sums exceed it.",
               "- *Limiter* and *next*: measured (`analysis/limiter.py`): copies or GPU idle time filling the call "
               "(nsys), else the memory level or SM pipe ncu's speed-of-light and pipe metrics put the step's kernels "
               "at, or latency/occupancy with its cause; a step without any profile falls back to the finding with "
-              "the most time at stake, else its floor.",
+              "the most time at stake, else says it was not profiled.",
               f"- *Size*: {m.size_meaning}.", "",
               "### Commands", "", f"The exact commands: {m.commands_note}.", ""]
     if m.commands:
