@@ -5,7 +5,9 @@
 size, so the folders' layout beyond that does not matter). For each step both sides have, the
 verdict engine of the reports (``analysis.verdicts``) gives the speedup base/candidate with its
 interval; beside it, each side's time over its floor (from the nearest ``ceilings.json`` above the
-record) and its clocks where NVML telemetry was recorded.
+record), its measured limiter (analysis.limiter, from the step's nsys capture and the ncu
+profiles of its recipe at that size in the same folder) and whether that changed, and its clocks
+where NVML telemetry was recorded.
 
 The result is a CI gate: ``any_slower`` is true when some step is slower beyond the threshold
 with confidence.
@@ -13,12 +15,14 @@ with confidence.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 
-from analysis import verdicts
+from analysis import layout, limiter, verdicts
 from analysis.errors import AnalysisInputError
 from analysis.floors import floor
+from analysis.run_summary import summarize_run
 
 #: experiment folders hold timing records of other programs (allocator studies), not steps
 SKIPPED_FOLDERS = ("experiments",)
@@ -34,6 +38,7 @@ class Step:
     time_over_floor: float | None
     sm_clock_mhz_range: list[int] | None
     energy_per_call_j: float | None
+    limiter: str | None = None  # the measured limiter's label; None: no nsys capture beside the record
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -88,7 +93,41 @@ def load_steps(root: str) -> dict[tuple[str, str, int], list[Step]]:
         steps.setdefault(step.key, []).append(step)
     if not steps:
         raise AnalysisInputError(root, "no timing.json records under this folder")
-    return steps
+    return with_limiters(steps)
+
+
+@functools.lru_cache(maxsize=None)
+def _summary(folder: str) -> dict:
+    """A capture folder's run summary, once per process (a folder compared with itself is read once)."""
+    return summarize_run(folder)
+
+
+def with_limiters(steps: dict[tuple[str, str, int], list[Step]]) -> dict[tuple[str, str, int], list[Step]]:
+    """Each process's measured limiter, where its folder holds the nsys capture (a timed-only run has
+    none): its run summary against the ncu launches of the recipe's runs at that size in the folder."""
+    summaries: dict[str, dict] = {}
+    for runs in steps.values():
+        for s in runs:
+            folder = os.path.dirname(s.path)
+            if os.path.exists(os.path.join(folder, layout.NSYS_RUN)):
+                summaries[s.path] = _summary(os.path.realpath(folder))
+    pools: dict[tuple[str, int, str], list] = {}
+    for path, run in summaries.items():
+        # one pool per recipe, size and parent folder of the variants (a run folder among several)
+        parent = os.path.dirname(os.path.dirname(os.path.dirname(path)))
+        pools.setdefault((run["workload"], run["size"], parent), []).append(run)
+    out = {}
+    for key, runs in steps.items():
+        labelled = []
+        for s in runs:
+            run = summaries.get(s.path)
+            if run is not None:
+                parent = os.path.dirname(os.path.dirname(os.path.dirname(s.path)))
+                pool = limiter.pool_of(pools[(run["workload"], run["size"], parent)])
+                s = dataclasses.replace(s, limiter=limiter.step_limiter(run, pool).label())
+            labelled.append(s)
+        out[key] = labelled
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +146,13 @@ class StepComparison:
         return self.cand_runs[0]
 
     @property
+    def limiter_changed(self) -> bool | None:
+        """Does the measured limiter differ between the sides? None: not measured on both."""
+        if self.base.limiter is None or self.cand.limiter is None:
+            return None
+        return _limiter_kind(self.base.limiter) != _limiter_kind(self.cand.limiter)
+
+    @property
     def clocks_differ(self) -> bool | None:
         """Did the two sides run at SM clocks whose ranges do not overlap? None: not recorded on both."""
         b, c = self.base.sm_clock_mhz_range, self.cand.sm_clock_mhz_range
@@ -119,11 +165,12 @@ class StepComparison:
             s = runs[0]
             return {"paths": [r.path for r in runs], "processes": len(runs),
                     "samples": sum(len(r.times_ms) for r in runs), "time_over_floor": s.time_over_floor,
-                    "sm_clock_mhz_range": s.sm_clock_mhz_range, "energy_per_call_j": s.energy_per_call_j}
+                    "sm_clock_mhz_range": s.sm_clock_mhz_range, "energy_per_call_j": s.energy_per_call_j,
+                    "limiter": s.limiter}
 
         return {"workload": self.base.workload, "variant": self.base.variant, "size": self.base.size,
                 "verdict": self.verdict.as_dict(), "text": verdicts.format_verdict(self.verdict),
-                "clocks_differ": self.clocks_differ,
+                "clocks_differ": self.clocks_differ, "limiter_changed": self.limiter_changed,
                 "base": side(self.base_runs), "cand": side(self.cand_runs)}
 
 
@@ -167,6 +214,19 @@ def compare_folders(base_root: str, cand_root: str) -> Comparison:
                       sorted(set(cand) - set(base), key=_order))
 
 
+def _limiter_kind(label: str) -> str:
+    """A limiter label without its numbers: "memory: DRAM (91% of peak)" -> "memory: DRAM"; the
+    share of peak moves with noise, the unit is what changes."""
+    return label.split(" (")[0]
+
+
+def _limiters(s: StepComparison) -> str:
+    b, c = (x.limiter or "not captured" for x in (s.base, s.cand))
+    if b == c:
+        return b
+    return f"{b} → {c}" + (" (changed)" if s.limiter_changed else "")
+
+
 def _clocks(s: Step) -> str:
     return "not recorded" if not s.sm_clock_mhz_range else "{}–{} MHz".format(*s.sm_clock_mhz_range)
 
@@ -184,6 +244,7 @@ def markdown(c: Comparison) -> str:
 
     rows = [(s.base.workload, f"`{s.base.variant}`", s.base.size, f"{samples(s.base_runs)} / {samples(s.cand_runs)}",
              f"**{verdicts.format_verdict(s.verdict)}**", f"{_over_floor(s.base)} / {_over_floor(s.cand)}",
+             _limiters(s),
              f"{_clocks(s.base)} / {_clocks(s.cand)}" + (" (different clocks)" if s.clocks_differ else ""))
             for s in c.steps]
     kinds = [s.verdict.kind for s in c.steps]
@@ -204,7 +265,7 @@ def markdown(c: Comparison) -> str:
         "is not in the interval.",
         "",
         table(("recipe", "variant", "size", "samples base / cand", "verdict, speedup [interval]",
-               "time / floor base / cand", "SM clock base / cand"), rows),
+               "time / floor base / cand", "measured limiter base → cand", "SM clock base / cand"), rows),
     ]
     for title, keys in (("Only in the base", c.only_base), ("Only in the candidate", c.only_cand)):
         if keys:

@@ -27,8 +27,8 @@ def add_parser(sub) -> None:
     s = sub.add_parser(
         "compare", help="two run folders or references: per step the speedup with its interval and verdict",
         description="Per recipe, variant and size that both folders hold: the speedup base/candidate with "
-                    "its confidence interval and verdict (the reports' verdict engine), time/floor and clocks "
-                    "on each side. Exit status: 1 when any step is slower with confidence, 0 otherwise, "
+                    "its confidence interval and verdict (the reports' verdict engine), time/floor, the measured "
+                    "limiter (where the folders hold the nsys and ncu captures) and clocks on each side. Exit status: 1 when any step is slower with confidence, 0 otherwise, "
                     "2 on bad input.")
     s.add_argument("base", help="folder of the base run's captures (e.g. reports/reference/h200)")
     s.add_argument("cand", help="folder of the candidate run's captures")

@@ -21,6 +21,7 @@ with its reason.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Iterable, Sequence
 
@@ -273,13 +274,16 @@ def device_peaks(m: dict) -> dict[str, float]:
 
 # --- matching nsys kernels to ncu launches --------------------------------------------------
 
+@functools.lru_cache(maxsize=4096)
 def kernel_key(name: str) -> str:
     """A kernel's name reduced to what is the same in nsys and in ncu, and across processes: no
     return type, namespaces (ncu drops them inside template arguments too), casts on template
     arguments or ABI tags (Numba numbers its ABI tag per compilation: ``abi:v3`` and ``abi:v5``
     are one kernel)."""
     name = re.sub(r"^void ", "", name.strip()).replace("abi:", "")
-    name = re.sub(r"\((?:[A-Za-z_][\w:]*\s*)+\)(?=-?\d)", "", name)
+    # words of a cast separated by required whitespace: with optional whitespace the engine tries
+    # every split of each word, exponential on long template names (seconds per cuDF kernel)
+    name = re.sub(r"\([A-Za-z_][\w:]*(?:\s+[A-Za-z_][\w:]*)*\s*\)(?=-?\d)", "", name)
     name = re.sub(r"(?:[A-Za-z_]\w*::)+", "", name)
     return re.sub(r"\[v\d+,", "[", name)
 

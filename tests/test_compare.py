@@ -9,6 +9,7 @@ import pytest
 
 from analysis.__main__ import main
 from analysis.compare import compare_folders
+from analysis.compare import markdown as compare_markdown
 
 REF = os.path.join(os.path.dirname(__file__), "..", "reports", "reference", "h200")
 PLANTED = ("cupy_sqdiff", "fused", 16384)
@@ -134,3 +135,33 @@ def test_clock_ranges_that_do_not_overlap_are_flagged():
     assert StepComparison([step([1755, 1785])], [step([1980, 1980])], v).clocks_differ is True
     assert StepComparison([step([1900, 1980])], [step([1980, 1980])], v).clocks_differ is False
     assert StepComparison([step(None)], [step([1980, 1980])], v).clocks_differ is None
+
+
+def test_each_side_names_its_measured_limiter_and_a_change_is_flagged(tmp_path):
+    """The reference with itself: every step has the same limiter on both sides. A candidate whose
+    cupy_sqdiff captures lost their ncu profiles: the DRAM-bound steps become "not profiled", flagged
+    as a change; a timed-only candidate has no limiter to compare."""
+    same = compare_folders(REF, REF)
+    assert all(s.base.limiter and s.base.limiter == s.cand.limiter and s.limiter_changed is False
+               for s in same.steps)
+    fused = next(s for s in same.steps if (s.base.workload, s.base.variant, s.base.size) == PLANTED)
+    assert fused.base.limiter == "memory: DRAM (91% of peak)"
+
+    cand = tmp_path / "cand"
+    shutil.copytree(os.path.join(REF, "cupy_sqdiff"), cand / "cupy_sqdiff")
+    shutil.copy(os.path.join(REF, "ceilings.json"), cand / "ceilings.json")
+    for profile in cand.glob("cupy_sqdiff/*/n*/ncu*"):
+        profile.unlink()
+    c = compare_folders(REF, str(cand))
+    planted = next(s for s in c.steps if (s.base.workload, s.base.variant, s.base.size) == PLANTED)
+    assert planted.cand.limiter == "not profiled" and planted.limiter_changed is True
+    assert "memory: DRAM (91% of peak) → not profiled (changed)" in compare_markdown(c)
+    # launch/host comes from nsys alone: unchanged without the profiles
+    small = next(s for s in c.steps if (s.base.workload, s.base.variant, s.base.size) == ("cupy_sqdiff", "fused", 4096))
+    assert small.limiter_changed is False
+
+    timed_only = tmp_path / "timed"
+    _copy_timings(timed_only)
+    c = compare_folders(REF, str(timed_only))
+    assert {s.limiter_changed for s in c.steps} == {None}
+    assert c.as_dict()["steps"][0]["cand"]["limiter"] is None
