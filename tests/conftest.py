@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 
+import nvtx
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -137,3 +138,44 @@ def no_gpu_env(tmp_path, monkeypatch):
     monkeypatch.delenv("NSYS", raising=False)
     monkeypatch.delenv("NCU", raising=False)
     return bin_dir
+
+
+# --- NVTX without a profiler (test_annotate, test_nvtx_multiprocess) ---------------------------
+
+class RecordingDomain(nvtx.Domain):
+    """An active nvtx.Domain that records instead of calling a profiler."""
+
+    def __new__(cls, name=None):
+        return object.__new__(cls)
+
+    def __init__(self, name=None):
+        self.name = name
+        self.events: list[tuple] = []
+        self._categories: dict[str, int] = {}
+
+    def get_category_id(self, name):
+        return self._categories.setdefault(name, len(self._categories) + 1)
+
+    def get_event_attributes(self, message=None, color=None, category=None, payload=None):
+        return {"message": message, "color": color, "category": category, "payload": payload}
+
+    def push_range(self, attributes=None, **kwargs):
+        self.events.append(("push", attributes))
+
+    def pop_range(self):
+        self.events.append(("pop",))
+
+    def mark(self, attributes=None, **kwargs):
+        self.events.append(("mark", attributes))
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Domain name -> RecordingDomain, as if a profiler were attached; annotation switched on."""
+    from workloads import annotate
+
+    domains: dict[str, RecordingDomain] = {}
+    monkeypatch.setattr(annotate, "ENABLED", True)
+    monkeypatch.setattr(annotate, "_channels", {})
+    monkeypatch.setattr(annotate.nvtx, "get_domain", lambda name=None: domains.setdefault(name, RecordingDomain(name)))
+    return domains

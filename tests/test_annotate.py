@@ -11,50 +11,12 @@ import sys
 import threading
 
 import numpy as np
-import nvtx
 import pytest
 
 from workloads import annotate
 from workloads.annotate import AnnotationError
 
 from conftest import REPO
-
-
-class RecordingDomain(nvtx.Domain):
-    """An active nvtx.Domain that records instead of calling a profiler."""
-
-    def __new__(cls, name=None):
-        return object.__new__(cls)
-
-    def __init__(self, name=None):
-        self.name = name
-        self.events: list[tuple] = []
-        self._categories: dict[str, int] = {}
-
-    def get_category_id(self, name):
-        return self._categories.setdefault(name, len(self._categories) + 1)
-
-    def get_event_attributes(self, message=None, color=None, category=None, payload=None):
-        return {"message": message, "color": color, "category": category, "payload": payload}
-
-    def push_range(self, attributes=None, **kwargs):
-        self.events.append(("push", attributes))
-
-    def pop_range(self):
-        self.events.append(("pop",))
-
-    def mark(self, attributes=None, **kwargs):
-        self.events.append(("mark", attributes))
-
-
-@pytest.fixture
-def recorded(monkeypatch):
-    """Domain name -> RecordingDomain, as if a profiler were attached; annotation switched on."""
-    domains: dict[str, RecordingDomain] = {}
-    monkeypatch.setattr(annotate, "ENABLED", True)
-    monkeypatch.setattr(annotate, "_channels", {})
-    monkeypatch.setattr(annotate.nvtx, "get_domain", lambda name=None: domains.setdefault(name, RecordingDomain(name)))
-    return domains
 
 
 @pytest.fixture(autouse=True)

@@ -18,16 +18,6 @@ from workloads.contract import ResultMismatch
 from workloads.nvtx_multiprocess import CUPY_FUNCTIONS, DEFAULT_SIZES, overhead, recipe
 
 from conftest import REPO
-from test_annotate import RecordingDomain
-
-
-@pytest.fixture
-def recorded(monkeypatch):
-    domains: dict[str, RecordingDomain] = {}
-    monkeypatch.setattr(annotate, "ENABLED", True)
-    monkeypatch.setattr(annotate, "_channels", {})
-    monkeypatch.setattr(annotate.nvtx, "get_domain", lambda name=None: domains.setdefault(name, RecordingDomain(name)))
-    return domains
 
 
 class FakeBackend:
