@@ -8,6 +8,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import threading
 
 import nvtx
 import pytest
@@ -179,3 +180,22 @@ def recorded(monkeypatch):
     monkeypatch.setattr(annotate, "_channels", {})
     monkeypatch.setattr(annotate.nvtx, "get_domain", lambda name=None: domains.setdefault(name, RecordingDomain(name)))
     return domains
+
+
+def run_in_thread(fn, *args):
+    """``fn(*args)`` in a new thread, for code that names or renames its thread (pytest's main thread
+    keeps its name); what it raised is raised here."""
+    out = {}
+
+    def body():
+        try:
+            out["value"] = fn(*args)
+        except BaseException as e:  # surfaced in the test's thread
+            out["error"] = e
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]

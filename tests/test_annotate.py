@@ -16,7 +16,7 @@ import pytest
 from workloads import annotate
 from workloads.annotate import AnnotationError
 
-from conftest import REPO
+from conftest import REPO, run_in_thread
 
 
 @pytest.fixture(autouse=True)
@@ -261,26 +261,18 @@ def test_the_environment_lists_functions(recorded):
 # --- thread names -------------------------------------------------------------------------------
 
 
-def _in_new_thread(role: str) -> dict:
-    out: dict = {}
-
-    def body():
-        try:
-            out["returned"] = annotate.name_current_thread(role)
-            out["native_id"] = threading.get_native_id()
-            out["python_name"] = threading.current_thread().name
-            if sys.platform.startswith("linux"):
-                with open(f"/proc/self/task/{out['native_id']}/comm") as f:
-                    out["comm"] = f.read().rstrip("\n")
-        except BaseException as e:  # surfaced in the test's thread
-            out["error"] = e
-
-    t = threading.Thread(target=body)
-    t.start()
-    t.join()
-    if "error" in out:
-        raise out["error"]
+def _named(role: str) -> dict:
+    """Name the current thread ``role``; what the call returned and what the thread is called now."""
+    out = {"returned": annotate.name_current_thread(role), "native_id": threading.get_native_id(),
+           "python_name": threading.current_thread().name}
+    if sys.platform.startswith("linux"):
+        with open(f"/proc/self/task/{out['native_id']}/comm") as f:
+            out["comm"] = f.read().rstrip("\n")
     return out
+
+
+def _in_new_thread(role: str) -> dict:
+    return run_in_thread(_named, role)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the OS thread name is set on Linux only")
