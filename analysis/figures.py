@@ -33,16 +33,22 @@ def _log_if_wide(ax, values, axis: str = "x") -> bool:
     return wide
 
 
+def _size_panels(model):
+    """A figure with one panel per size of ``model``'s ladder, side by side (largest size first), tall
+    enough for the longest ladder: (figure, [(axes, size, steps), ...])."""
+    sizes = list(reversed(model.sizes))
+    fig, axes = plt.subplots(1, len(sizes), squeeze=False,
+                             figsize=(6.2 * len(sizes), 1.1 + 0.45 * max(len(model.ladder[s]) for s in sizes)))
+    return fig, [(ax, size, model.ladder[size]) for ax, size in zip(axes[0], sizes)]
+
+
 def ladder_figure(model, path: str) -> None:
     """The step ladder at each size: each step's median time per call (dot, IQR whiskers) against its
     minimum-work floor (red tick), joined by a line: the gap left; the floor of its measured limiter
     (open diamond) where it has one. Ladder order top to bottom; a log axis where the
     times span more than 10× (a :class:`analysis.report_model.ReportModel`; nothing is computed here)."""
-    sizes = list(reversed(model.sizes))
-    fig, axes = plt.subplots(1, len(sizes), squeeze=False,
-                             figsize=(6.2 * len(sizes), 1.1 + 0.45 * max(len(model.ladder[s]) for s in sizes)))
-    for ax, size in zip(axes[0], sizes):
-        steps = model.ladder[size]
+    fig, panels = _size_panels(model)
+    for ax, size, steps in panels:
         y = list(range(len(steps)))
         for i, s in enumerate(steps):
             ax.plot([s.floor_ms, s.median_ms], [i, i], color="#bbbbbb", linewidth=1.5, zorder=1)
@@ -70,11 +76,8 @@ def ladder_figure(model, path: str) -> None:
 def busy_figure(model, path: str) -> None:
     """Per size and step, a steady call's wall time as 100%: the share the GPU was busy (the union of
     its kernels, copies and memsets: overlapping work counts once) and idle, labelled in ms."""
-    sizes = list(reversed(model.sizes))
-    fig, axes = plt.subplots(1, len(sizes), squeeze=False,
-                             figsize=(6.2 * len(sizes), 1.1 + 0.45 * max(len(model.ladder[s]) for s in sizes)))
-    for ax, size in zip(axes[0], sizes):
-        steps = model.ladder[size]
+    fig, panels = _size_panels(model)
+    for ax, size, steps in panels:
         y = list(range(len(steps)))
         busy = [100 * s.busy.busy_ms / s.busy.wall_ms if s.busy.wall_ms else 0.0 for s in steps]
         ax.barh(y, busy, color=KIND_COLORS["kernel"], label="GPU busy (union of kernels, copies, memsets)")
@@ -90,7 +93,7 @@ def busy_figure(model, path: str) -> None:
         ax.set_xlabel("% of a steady call's wall time (nsys: NVTX compute range, mean of calls after the first)",
                       fontsize=8)
         ax.set_title(f"size {size}", fontsize=9)
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    handles, labels = panels[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2, frameon=False, fontsize=8)
     fig.suptitle(f"{model.title}: how much of each steady call the GPU was busy", fontsize=10)
     fig.tight_layout(rect=(0, 0.1, 1, 1))

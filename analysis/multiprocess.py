@@ -21,7 +21,7 @@ from typing import Sequence
 from analysis.errors import AnalysisInputError
 from analysis.outputs import save_figure_atomic
 from analysis.run_summary import union_ns
-from analysis.nsys.trace import NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, Trace
+from analysis.nsys.trace import NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, Interval, Trace
 from workloads.annotate import (DOMAIN, MARK_COLOR, PHASE_COLORS, THIRDPARTY_COLOR, THIRDPARTY_DOMAIN,
                                 parse_range_name)
 
@@ -55,7 +55,7 @@ class ThreadInfo:
 
 
 @dataclasses.dataclass(frozen=True)
-class Range:
+class Range(Interval):
     name: str
     domain: str | None
     start_ns: int
@@ -64,10 +64,6 @@ class Range:
     payload: int | float | None
     #: GPU operations whose CUDA call was made on this range's thread while it was open
     gpu_ops_launched: int = 0
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +76,7 @@ class Mark:
 
 
 @dataclasses.dataclass(frozen=True)
-class LaunchedOp:
+class LaunchedOp(Interval):
     """A kernel, memcpy or memset, with the CUDA runtime call that launched it (when there is one)."""
 
     kind: str  # "kernel" | "memcpy" | "memset"
@@ -93,10 +89,6 @@ class LaunchedOp:
     launch_tid: int | None
     launch_start_ns: int | None
     api: str | None
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,8 +15,7 @@ import re
 from typing import Any
 
 from analysis.errors import AnalysisInputError
-from analysis.gzfiles import plain_file
-from analysis.ncu_child import import_ncu_report, read_isolated
+from analysis.ncu_child import import_ncu_report, read_report
 
 #: the metrics every summary carries, named as ncu names them
 SUMMARY_METRICS = (
@@ -166,11 +165,7 @@ def _findings(action) -> tuple[Finding, ...]:
 
 def read_launches(path: str | os.PathLike) -> list[Launch]:
     """Every profiled launch in the report, in profiling order (ncu's ID)."""
-    path = str(path)
-    if not os.path.isfile(path):
-        raise AnalysisInputError(path, "no such file")
-    with plain_file(path) as plain:
-        return read_isolated("launches", path, plain)
+    return read_report("launches", path)
 
 
 def load_actions(path: str, plain: str) -> tuple[Any, list]:

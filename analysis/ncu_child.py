@@ -29,6 +29,7 @@ import traceback
 from typing import Any
 
 from analysis.errors import AnalysisInputError
+from analysis.gzfiles import plain_file
 
 #: the directory holding the ``analysis`` package, put first on the child's sys.path so that it
 #: imports this very package whatever its working directory holds
@@ -164,6 +165,15 @@ def read_isolated(task: str, path: str, plain: str, *args: str) -> Any:
         if "crashed" in e.problem:
             raise AnalysisInputError(path, f"{e.problem} [reader: {module}]") from None
         raise
+
+
+def read_report(task: str, path: str | os.PathLike, *args: str) -> Any:
+    """:func:`read_isolated` on the report at ``path`` (``.ncu-rep`` or ``.ncu-rep.gz``), unpacked first."""
+    path = str(path)
+    if not os.path.isfile(path):
+        raise AnalysisInputError(path, "no such file")
+    with plain_file(path) as plain:
+        return read_isolated(task, path, plain, *args)
 
 
 def child_main(argv: list[str]) -> int:

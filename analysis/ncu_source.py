@@ -36,9 +36,8 @@ from collections import defaultdict
 from typing import Any
 
 from analysis.errors import AnalysisInputError
-from analysis.gzfiles import plain_file
 from analysis.ncu import _metric_value, cli_kernel_name, load_actions
-from analysis.ncu_child import read_isolated
+from analysis.ncu_child import read_report
 
 #: kernel-level metrics the page shows, named as ncu names them
 KEY_METRICS = (
@@ -301,11 +300,7 @@ def _source_view(action, total_samples_metric: int | None) -> SourceView:
 
 def read_kernel_profile(path: str | os.PathLike, launch: int = 0) -> KernelProfile:
     """The ``launch``-th profiled kernel (ncu's ID) of an ``.ncu-rep`` or ``.ncu-rep.gz``."""
-    path = str(path)
-    if not os.path.isfile(path):
-        raise AnalysisInputError(path, "no such file")
-    with plain_file(path) as plain:
-        return read_isolated("kernel_profile", path, plain, str(launch))
+    return read_report("kernel_profile", path, str(launch))
 
 
 def _read_kernel_profile(path: str, plain: str, launch_arg: str) -> KernelProfile:
@@ -343,11 +338,7 @@ def _read_kernel_profile(path: str, plain: str, launch_arg: str) -> KernelProfil
 
 def kernel_names(path: str | os.PathLike) -> list[str]:
     """The function names (what ``ncu -k`` matches) of every profiled kernel in the report, in order."""
-    path = str(path)
-    if not os.path.isfile(path):
-        raise AnalysisInputError(path, "no such file")
-    with plain_file(path) as plain:
-        return read_isolated("kernel_names", path, plain)
+    return read_report("kernel_names", path)
 
 
 def _kernel_names(path: str, plain: str) -> list[str]:

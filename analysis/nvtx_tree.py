@@ -28,7 +28,7 @@ from collections import defaultdict
 from typing import Iterable, Sequence
 
 from analysis.errors import AnalysisInputError
-from analysis.nsys.trace import RANGE_STYLE, Trace
+from analysis.nsys.trace import RANGE_STYLE, Interval, Trace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +47,7 @@ class RawRange:
 
 
 @dataclasses.dataclass(frozen=True)
-class TreeRange:
+class TreeRange(Interval):
     """One range in its tree. ``parent``: index of the enclosing range in :attr:`NvtxTree.ranges`
     (None for a root); ``depth``: 0 for roots. Has ``global_tid``, ``start_ns`` and ``end_ns`` as
     :class:`analysis.nsys.trace.NvtxRange` does, so the suite's range-based readers take it."""
@@ -63,10 +63,6 @@ class TreeRange:
     category: int | None
     parent: int | None
     depth: int
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
 
     @property
     def label(self) -> str:

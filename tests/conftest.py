@@ -8,7 +8,9 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import threading
 
+import nvtx
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -137,3 +139,63 @@ def no_gpu_env(tmp_path, monkeypatch):
     monkeypatch.delenv("NSYS", raising=False)
     monkeypatch.delenv("NCU", raising=False)
     return bin_dir
+
+
+# --- NVTX without a profiler (test_annotate, test_nvtx_multiprocess) ---------------------------
+
+class RecordingDomain(nvtx.Domain):
+    """An active nvtx.Domain that records instead of calling a profiler."""
+
+    def __new__(cls, name=None):
+        return object.__new__(cls)
+
+    def __init__(self, name=None):
+        self.name = name
+        self.events: list[tuple] = []
+        self._categories: dict[str, int] = {}
+
+    def get_category_id(self, name):
+        return self._categories.setdefault(name, len(self._categories) + 1)
+
+    def get_event_attributes(self, message=None, color=None, category=None, payload=None):
+        return {"message": message, "color": color, "category": category, "payload": payload}
+
+    def push_range(self, attributes=None, **kwargs):
+        self.events.append(("push", attributes))
+
+    def pop_range(self):
+        self.events.append(("pop",))
+
+    def mark(self, attributes=None, **kwargs):
+        self.events.append(("mark", attributes))
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Domain name -> RecordingDomain, as if a profiler were attached; annotation switched on."""
+    from workloads import annotate
+
+    domains: dict[str, RecordingDomain] = {}
+    monkeypatch.setattr(annotate, "ENABLED", True)
+    monkeypatch.setattr(annotate, "_channels", {})
+    monkeypatch.setattr(annotate.nvtx, "get_domain", lambda name=None: domains.setdefault(name, RecordingDomain(name)))
+    return domains
+
+
+def run_in_thread(fn, *args):
+    """``fn(*args)`` in a new thread, for code that names or renames its thread (pytest's main thread
+    keeps its name); what it raised is raised here."""
+    out = {}
+
+    def body():
+        try:
+            out["value"] = fn(*args)
+        except BaseException as e:  # surfaced in the test's thread
+            out["error"] = e
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]

@@ -11,50 +11,12 @@ import sys
 import threading
 
 import numpy as np
-import nvtx
 import pytest
 
 from workloads import annotate
 from workloads.annotate import AnnotationError
 
-from conftest import REPO
-
-
-class RecordingDomain(nvtx.Domain):
-    """An active nvtx.Domain that records instead of calling a profiler."""
-
-    def __new__(cls, name=None):
-        return object.__new__(cls)
-
-    def __init__(self, name=None):
-        self.name = name
-        self.events: list[tuple] = []
-        self._categories: dict[str, int] = {}
-
-    def get_category_id(self, name):
-        return self._categories.setdefault(name, len(self._categories) + 1)
-
-    def get_event_attributes(self, message=None, color=None, category=None, payload=None):
-        return {"message": message, "color": color, "category": category, "payload": payload}
-
-    def push_range(self, attributes=None, **kwargs):
-        self.events.append(("push", attributes))
-
-    def pop_range(self):
-        self.events.append(("pop",))
-
-    def mark(self, attributes=None, **kwargs):
-        self.events.append(("mark", attributes))
-
-
-@pytest.fixture
-def recorded(monkeypatch):
-    """Domain name -> RecordingDomain, as if a profiler were attached; annotation switched on."""
-    domains: dict[str, RecordingDomain] = {}
-    monkeypatch.setattr(annotate, "ENABLED", True)
-    monkeypatch.setattr(annotate, "_channels", {})
-    monkeypatch.setattr(annotate.nvtx, "get_domain", lambda name=None: domains.setdefault(name, RecordingDomain(name)))
-    return domains
+from conftest import REPO, run_in_thread
 
 
 @pytest.fixture(autouse=True)
@@ -299,26 +261,18 @@ def test_the_environment_lists_functions(recorded):
 # --- thread names -------------------------------------------------------------------------------
 
 
-def _in_new_thread(role: str) -> dict:
-    out: dict = {}
-
-    def body():
-        try:
-            out["returned"] = annotate.name_current_thread(role)
-            out["native_id"] = threading.get_native_id()
-            out["python_name"] = threading.current_thread().name
-            if sys.platform.startswith("linux"):
-                with open(f"/proc/self/task/{out['native_id']}/comm") as f:
-                    out["comm"] = f.read().rstrip("\n")
-        except BaseException as e:  # surfaced in the test's thread
-            out["error"] = e
-
-    t = threading.Thread(target=body)
-    t.start()
-    t.join()
-    if "error" in out:
-        raise out["error"]
+def _named(role: str) -> dict:
+    """Name the current thread ``role``; what the call returned and what the thread is called now."""
+    out = {"returned": annotate.name_current_thread(role), "native_id": threading.get_native_id(),
+           "python_name": threading.current_thread().name}
+    if sys.platform.startswith("linux"):
+        with open(f"/proc/self/task/{out['native_id']}/comm") as f:
+            out["comm"] = f.read().rstrip("\n")
     return out
+
+
+def _in_new_thread(role: str) -> dict:
+    return run_in_thread(_named, role)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the OS thread name is set on Linux only")

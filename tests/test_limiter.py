@@ -100,14 +100,15 @@ def test_step_host_link_rule_on_pycuda_pinned_async():
     assert "keep the data resident" in step.next_move()
 
 
-def test_step_launch_host_rule_on_a_small_cupy_call():
-    step = _step("cupy_sqdiff", "fused", 4096)
-    assert step.kind == "launch/host"
-
-
-def test_step_synchronization_rule_on_cudf_split_agg():
-    step = _step("cudf_groupby", "split_agg", 50000000)
-    assert step.kind == "synchronization"
+@pytest.mark.parametrize("workload, variant, size, kind", [
+    ("cupy_sqdiff", "fused", 4096, "launch/host"),  # a small call
+    ("cudf_groupby", "split_agg", 50000000, "synchronization"),
+    # XLA names the int32 dot of every side `wrapped_dot`: ncu profiled the smallest sides only, so a
+    # kernel name reused for other shapes is not profiled
+    ("jax_matmul", "baseline", 8192, "not profiled"),
+])
+def test_step_rule_names_the_kind(workload, variant, size, kind):
+    assert _step(workload, variant, size).kind == kind
 
 
 def test_step_kernel_rule_borrows_the_profile_of_the_variant_running_the_same_kernel():
@@ -125,15 +126,9 @@ def test_step_kernel_rule_on_cupy_fused_and_warp():
     assert "launch more blocks" in warp.next_move()
 
 
-def test_a_kernel_name_reused_for_other_shapes_is_not_profiled():
-    """XLA names the int32 dot of every side `wrapped_dot`: ncu profiled the smallest sides only."""
-    step = _step("jax_matmul", "baseline", 8192)
-    assert step.kind == "not profiled"
-
-
-def test_a_pool_step_borrows_its_twin():
-    assert _step("cudf_groupby", "split_agg_pool", 50000000).ncu_variants == ("split_agg",)
-    assert _step("cudf_groupby", "agg_all_pool", 50000000).ncu_variants == ("agg_all",)
+@pytest.mark.parametrize("pool_step, twin", [("split_agg_pool", "split_agg"), ("agg_all_pool", "agg_all")])
+def test_a_pool_step_borrows_its_twin(pool_step, twin):
+    assert _step("cudf_groupby", pool_step, 50000000).ncu_variants == (twin,)
 
 
 # --- declared beside measured -------------------------------------------------------------------

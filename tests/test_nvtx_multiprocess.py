@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -17,17 +16,7 @@ from workloads import annotate
 from workloads.contract import ResultMismatch
 from workloads.nvtx_multiprocess import CUPY_FUNCTIONS, DEFAULT_SIZES, overhead, recipe
 
-from conftest import REPO
-from test_annotate import RecordingDomain
-
-
-@pytest.fixture
-def recorded(monkeypatch):
-    domains: dict[str, RecordingDomain] = {}
-    monkeypatch.setattr(annotate, "ENABLED", True)
-    monkeypatch.setattr(annotate, "_channels", {})
-    monkeypatch.setattr(annotate.nvtx, "get_domain", lambda name=None: domains.setdefault(name, RecordingDomain(name)))
-    return domains
+from conftest import REPO, run_in_thread
 
 
 class FakeBackend:
@@ -59,24 +48,6 @@ class FakeBackend:
         return "0"
 
 
-def _in_thread(fn, *args):
-    """Run fn in a new thread (run_child renames its thread; pytest's main thread keeps its name)."""
-    out = {}
-
-    def body():
-        try:
-            out["value"] = fn(*args)
-        except BaseException as e:
-            out["error"] = e
-
-    t = threading.Thread(target=body)
-    t.start()
-    t.join()
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
-
-
 def test_defaults_are_the_blogs_two_matrices():
     a = recipe.parse_args([])
     assert a.sizes == list(DEFAULT_SIZES) == [4096, 1024]
@@ -101,7 +72,7 @@ def test_bad_arguments_are_refused_with_a_reason(argv, message, capsys):
 
 def test_a_child_names_its_thread_annotates_its_phases_and_checks_the_mean(recorded):
     backend = FakeBackend()
-    rec = _in_thread(recipe.run_child, 64, 3, backend, ["numpy.mean", "json.dumps"])
+    rec = run_in_thread(recipe.run_child, 64, 3, backend, ["numpy.mean", "json.dumps"])
     assert rec["role"] == "matrix-64" and rec["variant"] == "n64" and rec["size"] == 64
     assert rec["os_thread_name"] == "matrix-64"
     assert rec["relative_error"] <= recipe.MEAN_TOLERANCE
@@ -122,7 +93,7 @@ def test_the_child_wraps_a_third_party_call_inside_its_compute_range(recorded):
         def mean(self, x):
             return np.mean(x)  # looked up on the module: the wrapper sees the call
 
-    _in_thread(recipe.run_child, 16, 0, ThroughNumpy(), ["numpy.mean"])
+    run_in_thread(recipe.run_child, 16, 0, ThroughNumpy(), ["numpy.mean"])
     order = [(name, e[0], e[1]["message"] if e[0] != "pop" else None)
              for name, dom in recorded.items() for e in dom.events]
     third = [m for d, kind, m in order if d == annotate.THIRDPARTY_DOMAIN and kind == "push"]
@@ -137,7 +108,7 @@ def test_the_child_wraps_a_third_party_call_inside_its_compute_range(recorded):
 ])
 def test_a_wrong_mean_fails_loudly(backend, message):
     with pytest.raises(ResultMismatch, match=message):
-        _in_thread(recipe.run_child, 32, 0, backend, [])
+        run_in_thread(recipe.run_child, 32, 0, backend, [])
 
 
 def test_the_recipe_modules_import_without_cupy():

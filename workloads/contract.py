@@ -137,6 +137,28 @@ class EventPair(abc.ABC):
         """Milliseconds between start and stop, waiting for stop if needed."""
 
 
+class RecordedEventPair(EventPair):
+    """A pair of a framework's CUDA events, each with ``record()`` and ``synchronize()``: the
+    subclass makes ``_start`` and ``_stop`` and reads the time between them."""
+
+    _start: object
+    _stop: object
+
+    def start(self) -> None:
+        self._start.record()
+
+    def stop(self) -> None:
+        self._stop.record()
+
+    def elapsed_ms(self) -> float:
+        self._stop.synchronize()
+        return float(self._between_ms())
+
+    @abc.abstractmethod
+    def _between_ms(self) -> float:
+        """Milliseconds from the start event to the stop event, both complete."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Recipe:
     """A workload: its variants in order (baseline first) and what it needs."""

@@ -1,10 +1,10 @@
 """CuPy plumbing shared by CuPy variants: synchronization and CUDA events on the current stream."""
 from __future__ import annotations
 
-from workloads.contract import EventPair
+from workloads.contract import EventPair, RecordedEventPair
 
 
-class CupyEventPair(EventPair):
+class CupyEventPair(RecordedEventPair):
     def __init__(self) -> None:
         import cupy
 
@@ -12,15 +12,8 @@ class CupyEventPair(EventPair):
         self._start = cupy.cuda.Event()
         self._stop = cupy.cuda.Event()
 
-    def start(self) -> None:
-        self._start.record()
-
-    def stop(self) -> None:
-        self._stop.record()
-
-    def elapsed_ms(self) -> float:
-        self._stop.synchronize()
-        return float(self._cupy.cuda.get_elapsed_time(self._start, self._stop))
+    def _between_ms(self) -> float:
+        return self._cupy.cuda.get_elapsed_time(self._start, self._stop)
 
 
 class CupyDevice:

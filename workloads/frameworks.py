@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 from types import MappingProxyType
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 #: the CUDA driver's own JIT cache (PTX -> SASS): every framework that loads PTX goes through it
 DRIVER_CACHE_VARIABLES = MappingProxyType({"CUDA_CACHE_PATH": "cuda"})
@@ -104,16 +104,25 @@ def driver_problem(library: str = "libcuda.so.1") -> str | None:
     return None
 
 
-def _cupy_cuda_problem() -> str | None:
+def _device_count_problem(title: str, module: str, count_devices: Callable[[Any], int],
+                          count_errors: type[Exception], count_failed: str, no_device: str) -> str | None:
+    """Why the framework ``module`` cannot run on a CUDA GPU here, or None: it must import, and
+    ``count_devices(module)`` must find a device without raising ``count_errors``."""
     try:
-        import cupy
+        imported = importlib.import_module(module)
     except ImportError as e:
-        return f"CuPy is not importable ({_first_line(e)})"
+        return f"{title} is not importable ({_first_line(e)})"
     try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as e:  # CUDARuntimeError: no driver, insufficient driver, no device
-        return f"CuPy finds no usable CUDA GPU ({_first_line(e)})"
-    return None if n > 0 else "CuPy finds no CUDA GPU"
+        n = count_devices(imported)
+    except count_errors as e:
+        return f"{count_failed} ({_first_line(e)})"
+    return None if n > 0 else no_device
+
+
+def _cupy_cuda_problem() -> str | None:
+    # any exception: CUDARuntimeError for no driver, an insufficient driver, no device
+    return _device_count_problem("CuPy", "cupy", lambda cupy: cupy.cuda.runtime.getDeviceCount(), Exception,
+                                 "CuPy finds no usable CUDA GPU", "CuPy finds no CUDA GPU")
 
 
 def _numba_cuda_problem() -> str | None:
@@ -125,17 +134,15 @@ def _numba_cuda_problem() -> str | None:
     return None if cuda.is_available() else "Numba finds no CUDA GPU or driver"
 
 
+def _pycuda_device_count(drv) -> int:
+    drv.init()
+    return drv.Device.count()
+
+
 def _pycuda_cuda_problem() -> str | None:
-    try:
-        import pycuda.driver as drv
-    except ImportError as e:
-        return f"PyCUDA is not importable ({_first_line(e)})"
-    try:
-        drv.init()
-        n = drv.Device.count()
-    except Exception as e:  # pycuda._driver.Error and its subclasses
-        return f"PyCUDA finds no usable CUDA GPU ({_first_line(e)})"
-    return None if n > 0 else "PyCUDA finds no CUDA GPU"
+    # any exception: pycuda._driver.Error and its subclasses
+    return _device_count_problem("PyCUDA", "pycuda.driver", _pycuda_device_count, Exception,
+                                 "PyCUDA finds no usable CUDA GPU", "PyCUDA finds no CUDA GPU")
 
 
 def _warp_cuda_problem() -> str | None:
@@ -148,15 +155,9 @@ def _warp_cuda_problem() -> str | None:
 
 
 def _jax_cuda_problem() -> str | None:
-    try:
-        import jax
-    except ImportError as e:
-        return f"JAX is not importable ({_first_line(e)})"
-    try:
-        devices = jax.devices("cuda")
-    except RuntimeError as e:  # "Unknown backend cuda" / "Unable to initialize backend 'cuda'"
-        return f"JAX has no CUDA backend here ({_first_line(e)})"
-    return None if devices else "JAX finds no CUDA device"
+    # RuntimeError: "Unknown backend cuda" / "Unable to initialize backend 'cuda'"
+    return _device_count_problem("JAX", "jax", lambda jax: len(jax.devices("cuda")), RuntimeError,
+                                 "JAX has no CUDA backend here", "JAX finds no CUDA device")
 
 
 def _cudf_cuda_problem() -> str | None:

@@ -1,7 +1,7 @@
 """Numba CUDA plumbing shared by Numba variants: synchronization and events."""
 from __future__ import annotations
 
-from workloads.contract import EventPair
+from workloads.contract import EventPair, RecordedEventPair
 
 
 def _event(cuda):
@@ -11,7 +11,7 @@ def _event(cuda):
         return cuda.event()
 
 
-class NumbaEventPair(EventPair):
+class NumbaEventPair(RecordedEventPair):
     """Events on the legacy default stream: it waits for the work of every blocking stream,
     so a pair around a multi-stream call times the whole call."""
 
@@ -22,15 +22,8 @@ class NumbaEventPair(EventPair):
         self._start = _event(cuda)
         self._stop = _event(cuda)
 
-    def start(self) -> None:
-        self._start.record()
-
-    def stop(self) -> None:
-        self._stop.record()
-
-    def elapsed_ms(self) -> float:
-        self._stop.synchronize()
-        return float(self._start.elapsed_time(self._stop))
+    def _between_ms(self) -> float:
+        return self._start.elapsed_time(self._stop)
 
 
 class NumbaDevice:

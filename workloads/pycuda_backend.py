@@ -1,7 +1,7 @@
 """PyCUDA plumbing shared by PyCUDA variants: the context, synchronization and events."""
 from __future__ import annotations
 
-from workloads.contract import EventPair
+from workloads.contract import EventPair, RecordedEventPair
 
 
 def driver():
@@ -13,7 +13,9 @@ def driver():
     return drv
 
 
-class PycudaEventPair(EventPair):
+class PycudaEventPair(RecordedEventPair):
+    """Events recorded on ``stream`` (None: the default stream)."""
+
     def __init__(self, stream=None) -> None:
         drv = driver()
         self._stream = stream
@@ -25,9 +27,8 @@ class PycudaEventPair(EventPair):
     def stop(self) -> None:
         self._stop.record(self._stream)
 
-    def elapsed_ms(self) -> float:
-        self._stop.synchronize()
-        return float(self._start.time_till(self._stop))
+    def _between_ms(self) -> float:
+        return self._start.time_till(self._stop)
 
 
 class PycudaDevice:

@@ -152,6 +152,17 @@ def sampling_rule(args: argparse.Namespace) -> sampling.SamplingRule:
     return sampling.SamplingRule(args.min_samples, args.max_samples, args.target_rel_halfwidth, args.budget_s)
 
 
+def timed_step(v: Variant, ph, i: int) -> float:
+    """Milliseconds of one ``v.step()`` between the variant's events, in the ``i``-th compute range
+    (which holds the wait for the stop event too)."""
+    ev = v.event_pair()
+    with ph("compute", payload=i):
+        ev.start()
+        v.step()
+        ev.stop()
+        return ev.elapsed_ms()
+
+
 def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=None, gpu=None,
                 clock=time.perf_counter) -> dict:
     """The timed samples of one variant and what was recorded around them.
@@ -265,14 +276,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
             v.synchronize()
         first_result = time.time_ns()
         # a few more calls in the same process: the steady state the first call is compared with
-        steady_ms = []
-        for i in range(1, 6):
-            ev = v.event_pair()
-            with ph("compute", payload=i):
-                ev.start()
-                v.step()
-                ev.stop()
-                steady_ms.append(ev.elapsed_ms())
+        steady_ms = [timed_step(v, ph, i) for i in range(1, 6)]
         record["steady_call_ms"] = _summary_ms(steady_ms)["median_ms"]
         launch = settings.text("COOKBOOK_LAUNCH_UNIX_NS")
         record["first_result"] = {

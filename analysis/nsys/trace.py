@@ -42,14 +42,11 @@ ALLOCATION_APIS = ("cudaMalloc", "cudaFree", "cuMemAlloc", "cuMemFree", "cudaMal
                    "cudaFreeHost", "cuMemHostAlloc", "cuMemFreeHost", "cudaHostAlloc")
 
 
-@dataclasses.dataclass(frozen=True)
-class NvtxRange:
+class Interval:
+    """Base of a record that ran from ``start_ns`` to ``end_ns``: its ``duration_ns``."""
+
     start_ns: int
     end_ns: int
-    name: str
-    domain: str | None
-    global_tid: int
-    payload: int | None
 
     @property
     def duration_ns(self) -> int:
@@ -57,7 +54,17 @@ class NvtxRange:
 
 
 @dataclasses.dataclass(frozen=True)
-class GpuOp:
+class NvtxRange(Interval):
+    start_ns: int
+    end_ns: int
+    name: str
+    domain: str | None
+    global_tid: int
+    payload: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuOp(Interval):
     """One kernel, memcpy or memset as the GPU ran it."""
 
     kind: str  # "kernel" | "memcpy" | "memset"
@@ -75,13 +82,9 @@ class GpuOp:
     registers_per_thread: int | None = None
     global_pid: int | None = None  # the launching process, as nsys packs it (pid << 24)
 
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
 
 @dataclasses.dataclass(frozen=True)
-class ApiCall:
+class ApiCall(Interval):
     """One CUDA runtime or driver API call on the CPU."""
 
     start_ns: int
@@ -89,10 +92,6 @@ class ApiCall:
     name: str  # without nsys' version suffix
     correlation_id: int
     global_tid: int
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
 
     @property
     def is_allocation(self) -> bool:

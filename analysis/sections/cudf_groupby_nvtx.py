@@ -229,6 +229,36 @@ def outline_text(rows: Sequence[OutlineRow], max_rows: int = MAX_OUTLINE_ROWS) -
     return "\n".join(lines)
 
 
+def _table(header: Sequence[str], align: str, rows: Sequence[Sequence[object]]) -> list[str]:
+    """A markdown table's lines; ``align`` has one letter per column, ``l`` (left) or ``r`` (right)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
+    return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+
+
+def _call_row(run: RunNvtx) -> tuple:
+    dur = statistics.median(c.duration_ns for c in run.calls)
+    alloc = statistics.median(c.allocation_ns for c in run.calls)
+    return (f"`{run.variant}`", run.size, len(run.calls), _ms(dur), _span([c.groupby_passes for c in run.calls]),
+            _span([c.aggregation_kernels for c in run.calls]), _span([c.kernels for c in run.calls]),
+            _domain_ranges(run, CUDF_PYTHON), _domain_ranges(run, LIBCUDF),
+            _span([c.allocation_calls for c in run.calls]), _ms(alloc), f"{100 * alloc / dur if dur else 0:.0f}%")
+
+
+def _allocation_rows(run: RunNvtx) -> list[tuple]:
+    if not run.allocation_by_api:
+        return [(f"`{run.variant}`", "none", 0, "0.000")]
+    return [(f"`{run.variant}`", f"`{api}`", f"{n / len(run.calls):.1f}", _ms(ns / len(run.calls)))
+            for api, n, ns in run.allocation_by_api]
+
+
+def _domain_rows(run: RunNvtx) -> list[tuple]:
+    """The first steady call's domains, shallowest first."""
+    first = run.calls[0]
+    return [(f"`{run.variant}`", f"`{domain or '(default)'}`", d["ranges"], _span([d["min_depth"], d["max_depth"]]),
+             _ms(d["total_ns"]))
+            for domain, d in sorted(first.domains.items(), key=lambda kv: (kv[1]["min_depth"], str(kv[0])))]
+
+
 def markdown(runs: Sequence[RunNvtx], figure: str | None) -> str:
     out = [
         "## cuDF's NVTX ranges: groupby passes and allocation",
@@ -241,27 +271,14 @@ def markdown(runs: Sequence[RunNvtx], figure: str | None) -> str:
         "**allocation**, the cudaMalloc/cudaFree-family CUDA calls made inside the call on its thread. "
         "A range of values means the steady calls differ.",
         "",
-        "| step | size | steady calls | compute per call (ms, median) | groupby passes | aggregation kernels "
-        f"| kernels | `{CUDF_PYTHON}` ranges | `{LIBCUDF}` ranges | allocation calls | allocation time per call "
-        "(ms, median) | share of the call |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for run in runs:
-        dur = statistics.median(c.duration_ns for c in run.calls)
-        alloc = statistics.median(c.allocation_ns for c in run.calls)
-        out.append(
-            f"| `{run.variant}` | {run.size} | {len(run.calls)} | {_ms(dur)} "
-            f"| {_span([c.groupby_passes for c in run.calls])} | {_span([c.aggregation_kernels for c in run.calls])} "
-            f"| {_span([c.kernels for c in run.calls])} | {_domain_ranges(run, CUDF_PYTHON)} "
-            f"| {_domain_ranges(run, LIBCUDF)} | {_span([c.allocation_calls for c in run.calls])} "
-            f"| {_ms(alloc)} | {100 * alloc / dur if dur else 0:.0f}% |")
-    out += ["", "Allocation calls inside the steady calls, by CUDA API (per call, averaged):", "",
-            "| step | API | calls per call | ms per call |", "|---|---|---:|---:|"]
-    for run in runs:
-        if not run.allocation_by_api:
-            out.append(f"| `{run.variant}` | none | 0 | 0.000 |")
-        for api, n, ns in run.allocation_by_api:
-            out.append(f"| `{run.variant}` | `{api}` | {n / len(run.calls):.1f} | {_ms(ns / len(run.calls))} |")
+    out += _table(("step", "size", "steady calls", "compute per call (ms, median)", "groupby passes",
+                   "aggregation kernels", "kernels", f"`{CUDF_PYTHON}` ranges", f"`{LIBCUDF}` ranges",
+                   "allocation calls", "allocation time per call (ms, median)", "share of the call"),
+                  "lrrrrrrrrrrr", [_call_row(run) for run in runs])
+    out += ["", "Allocation calls inside the steady calls, by CUDA API (per call, averaged):", ""]
+    out += _table(("step", "API", "calls per call", "ms per call"), "llrr",
+                  [row for run in runs for row in _allocation_rows(run)])
     by_name = {run.variant: run for run in runs}
     pairs = [(run, by_name[f"{run.variant}_pool"]) for run in runs if f"{run.variant}_pool" in by_name]
     if pairs:
@@ -272,14 +289,9 @@ def markdown(runs: Sequence[RunNvtx], figure: str | None) -> str:
                        f"allocation time {_ms(_median(plain, 'allocation_ns'))} -> "
                        f"{_ms(_median(pool, 'allocation_ns'))} ms, call {_ms(_median(plain, 'duration_ns'))} -> "
                        f"{_ms(_median(pool, 'duration_ns'))} ms")
-    out += ["", "Where cuDF's ranges sit, by domain (depth below the `compute` range, first steady call):", "",
-            "| step | domain | ranges | depth | total (ms) |", "|---|---|---:|---|---:|"]
-    for run in runs:
-        first = run.calls[0]
-        for domain, d in sorted(first.domains.items(), key=lambda kv: (kv[1]["min_depth"], str(kv[0]))):
-            depth = _span([d["min_depth"], d["max_depth"]])
-            out.append(f"| `{run.variant}` | `{domain or '(default)'}` | {d['ranges']} | {depth} "
-                       f"| {_ms(d['total_ns'])} |")
+    out += ["", "Where cuDF's ranges sit, by domain (depth below the `compute` range, first steady call):", ""]
+    out += _table(("step", "domain", "ranges", "depth", "total (ms)"), "llrlr",
+                  [row for run in runs for row in _domain_rows(run)])
     if figure:
         out += ["", f"![The NVTX ranges of one steady call per step, by depth; allocation calls in red]"
                     f"(figures/{figure})"]

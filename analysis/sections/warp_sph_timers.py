@@ -25,7 +25,7 @@ from collections import defaultdict
 
 from analysis.errors import AnalysisInputError
 from analysis.markdown import table
-from analysis.nsys.trace import ApiCall, GpuOp, Trace, NvtxRange
+from analysis.nsys.trace import ApiCall, GpuOp, Interval, Trace, NvtxRange
 from analysis import layout
 from analysis.nsys import columns as cols
 from analysis.run_summary import load_json, union_ns
@@ -81,17 +81,13 @@ def op_key(op: GpuOp) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Item:
+class Item(Interval):
     """One GPU operation as nsys recorded it, or one graph launch (``inner``: its operations)."""
 
     key: str
     start_ns: int
     end_ns: int
     inner: tuple[GpuOp, ...] = ()
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
 
 
 def frame_items(calls: list[ApiCall], ops: list[GpuOp]) -> list[Item]:

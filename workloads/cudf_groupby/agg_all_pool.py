@@ -3,18 +3,16 @@
 Prediction: one groupby pass and no cudaMalloc/cudaFree inside the compute ranges: the fastest
 step, agg_all's time less its allocation time (0.5-2 ms). With pandas the pool step is skipped.
 """
-from workloads.cudf_groupby.agg_all import all_aggregations
-from workloads.cudf_groupby.common import GroupbyVariant
+from workloads.cudf_groupby.agg_all import AggAll
 
 
-class AggAllPool(GroupbyVariant):
+class AggAllPool(AggAll):
+    """AggAll's computation; only the allocator differs."""
+
     name = "agg_all_pool"
     summary = "agg_all with allocations from an RMM pool"
     improves_on = "agg_all"
     use_pool = True
-
-    def compute(self, lib, grouped):
-        return all_aggregations(lib, grouped)
 
 
 VARIANT = AggAllPool

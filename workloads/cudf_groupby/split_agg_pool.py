@@ -8,18 +8,16 @@ Prediction: no cudaMalloc/cudaFree inside the compute ranges (split_agg has some
 pass), so each call is shorter by split_agg's allocation time (0.5-2 ms per pass, three passes).
 With pandas (``COOKBOOK_DATAFRAME=pandas``) the pool step is skipped: pandas uses host memory.
 """
-from workloads.cudf_groupby.common import GroupbyVariant
-from workloads.cudf_groupby.split_agg import split_aggregations
+from workloads.cudf_groupby.split_agg import SplitAgg
 
 
-class SplitAggPool(GroupbyVariant):
+class SplitAggPool(SplitAgg):
+    """SplitAgg's computation; only the allocator differs."""
+
     name = "split_agg_pool"
     summary = "split_agg with allocations from an RMM pool"
     improves_on = "split_agg"
     use_pool = True
-
-    def compute(self, lib, grouped):
-        return split_aggregations(lib, grouped)
 
 
 VARIANT = SplitAggPool
