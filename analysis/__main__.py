@@ -119,7 +119,7 @@ def cmd_report(a) -> None:
         # the recipe's own sections go before the appendix
         at = md.index("\n## Appendix\n")
         md = md[:at].rstrip("\n") + "\n\n" + "\n\n".join(p.rstrip("\n") for p in parts) + "\n" + md[at:]
-    write_text_atomic(md_path, md.rstrip("\n") + "\n")
+    markdown.write_page(md_path, md.rstrip("\n") + "\n")
     print(f"wrote {os.path.join(a.out_dir, a.workload + '.md')}")
 
 
@@ -138,7 +138,7 @@ def cmd_index(a) -> None:
         own[w] = load_json(path)
     models = [report_model.build(BY_NAME[w], _by_size(summaries, w), own.get(w, ceilings)) for w in workloads]
     md = markdown.index_report(models, ceilings, load_json(a.preflight), coldstart, extra, sorted(own))
-    write_text_atomic(a.output, md)
+    markdown.write_page(a.output, md)
     print(f"wrote {a.output}")
 
 
@@ -151,14 +151,14 @@ def cmd_copy_captures(a) -> None:
 
 
 def cmd_gpu_jobs(a) -> None:
-    from analysis import figures, gpu_jobs, gpu_jobs_markdown  # matplotlib: only the commands that draw
+    from analysis import figures, gpu_jobs, gpu_jobs_markdown, markdown  # matplotlib: only the commands that draw
 
     runs = [gpu_jobs.summarize(r) for r in gpu_jobs.split_runs(gpu_jobs.load_gpu_jobs(a.records))]
     latest = runs[-1]
     check_targets(a.figure, a.output)
     figures.gpu_jobs_figure(latest.jobs, a.figure, "Pipeline")
     rel = os.path.relpath(a.figure, os.path.dirname(os.path.abspath(a.output)))
-    write_text_atomic(a.output, gpu_jobs_markdown.gpu_jobs_report(runs, rel))
+    markdown.write_page(a.output, gpu_jobs_markdown.gpu_jobs_report(runs, rel))
     print(f"{a.output}: {len(latest.jobs)} jobs, up to {latest.max_concurrent} at once, "
           f"{len(latest.shared)} overlaps on a shared GPU")
     for o in latest.shared:

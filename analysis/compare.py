@@ -111,19 +111,21 @@ def with_limiters(steps: dict[tuple[str, str, int], list[Step]]) -> dict[tuple[s
             folder = os.path.dirname(s.path)
             if os.path.exists(os.path.join(folder, layout.NSYS_RUN)):
                 summaries[s.path] = _summary(os.path.realpath(folder))
+    def pool_key(path: str, run: dict) -> tuple[str, int, str]:
+        # one pool per recipe, size and folder of the recipe's variants (a run folder among several):
+        # <that folder>/<variant>/n<size>/timing.json
+        return run["workload"], run["size"], os.path.dirname(os.path.dirname(os.path.dirname(path)))
+
     pools: dict[tuple[str, int, str], list] = {}
     for path, run in summaries.items():
-        # one pool per recipe, size and parent folder of the variants (a run folder among several)
-        parent = os.path.dirname(os.path.dirname(os.path.dirname(path)))
-        pools.setdefault((run["workload"], run["size"], parent), []).append(run)
+        pools.setdefault(pool_key(path, run), []).append(run)
     out = {}
     for key, runs in steps.items():
         labelled = []
         for s in runs:
             run = summaries.get(s.path)
             if run is not None:
-                parent = os.path.dirname(os.path.dirname(os.path.dirname(s.path)))
-                pool = limiter.pool_of(pools[(run["workload"], run["size"], parent)])
+                pool = limiter.pool_of(pools[pool_key(s.path, run)])
                 s = dataclasses.replace(s, limiter=limiter.step_limiter(run, pool).label())
             labelled.append(s)
         out[key] = labelled

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from analysis import compare
+from analysis.markdown import write_page
 from analysis.outputs import write_text_atomic
 
 
@@ -11,7 +12,7 @@ def cmd_compare(a) -> int:
     c = compare.compare_folders(a.base, a.cand)
     md = compare.markdown(c)
     if a.output_md:
-        write_text_atomic(a.output_md, md)
+        write_page(a.output_md, md)
     if a.output_json:
         write_text_atomic(a.output_json, json.dumps(c.as_dict(), indent=1, sort_keys=True) + "\n")
     if not a.output_md:

@@ -10,6 +10,7 @@ import json
 from analysis.errors import AnalysisInputError
 from analysis.kernel_page import kernel_page
 from analysis.ncu_source import read_kernel_profile
+from analysis.markdown import write_page
 from analysis.outputs import check_targets, write_text_atomic
 
 #: what a kernel-run.json must hold for the page
@@ -39,7 +40,7 @@ def _run(a: argparse.Namespace) -> int:
                                            f"{run['profiled_kernel']!r}: report and run record do not belong together")
     page = kernel_page(k, run, top=a.top, report_hint=a.report)
     check_targets(a.output, *([a.json] if a.json else []))
-    write_text_atomic(a.output, page)
+    write_page(a.output, page)
     if a.json:
         write_text_atomic(a.json, json.dumps(dataclasses.asdict(k), indent=1, sort_keys=True) + "\n")
     where = f"{len(k.source.lines)} source lines" if k.source.has_line_info else "no line information"

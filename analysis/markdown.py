@@ -2,10 +2,12 @@
 and computes nothing; the same model gives the same bytes."""
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from analysis import report_model as rm
 from analysis import verdicts
+from analysis.outputs import write_text_atomic
 from workloads import sources
 
 NCU_COLUMNS = (
@@ -24,6 +26,80 @@ NCU_METRIC_KEYS = tuple(k for k, _, _ in NCU_COLUMNS)
 #: a cell longer than this is cut (with an ellipsis): table rows stay readable (kernel names run to
 #: thousands of characters in templated libraries)
 MAX_CELL_CHARS = 90
+
+
+#: no line of a page is longer than this: prose and commands are folded where they would be
+MAX_LINE_CHARS = 400
+
+_LEAD = re.compile(r"^(> )?(- |\d+\. )?")
+
+
+def _utf8_len(text: str) -> int:
+    # lines are measured in UTF-8 bytes, as line-length checks of tools are: "µs" is 3 bytes
+    return len(text.encode("utf-8"))
+
+
+def _fold_words(words: list[str], first: str, rest: str, limit: int, joiner: str = "") -> list[str]:
+    """Greedy fold of ``words`` into lines of at most ``limit`` bytes (a word longer than that stays
+    whole): the first line starts with ``first``, the others with ``rest``; ``joiner`` ends every line
+    but the last."""
+    out, current = [], None
+    for word in words:
+        if current is None:
+            current = first + word
+        elif _utf8_len(f"{current} {word}{joiner}") > limit:
+            out.append(current + joiner)
+            current = rest + word
+        else:
+            current = f"{current} {word}"
+    return out + [first if current is None else current]
+
+
+def _shell_words(line: str) -> list[str]:
+    """A command split at the spaces a shell splits it at (not inside quotes), the words kept as written."""
+    words, current, quote, escaped = [], "", None, False
+    for ch in line:
+        if escaped:
+            current, escaped = current + ch, False
+        elif ch == "\\" and quote != "'":
+            current, escaped = current + ch, True
+        elif quote:
+            current += ch
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            current, quote = current + ch, ch
+        elif ch == " ":
+            if current:
+                words.append(current)
+            current = ""
+        else:
+            current += ch
+    return words + ([current] if current else [])
+
+
+def fold_long_lines(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """``text`` with every line over ``limit`` bytes folded so that it renders the same: prose at
+    spaces, continued inside its quote and list item; commands in code blocks with backslash
+    continuations. Table rows and headings are left as they are (tables cut their cells)."""
+    out, in_code = [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            in_code = not in_code
+        if _utf8_len(line) <= limit or line.startswith(("|", "#", "```", "<")):
+            out.append(line)
+        elif in_code:
+            out += _fold_words(_shell_words(line), "", "    ", limit, " \\")
+        else:
+            lead = _LEAD.match(line).group(0)
+            quote = "> " if lead.startswith(">") else ""
+            indent = quote + " " * (len(lead) - len(quote))
+            out += _fold_words(line[len(lead):].split(), lead, indent, limit)
+    return "\n".join(out)
+
+
+def write_page(path: str, text: str) -> None:
+    """Write a markdown page atomically, its long lines folded (:func:`fold_long_lines`)."""
+    write_text_atomic(path, fold_long_lines(text))
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]], max_cell: int | None = None) -> str:
@@ -58,7 +134,7 @@ def provenance_table(prov: dict, tools: dict | None = None, extra: dict | None =
     if tools:
         rows += [("nsys", tools["nsys"]["version"]), ("ncu", tools["ncu"]["version"])]
     rows += [("Python", prov.get("python"))]
-    rows += [(f"package {k}", v) for k, v in sorted((prov.get("packages") or {}).items())]
+    rows += [("packages", rm.packages_text(prov))]
     rows += [("git commit", rm.describe_commit(prov)), ("captured (UTC)", prov.get("date_utc"))]
     rows += list((extra or {}).items())
     return table(("", "value"), rows)
@@ -258,33 +334,16 @@ def appendix(m: rm.ReportModel) -> list[str]:
     if m.provenance.other_runs:
         lines += ["Captured in another run than the one above (same GPU):", "",
                   table(("run", "commit", "captured (UTC); packages"), m.provenance.other_runs), ""]
-    lines += ["### Reference rates measured in the same run", "",
-              "; ".join(f"`{n}` {rate:.1f} {unit} ({ms:.3f} ms)" for n, rate, unit, ms in m.ceilings) + ".", "",
-              "### Definitions", "",
+    lines += ["### Definitions", "",
+              "- *Reference rates measured in the same run*: "
+              + "; ".join(f"`{n}` {rate:.1f} {unit} ({ms:.3f} ms)" for n, rate, unit, ms in m.ceilings) + ".",
               f"- *Runs*: recipe from {sources.cite(m.seed_document)}; every step run cold, timed and under "
               "Nsight Systems, and checked against a float64 reference. " + m.ncu_coverage,
-              f"- *Timer*: steps are timed with {m.timer}, after warm-up; the spread shown is the interquartile "
-              "range of the repeats. A verdict (`analysis/verdicts.py`) comes from a seeded bootstrap "
-              f"{int(100 * verdicts.CONFIDENCE)}% interval of the ratio of medians: *same* when it lies within "
-              f"±{verdicts.THRESHOLD:.0%}, *faster*/*slower* when wholly outside, *uncertain* when it straddles; "
-              "it rests on the samples of one process, so process-to-process variance is not included.",
-              "- *Minimum-work floor*: the time the step's declared (minimum) work takes at the reference rates "
-              "above: device-memory bytes over the device-to-device copy rate, host-link bytes over the pinned copy "
-              "rate, FLOPs over the rate of their arithmetic (integer work has none). The largest term sets it and "
-              "is named; it is a resource, not a measured limiter, and its rate is an effective one (minimum bytes "
-              "over the measured time), not the DRAM throughput ncu measures. A step near 1× of it runs at the "
-              "reference rate. *Floor of the limiter*: the time the measured limiter needs at its peak: each kernel's time at the "
-              "share of peak ncu measured on its limiting unit (a kernel at 91% of DRAM's peak: 91% of its time), "
-              "or the call's declared copies at the pinned rates for a host-link-bound step; kernels ncu did not "
-              "profile count as free (the share profiled is said); none for a step the host limits or with no "
-              "profiled kernel. Its ratio says how much is left on the "
-              "limiter itself; the minimum-work ratio, how much a different algorithm could still gain.",
-              "- *GPU busy*: the union of the intervals of a call's kernels, copies and memsets (nsys), so "
-              "overlapping work counts once; *overlapping ms* is how much the kinds' sums exceed it.",
-              "- *Limiter* and *next*: measured (`analysis/limiter.py`): copies or GPU idle time filling the call "
-              "(nsys), else the memory level or SM pipe ncu's speed-of-light and pipe metrics put the step's kernels "
-              "at, or latency/occupancy with its cause; a step without any profile falls back to the finding with "
-              "the most time at stake, else says it was not profiled.",
+              f"- *Timer*: {m.timer}, after warm-up; the spread shown is the interquartile range of the repeats.",
+              "- *Verdicts, the two floors, GPU busy and the limiter*: defined in the README's "
+              "[What the reports say, and how](../README.md#what-the-reports-say-and-how) "
+              f"(verdicts: a seeded bootstrap {int(100 * verdicts.CONFIDENCE)}% interval of the ratio of medians, "
+              f"*same* within ±{verdicts.THRESHOLD:.0%}).",
               f"- *Size*: {m.size_meaning}.", "",
               "### Commands", "", f"The exact commands: {m.commands_note}.", ""]
     if m.commands:

@@ -351,13 +351,13 @@ def _provenance_lines(run: dict | None) -> list[str]:
                 "packages are unknown.", ""]
     prov = run["provenance"]
     gpus = prov.get("gpus") or []
-    from analysis.report_model import describe_commit
+    from analysis.report_model import describe_commit, packages_text
 
     commit = describe_commit(prov)
     rows = [("GPU", gpus[0]["name"] if gpus else "not recorded"), ("driver", prov.get("driver_version")),
             ("CUDA runtime / driver API", f"{prov.get('cuda_runtime')} / {prov.get('cuda_driver_api')}"),
             ("Python", prov.get("python"))]
-    rows += [(f"package {k}", v) for k, v in sorted((prov.get("packages") or {}).items())]
+    rows += [("packages", packages_text(prov))]
     rows += [("commit", commit), ("captured (UTC)", prov.get("date_utc"))]
     return ["## Provenance", "", _table(("", "value"), rows), ""]
 

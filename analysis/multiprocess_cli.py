@@ -2,6 +2,7 @@
 nsys SQLite export, as a markdown page and a timeline figure (see :mod:`analysis.multiprocess`)."""
 from __future__ import annotations
 
+from analysis.markdown import write_page
 from analysis.outputs import check_targets, write_text_atomic
 
 import argparse
@@ -22,7 +23,7 @@ def cmd_multiprocess_report(a: argparse.Namespace) -> int:
     figure_link = os.path.relpath(os.path.abspath(a.figure), os.path.dirname(os.path.abspath(a.output)))
     multiprocess.timeline_figure(procs, a.figure, a.title)
     run = load_json(a.run) if a.run else None
-    write_text_atomic(a.output, multiprocess.markdown_report(procs, a.export, figure_link.replace(os.sep, "/"), run))
+    write_page(a.output, multiprocess.markdown_report(procs, a.export, figure_link.replace(os.sep, "/"), run))
     if a.json:
         write_text_atomic(a.json, json.dumps(multiprocess.summary(procs), indent=1, sort_keys=True) + "\n")
     print(f"wrote {a.output} and {a.figure}: " + ", ".join(p.label for p in procs))

@@ -580,6 +580,11 @@ def ncu_rule_rows(runs: Sequence[dict]) -> tuple:
     return tuple((rule, cells, worst, msg if rule in quoted else None) for rule, cells, worst, msg in out)
 
 
+def packages_text(prov: dict) -> str:
+    """The recorded package versions on one line: "numpy 2.4.6, warp 1.19.0"."""
+    return ", ".join(f"{k} {v}" for k, v in sorted((prov.get("packages") or {}).items())) or "not recorded"
+
+
 def describe_commit(prov: dict) -> str:
     """The commit a capture names; a "-dirty" one (not in the history) says what it means."""
     commit = prov.get("git_commit")
@@ -598,18 +603,15 @@ def provenance(by_size: dict[int, Sequence[dict]], tools: dict | None) -> Proven
     gpus = prov.get("gpus") or []
     nsys_versions = sorted({v for runs in by_size.values() for r in runs
                             if (v := ((r["nsys"].get("capture") or {}).get("nsys_version")))})
-    rows = [("GPU", gpus[0]["name"] if gpus else "not recorded"),
-            ("driver", prov.get("driver_version") or "not recorded"),
-            ("CUDA runtime / driver API", f"{prov.get('cuda_runtime')} / {prov.get('cuda_driver_api')}"),
-            ("clocks", "not recorded; not locked (the ncu runs pass --clock-control none)"),
-            ("Nsight Systems", ", ".join(nsys_versions) or "not recorded")]
     preflight_commit = ((tools or {}).get("provenance") or {}).get("git_commit")
-    if tools and preflight_commit == prov.get("git_commit"):
-        rows.append(("Nsight Compute", tools["tools"]["ncu"]["version"]))
-    else:
-        rows.append(("Nsight Compute", "not recorded for this run"))
-    rows += [("Python", prov.get("python") or "not recorded")]
-    rows += [(f"package {k}", v) for k, v in sorted((prov.get("packages") or {}).items())]
+    ncu_version = (tools["tools"]["ncu"]["version"] if tools and preflight_commit == prov.get("git_commit")
+                   else "not recorded for this run")
+    rows = [("GPU", gpus[0]["name"] if gpus else "not recorded"),
+            ("driver; CUDA runtime / driver API", f"{prov.get('driver_version') or 'not recorded'}; "
+                                                 f"{prov.get('cuda_runtime')} / {prov.get('cuda_driver_api')}"),
+            ("clocks", "not recorded; not locked (the ncu runs pass --clock-control none)"),
+            ("Nsight Systems; Nsight Compute", f"{', '.join(nsys_versions) or 'not recorded'}; {ncu_version}"),
+            ("Python; packages", f"{prov.get('python') or 'not recorded'}; {packages_text(prov)}")]
     rows += [("commit", describe_commit(prov)), ("captured (UTC)", prov.get("date_utc") or "not recorded")]
     def run_key(p: dict) -> tuple:
         """What tells two runs of the pipeline apart: commit, day, packages."""

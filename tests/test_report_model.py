@@ -184,6 +184,31 @@ def test_no_table_row_over_400_characters(page):
 
 
 @pytest.mark.parametrize("page", ALL_PAGES, ids=lambda p: p.name)
+def test_no_line_over_400_bytes(page):
+    """Prose and commands are folded where they would run longer (markdown.fold_long_lines)."""
+    long = [line[:80] for line in page.read_text().splitlines() if len(line.encode("utf-8")) > 400]
+    assert not long
+
+
+def test_folding_keeps_quotes_list_items_and_commands_whole():
+    import shlex
+
+    from analysis.markdown import fold_long_lines
+
+    quote = "> - **What limits:** " + " ".join(["latency µs"] * 80)
+    folded = fold_long_lines(quote).split("\n")
+    assert len(folded) > 1 and all(len(x.encode()) <= 400 for x in folded)
+    assert all(x.startswith(">   ") for x in folded[1:])
+    assert " ".join(x.removeprefix(">   ") for x in folded).removeprefix("> - ") == quote.removeprefix("> - ")
+    command = "ncu " + " ".join(f"--opt{i} 'a b'" for i in range(60))
+    lines = fold_long_lines(f"```sh\n{command}\n```").split("\n")[1:-1]
+    assert len(lines) > 1 and all(x.endswith(" \\") for x in lines[:-1])
+    assert shlex.split(" ".join(lines).replace(" \\ ", " ")) == shlex.split(command)
+    table_row = "| " + "x" * 500 + " |"
+    assert fold_long_lines(table_row) == table_row
+
+
+@pytest.mark.parametrize("page", ALL_PAGES, ids=lambda p: p.name)
 def test_every_page_has_provenance_without_host_paths(page):
     text = page.read_text()
     assert re.search(r"^#+ (Provenance|How this was captured)$", text, re.M) or page.name == "gpu_jobs.md" \
@@ -205,7 +230,8 @@ def test_reproduce_commands_are_the_recorded_ones(page):
                 recorded.add(" ".join(report_model.portable_argv(argv)))
     text = page.read_text()
     block = text[text.index("### Commands"):]
-    commands = block[block.index("```sh\n") + 6:block.index("\n```", block.index("```sh"))].splitlines()
+    commands = (block[block.index("```sh\n") + 6:block.index("\n```", block.index("```sh"))]
+                .replace(" \\\n    ", " ").splitlines())  # folded commands continue with a backslash
     assert commands
     import shlex
     for c in commands:

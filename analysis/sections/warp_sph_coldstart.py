@@ -80,12 +80,10 @@ def render_markdown(record: dict, data: dict) -> str:
         "## Cold starts, per module",
         "",
         f"New processes of the recipe ({record.get('size')} particles, one frame each). Cold: Warp's kernel "
-        "cache pointed at a fresh folder (so its kernel and LTO caches are empty) and the CUDA driver's "
-        "compute cache emptied one of the two ways the Warp guide names: a fresh `CUDA_CACHE_PATH` "
-        "(the driver still looks up and writes entries) or `CUDA_CACHE_DISABLE=1` (no cache at all). Warm: "
-        "the first cold run's folders again, now filled. Module times are Warp's own "
-        "(\"Module ... took ... ms (compiled|cached)\"): code generation, compilation when not cached, and "
-        "loading the binary into the context.",
+        "cache in a fresh folder, and the driver's compute cache emptied either way the Warp guide names "
+        "(a fresh `CUDA_CACHE_PATH`, or `CUDA_CACHE_DISABLE=1`: no cache at all). Warm: the first cold run's "
+        "folders again, filled. Module times are Warp's own (\"Module ... took ... ms\"): code generation, "
+        "compilation when not cached, loading.",
         "",
     ]
     for variant, v in data.items():
@@ -104,17 +102,17 @@ def render_markdown(record: dict, data: dict) -> str:
         kinds = _binary_kinds(v["binaries"].get("cold_fresh_cache", []))
         note = f"Binaries Warp cached for `{variant}`: {kinds}. "
         if kinds == ".cubin":
-            note += ("Warp compiled to SASS (cubin) itself, so the driver had no PTX to JIT for these modules: "
-                     "the two cold columns differ only by what else the driver caches and by cache I/O.")
+            note += ("SASS compiled by Warp itself, no PTX for the driver to JIT: the two cold columns differ "
+                     "only by the driver's other caching and cache I/O.")
         elif kinds == ".o":
             note += "CPU object files: the CUDA driver and its cache play no part on Warp's CPU device."
         elif ".ptx" in kinds:
             note += ("Warp handed the driver PTX, which the driver JIT-compiles at load; that work is what the "
                      "compute cache keeps, so the two cold columns and the warm one differ by it.")
         if v["traces"]:
-            note += (" NVRTC compile-time traces (Trace Event Format, open in Perfetto or chrome://tracing), "
-                     "from a separate cold run with `warp.config.compile_time_trace = True`: "
-                     + ", ".join(f"`experiments/coldstart/{t}`" for t in v["traces"]) + ".")
+            note += (" NVRTC compile-time traces (open in Perfetto) from a separate cold run with "
+                     "`warp.config.compile_time_trace = True`, in `experiments/coldstart/`: "
+                     + ", ".join(f"`{t}`" for t in v["traces"]) + ".")
         lines += [note, ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -286,32 +286,30 @@ def render_markdown(record: dict, cmp: dict) -> str:
 
 def _why(cmp: dict, diffs_us: list[float]) -> str:
     """The paragraph on why the numbers differ, with this capture's numbers in it."""
-    parts = ["Why they differ. Warp's time for an activity is the time between two CUDA events it records "
-             "on the stream just before and just after the launch; it includes whatever the GPU does between "
-             "the first event and the kernel's start and between the kernel's end and the second event, and "
-             "CUDA events resolve about 0.5 µs (the Warp guide's own caveat). nsys takes the kernel's start "
-             "and end from CUPTI."]
+    parts = ["Why they differ. Warp times an activity between two CUDA events recorded on the stream just "
+             "before and after the launch, so it includes the GPU's work between each event and the kernel, and "
+             "CUDA events resolve about 0.5 µs (the Warp guide's caveat); nsys takes the kernel's start and end "
+             "from CUPTI."]
     if diffs_us:
         med = statistics.median(diffs_us)
         rel = "longer" if med >= 0 else "shorter"
-        parts.append(f"Over the {len(diffs_us)} activities paired here, Warp's time is {rel} than nsys' by a "
-                     f"median of {abs(med):.2f} µs per activity: a large share of a few-µs kernel or memset, "
-                     "little of a long neighbour pass.")
+        parts.append(f"Over {len(diffs_us)} paired activities, Warp's time is {rel} than nsys' by a median "
+                     f"{abs(med):.2f} µs: much of a few-µs kernel or memset, little of a long neighbour pass.")
     unseen = sorted({k for run in cmp["runs"] if run["mode"] == "all" for k in run["unmatched_us"]})
     if unseen:
         parts.append("Warp times only what it launches itself: " + ", ".join(f"`{k}`" for k in unseen)
-                     + " ran in the same frames (launched inside Warp's native code, e.g. cub's radix sort "
-                     "in `HashGrid.build`) and appear only in nsys.")
+                     + " ran in the same frames (from Warp's native code: cub's radix sort in `HashGrid.build`) "
+                     "and appear only in nsys.")
     if any(run["graph_nodes_us"] for run in cmp["runs"]):
-        parts.append("A graph launch is one activity for Warp (`graph`); the kernels inside it are visible "
-                     "only to nsys, and only with `--cuda-graph-trace=node`.")
+        parts.append("A graph launch is one Warp activity (`graph`); its kernels appear only in nsys, with "
+                     "`--cuda-graph-trace=node`.")
     by = {(r["variant"], r["mode"]): _mean([f["timer_ms"] for f in r["frames"]]) for r in cmp["runs"]}
     for variant in dict.fromkeys(r["variant"] for r in cmp["runs"]):
         a, s, h = by.get((variant, "all")), by.get((variant, "sync")), by.get((variant, "host"))
         if a is not None and s is not None and h is not None:
-            parts.append(f"{variant}: a frame timed with activity timing took {a:.3f} ms, without it "
-                         f"{s:.3f} ms ({a - s:+.3f} ms: the events and their bookkeeping); unsynchronized, "
-                         f"the timer saw {h:.3f} ms, the host's time to issue the frame, not the GPU's.")
+            parts.append(f"{variant}: {a:.3f} ms a frame with activity timing, {s:.3f} ms without "
+                         f"({a - s:+.3f} ms: the events and their bookkeeping); unsynchronized, {h:.3f} ms, the "
+                         "host's time to issue the frame, not the GPU's.")
     return " ".join(parts)
 
 

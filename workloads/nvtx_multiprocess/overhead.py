@@ -262,7 +262,7 @@ def run_all(args: argparse.Namespace) -> dict:
     return {
         "what": "NVTX annotation overhead: recipe time per call with COOKBOOK_NVTX=1 vs 0, and one range's cost",
         "workload": args.workload, "variant": args.variant, "size": args.size, "warmup": args.warmup,
-        "repeats": args.repeats, "pairs": args.pairs, "nsys": configs[-1] if args.nsys else None,
+        "repeats": args.repeats, "pairs": args.pairs, "nsys": os.path.basename(configs[-1]) if args.nsys else None,  # the tool, not this host's path to it
         "nsys_args": list(NSYS_ARGS) if args.nsys else None,
         "note": "the runner times each call inside its compute range, so push/pop are outside the timed "
                 "interval; range_ns is their cost, measured separately",
