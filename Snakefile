@@ -34,7 +34,7 @@ rule profile_all:
         [f"{run_dir(CAPTURES, w, v, s)}/{f}" for w in RUNNABLE_WORKLOADS for v, s in runs(w)
          for f in ("timing.json", "nsys-run.json")],
         [f"{WORK}/analysis/live/{w}/{v}/n{s}.json" for w in RUNNABLE_WORKLOADS for v, s in runs(w)],
-        f"{WORK}/analysis/live/coldstart.json",
+        [f"{WORK}/analysis/live/coldstart.json"] if COLDWARM_ON else [],
         # every page and figure, published from <work_dir>/reports/live/ (rules/report.smk)
         published_reports(),
 

@@ -114,12 +114,12 @@ def cmd_report(a) -> None:
     figures.busy_figure(model, fig("busy"))
     figures.timeline_figure(by_size, fig("timeline"), recipe.title)
     figures.roofline_figure(by_size, load_json(a.ceilings)["ceilings"], fig("roofline"), recipe.title)
-    parts = report_sections.render_all(recipe, a.captures, fig_dir)
+    parts = report_sections.render_all(recipe, a.captures, fig_dir, with_experiments=not a.without_experiments)
     if parts:
         # the recipe's own sections go before the appendix
         at = md.index("\n## Appendix\n")
         md = md[:at].rstrip("\n") + "\n\n" + "\n\n".join(p.rstrip("\n") for p in parts) + "\n" + md[at:]
-    markdown.write_page(md_path, md.rstrip("\n") + "\n")
+    markdown.write_page(md_path, markdown.with_run_label(md, a.run_label).rstrip("\n") + "\n")
     print(f"wrote {os.path.join(a.out_dir, a.workload + '.md')}")
 
 
@@ -138,7 +138,7 @@ def cmd_index(a) -> None:
         own[w] = load_json(path)
     models = [report_model.build(BY_NAME[w], _by_size(summaries, w), own.get(w, ceilings)) for w in workloads]
     md = markdown.index_report(models, ceilings, load_json(a.preflight), coldstart, extra, sorted(own))
-    markdown.write_page(a.output, md)
+    markdown.write_page(a.output, markdown.with_run_label(md, a.run_label))
     print(f"wrote {a.output}")
 
 
@@ -198,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--captures", help="the workload's capture folder, for the recipe's own report sections")
     s.add_argument("--preflight", help="the run's preflight.json: the Nsight Systems and Compute versions")
     s.add_argument("--gpu-jobs", help="a folder of GPU job records: the exact commands the report shows")
+    s.add_argument("--without-experiments", action="store_true",
+                   help="the run made no experiments: leave out the sections that read them, and say so")
+    s.add_argument("--run-label", help="what this run is when not the full suite (e.g. lab): said under the title")
     s.add_argument("summaries", nargs="+", metavar="SUMMARY.json", help="the workload's run summaries")
     s.set_defaults(func=cmd_report)
     s = sub.add_parser("gpu-jobs", help="GPU job records -> reports/gpu_jobs.md: which job ran on which GPU, when",
@@ -218,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workload-ceilings", action="append", metavar="WORKLOAD=PATH",
                    help="a workload captured in a later run: the ceilings of that run")
     s.add_argument("--output", required=True, help="the markdown page to write")
+    s.add_argument("--run-label", help="what this run is when not the full suite (e.g. lab): said under the title")
     s.add_argument("summaries", nargs="+", metavar="SUMMARY.json", help="every run summary")
     s.set_defaults(func=cmd_index)
     s = sub.add_parser("copy-captures", help="keep a run's small raw captures as the reference",

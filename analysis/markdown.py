@@ -356,13 +356,30 @@ def _shell_word(w: str) -> str:
     return shlex.quote(w)
 
 
+def sizes_not_run(m: rm.ReportModel, size: int) -> list[str]:
+    """A line naming the steps that ran at other sizes but not at ``size`` (``variant_sizes`` in
+    rules/config.yaml: a step whose calls take too long there), so that a ladder that starts later
+    is not read as the recipe's baseline."""
+    here = {s.variant for s in m.ladder[size]}
+    elsewhere = {}
+    for other in m.sizes:
+        for step in m.ladder[other]:
+            if step.variant not in here:
+                elsewhere.setdefault(step.variant, []).append(str(other))
+    if not elsewhere:
+        return []
+    named = "; ".join(f"`{v}` (ran at size {', '.join(sizes)})" for v, sizes in elsewhere.items())
+    return [f"*Not run at this size:* {named}. The configuration's `variant_sizes` keeps them to sizes where "
+            "their calls stay short; compare them at the size they ran.", ""]
+
+
 def workload_report(m: rm.ReportModel, figures: Sequence[tuple[str, str]]) -> str:
     """The page: result box and step ladder first, then findings, details per size, figures, appendix.
     ``figures``: (caption, file name) in the order shown; the first is the step-ladder chart."""
     headline = m.result.size
     lines = [f"# {m.title} (`{m.name}`)", "", *result_box(m), "",
-             f"## Step ladder at size {headline}", "", ladder_table(m.ladder[headline], m.timer), "",
-             *step_sentences(m.ladder[headline]), ""]
+             f"## Step ladder at size {headline}", "", *sizes_not_run(m, headline),
+             ladder_table(m.ladder[headline], m.timer), "", *step_sentences(m.ladder[headline]), ""]
     if figures:
         caption, name = figures[0]
         lines += [f"![{caption}](figures/{name})", ""]
@@ -483,3 +500,16 @@ def index_report(models: Sequence[rm.ReportModel], ceilings_record: dict, prefli
         "",
     ]
     return "\n".join(lines)
+
+
+def with_run_label(md: str, label: str | None) -> str:
+    """``md`` with, under its title, the line that says which run it comes from when that run is not
+    the full suite (``run_label`` in the configuration: profiles/lab sets "lab")."""
+    if not label:
+        return md
+    title, _, rest = md.partition("\n")
+    note = (f"> **This page comes from the `{label}` run** (`run_label: {label}`, e.g. "
+            f"`--workflow-profile profiles/{label}`): its sizes, samples and profiled kernels are that profile's, "
+            "chosen to finish quickly, not the full suite's; `snakemake profile_all` with the default "
+            "configuration gives the full findings.")
+    return f"{title}\n\n{note}\n{rest}"

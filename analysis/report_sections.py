@@ -21,17 +21,32 @@ def declared_figures(recipe) -> list[str]:
     return [name for m in _modules(recipe) for name in getattr(m, "FIGURES", ())]
 
 
-def render_all(recipe, workload_root: str | None, figure_dir: str) -> list[str]:
-    """Markdown of every section the recipe declares, in its order."""
+def reads_experiments(module) -> bool:
+    """Whether a section reads one of the recipe's experiments (left out when a run has none)."""
+    return any(p.startswith("experiments/") for p in getattr(module, "INPUTS", ()))
+
+
+def render_all(recipe, workload_root: str | None, figure_dir: str, with_experiments: bool = True) -> list[str]:
+    """Markdown of every section the recipe declares, in its order. Without experiments (a run
+    that did not make them, such as the lab's), the sections that read them are left out, and a
+    last section says which."""
     if not recipe.sections:
         return []
     if not workload_root:
         raise AnalysisInputError(recipe.name, "the recipe has report sections: pass --captures <its capture folder>")
-    out = []
+    out, left_out = [], []
     for name in recipe.sections:
         module = importlib.import_module(f"analysis.sections.{recipe.name}_{name}")
+        if not with_experiments and reads_experiments(module):
+            left_out.append(name)
+            continue
         text = module.render(workload_root, figure_dir)
         if not text.startswith("## "):
             raise AnalysisInputError(module.__file__, f"section {name!r} must start with a '## ' heading")
         out.append(text)
+    if left_out:
+        out.append("## Left out of this run\n\nThis run made none of the recipe's experiments "
+                   f"({', '.join(f'`{e}`' for e in recipe.experiments)}), so its sections "
+                   f"{', '.join(f'`{n}`' for n in left_out)} are not here; `snakemake profile_all` with the "
+                   "default configuration makes them.\n")
     return out

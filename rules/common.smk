@@ -63,7 +63,7 @@ for _name, _c in config["workloads"].items():
                 f"rules/config.yaml: workloads.{_name}.ncu.kernel_regex {_c['ncu']['kernel_regex']!r}: "
                 f"not a regular expression ({_e})"
             ) from None
-    for _v in list(_c["ncu"].get("variants", [])) + list(_c.get("variant_sizes", {})):
+    for _v in list(_c["ncu"].get("variants", [])) + list(_c.get("variant_sizes", {})) + list(_c.get("coldwarm_variants") or []):
         if _v not in RECIPES[_name].variants:
             raise ValueError(
                 f"rules/config.yaml: workloads.{_name}.ncu.variants: no variant {_v!r} "
@@ -94,7 +94,11 @@ RUNNABLE_WORKLOADS = [
     w for w in config["workloads"] if not _missing(RECIPES[w]) and (ONLY is None or w in ONLY)
 ]
 # the multi-process example (rules/multiprocess.smk) needs CuPy; a run of some workloads skips it
-MULTIPROCESS_RUNNABLE = importlib.util.find_spec("cupy") is not None and ONLY is None
+MULTIPROCESS_RUNNABLE = (config.get("multiprocess", True) and importlib.util.find_spec("cupy") is not None
+                         and ONLY is None)
+# the cold/warm start-ups and the recipes' experiments (off in profiles/lab)
+COLDWARM_ON = bool(config.get("coldwarm", True))
+EXPERIMENTS_ON = bool(config.get("experiments", True))
 
 
 _SKIPS_SAID = []
@@ -130,7 +134,10 @@ def runs(workload):
 
 
 def experiment_dirs(root, workload):
-    """The recipe's extra GPU runs (Recipe.experiments), one folder each."""
+    """The recipe's extra GPU runs (Recipe.experiments), one folder each; none for this run's
+    captures when experiments are off."""
+    if root == CAPTURES and not EXPERIMENTS_ON:
+        return []
     return [f"{root}/{workload}/experiments/{e}" for e in RECIPES[workload].experiments]
 
 
@@ -214,7 +221,7 @@ def ncu_flags(wc):
 
 def timing_setting(key):
     """A timing setting for the rule's workload: its own override, else the global one."""
-    return lambda wc: config["workloads"][wc.workload].get("timing", config["timing"])[key]
+    return lambda wc: {**config["timing"], **config["workloads"][wc.workload].get("timing", {})}[key]
 
 
 def coldwarm_size(wc):
@@ -222,8 +229,17 @@ def coldwarm_size(wc):
     return c.get("coldwarm_size", min(c["sizes"]))
 
 
+def coldwarm_variants(workload):
+    """The variants whose start-up the cold/warm runs measure: ``coldwarm_variants`` (in recipe
+    order), else all; none when the run leaves the cold/warm starts out (``coldwarm: false``)."""
+    if not config.get("coldwarm", True):
+        return []
+    chosen = config["workloads"][workload].get("coldwarm_variants")
+    return [v for v in RECIPES[workload].variants if chosen is None or v in chosen]
+
+
 def coldstart_records(workload):
-    return [f"{CAPTURES}/{layout.COLDSTART}/{workload}_{v}.json" for v in RECIPES[workload].variants]
+    return [f"{CAPTURES}/{layout.COLDSTART}/{workload}_{v}.json" for v in coldwarm_variants(workload)]
 
 
 def profiled_calls(wc):
@@ -249,6 +265,8 @@ def run_inputs(wc):
     if wc.set == "live":
         if profiled_by_ncu(wc.workload, wc.variant, int(wc.size)) and counters_readable():
             files["ncu"] = f"{d}/{layout.NCU_REPORT}"
+            # not read by the summary (it reads the report); made beside it for capture_reference
+            files["ncu_raw_page"] = f"{d}/{layout.NCU_RAW}"
     elif os.path.exists(f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"):
         files["ncu"] = f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"
     elif os.path.exists(f"{d}/{layout.NCU_RAW}"):
@@ -395,7 +413,8 @@ def report_inputs(wc):
         "analyses": analyses(wc.set, w),
         "ceilings": f"{CAPTURES}/ceilings.json" if live else reference_ceilings(w),
         # what the recipe's sections read (analysis/sections/<recipe>_<section>.py: INPUTS)
-        "sections": [f"{root}/{p}" for p in declared_inputs(RECIPES[w])],
+        "sections": [f"{root}/{p}" for p in declared_inputs(RECIPES[w])
+                     if not (live and not EXPERIMENTS_ON and p.startswith("experiments/"))],
         # the tool versions the report's provenance shows
         "preflight": f"{CAPTURES if live else REF_DIR}/preflight.json",
     }
@@ -408,6 +427,17 @@ def report_inputs(wc):
     return files
 
 
+def run_options(wc, sections=True) -> str:
+    """What a live page says of its run (``run_label``) and whether it has the experiments'
+    sections; nothing for the reference pages, which are the full suite's."""
+    if wc.set != "live":
+        return ""
+    opts = ["--run-label", config["run_label"]] if config.get("run_label") else []
+    if sections and not EXPERIMENTS_ON:
+        opts.append("--without-experiments")
+    return shlex.join(opts)
+
+
 def gpu_jobs_option(wc, input) -> str:
     """``--gpu-jobs DIR`` for ``analysis report``: this run's records (live) or the reference's."""
     folder = f"{WORK}/gpu-jobs" if wc.set == "live" else (input.gpu_jobs[0] if input.gpu_jobs else None)
@@ -417,7 +447,7 @@ def gpu_jobs_option(wc, input) -> str:
 def index_inputs(wc):
     s, live = wc.set, wc.set == "live"
     ws = set_workloads(s)
-    has_coldstart = live or REFERENCE_HAS_COLDSTART
+    has_coldstart = COLDWARM_ON if live else REFERENCE_HAS_COLDSTART
     return {
         "reports": [f"{WORK}/reports/{s}/{w}.md" for w in ws],
         "analyses": [a for w in ws for a in analyses(s, w)],
@@ -435,7 +465,7 @@ def gpu_jobs_inputs(wc):
     return {
         "analyses": [a for w in RUNNABLE_WORKLOADS for a in analyses("live", w)],
         "experiments": [d for w in RUNNABLE_WORKLOADS for d in experiment_dirs(CAPTURES, w)],
-        "coldstart": f"{WORK}/analysis/live/coldstart.json",
+        "coldstart": [f"{WORK}/analysis/live/coldstart.json"] if COLDWARM_ON else [],
         "ceilings": f"{CAPTURES}/ceilings.json",
         "multiprocess": [f"{WORK}/reports/live/nvtx_multiprocess.md"] if MULTIPROCESS_RUNNABLE else [],
     }

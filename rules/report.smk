@@ -26,12 +26,13 @@ rule report:
         out_dir=lambda wc, output: os.path.dirname(output.md),
         captures=lambda wc: f"{capture_root(wc.set)}/{wc.workload}",
         gpu_jobs=gpu_jobs_option,
+        run=run_options,
     conda:
         CONDA_ENV
     shell:
         "{params.python:q} -m analysis report --workload {wildcards.workload}"
         " --ceilings {input.ceilings:q} --captures {params.captures:q} --out-dir {params.out_dir:q}"
-        " --preflight {input.preflight:q} {params.gpu_jobs}"
+        " --preflight {input.preflight:q} {params.gpu_jobs} {params.run}"
         " {input.analyses:q} > {log:q} 2>&1"
 
 
@@ -53,11 +54,13 @@ rule index:
             for arg in ("--workload-ceilings", f"{w}={reference_ceilings(w)}")
         ),
         multiprocess=lambda wc, input: "--multiprocess" if input.multiprocess else "",
+        label=lambda wc: run_options(wc, sections=False),
     conda:
         CONDA_ENV
     shell:
         "{params.python:q} -m analysis index --ceilings {input.ceilings:q} --preflight {input.preflight:q}"
-        " {params.own_ceilings} {params.coldstart} {params.multiprocess} --output {output:q} {input.analyses:q}"
+        " {params.own_ceilings} {params.coldstart} {params.multiprocess} {params.label} --output {output:q}"
+        " {input.analyses:q}"
         " > {log:q} 2>&1"
 
 

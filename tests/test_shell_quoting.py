@@ -34,7 +34,7 @@ def test_a_quote_in_the_kernel_regex_stays_one_argument(tmp_path):
     r = _snakemake(["-n", "-p", "--cores", "1", "--configfile", "rules/config.yaml", extra, "--", target])
     assert r.returncode == 0, r.stderr[-1500:]
     [command] = [line.removeprefix("Shell command: ") for line in r.stdout.splitlines()
-                 if "ncu.ncu-rep" in line and " -k " in line]
+                 if "ncu-run.json" in line and " -k " in line]
     words = shlex.split(command)
     assert words[words.index("-k") + 1] == f"regex:{regex}"
     assert not marker.exists()

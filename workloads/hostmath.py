@@ -24,13 +24,15 @@ def parallel_chunks(n: int, fn: Callable[[int, int, int], None], threads: int | 
         list(pool.map(lambda ib: fn(ib[0], *ib[1]), enumerate(bounds)))
 
 
-def standard_normal(n: int, seed: int, out: np.ndarray | None = None) -> np.ndarray:
-    """n float64 standard normals, reproducible for a given seed, generated on all cores."""
-    out = np.empty(n, dtype=np.float64) if out is None else out
+def standard_normal(n: int, seed: int, out: np.ndarray | None = None, dtype=np.float64) -> np.ndarray:
+    """n standard normals (float64, or float32 with ``dtype``/a float32 ``out``), reproducible for a
+    given seed, generated on all cores."""
+    out = np.empty(n, dtype=dtype) if out is None else out
     seeds = np.random.SeedSequence(seed).spawn(len(chunk_bounds(n)))
 
     def fill(i: int, start: int, stop: int) -> None:
-        np.random.Generator(np.random.PCG64(seeds[i])).standard_normal(stop - start, out=out[start:stop])
+        np.random.Generator(np.random.PCG64(seeds[i])).standard_normal(stop - start, dtype=out.dtype,
+                                                                        out=out[start:stop])
 
     parallel_chunks(n, fill)
     return out

@@ -37,6 +37,9 @@ class HostDataUfunc(NumbaDevice, Variant):
     def reference(self) -> np.ndarray:
         return hostmath.parallel_map(body.reference, self.x)
 
+    def reference_at(self, flat_indices: np.ndarray) -> np.ndarray:
+        return body.reference(self.x[flat_indices])
+
     def work(self) -> Work:
         n8 = 8 * self.size
         # the kernel reads x and writes f(x) in device memory; both cross the host link once

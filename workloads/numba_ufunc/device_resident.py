@@ -36,6 +36,9 @@ class DeviceResident(NumbaDevice, Variant):
     def reference(self) -> np.ndarray:
         return hostmath.parallel_map(body.reference, self.d_x.copy_to_host())
 
+    def reference_at(self, flat_indices: np.ndarray) -> np.ndarray:
+        return body.reference(self.d_x.copy_to_host()[flat_indices])
+
     def work(self) -> Work:
         n8 = 8 * self.size
         return Work(bytes_read=n8, bytes_written=n8, flops=10 * self.size)

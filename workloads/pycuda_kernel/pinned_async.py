@@ -20,7 +20,7 @@ class PinnedAsync(ScaleVariant):
         drv = driver()
         self.stream = drv.Stream()
         self.x_host = drv.pagelocked_empty(self.size, dtype=np.float32)
-        self.x_host[:] = self.make_input()
+        self.make_input(out=self.x_host)
         self.out_host = drv.pagelocked_empty(self.size, dtype=np.float32)
         self.out_host.fill(np.nan)
         self.d_in = drv.mem_alloc(self.x_host.nbytes)
