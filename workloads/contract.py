@@ -206,6 +206,8 @@ class Recipe:
     #: A static table here, so that reports read it without importing the variants' GPU packages;
     #: each variant module states the same as ``Variant.improves_on``.
     improves_on: tuple[tuple[str, str], ...] = ()
+    #: place in the reports and the index (lower first; equal orders by name)
+    order: int = 1000
 
     def __post_init__(self) -> None:
         parents = dict(self.improves_on)

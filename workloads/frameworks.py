@@ -11,14 +11,16 @@ reports name (:mod:`analysis.markdown`), the environment the profilers need
 Nothing here imports a GPU package at import time: the analysis imports this module on machines
 without any. The checks in :attr:`Framework.cuda_problem` import their package when called.
 
-Adding a framework = one :class:`Framework` record in :data:`FRAMEWORKS`.
+Adding a framework = one :class:`Framework` record: in :data:`FRAMEWORKS`' table below, or as
+``FRAMEWORK`` in the ``__init__.py`` of the first recipe that uses it (the registry finds it there,
+so a new framework's recipe folder holds everything about it).
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 #: the CUDA driver's own JIT cache (PTX -> SASS): every framework that loads PTX goes through it
 DRIVER_CACHE_VARIABLES = MappingProxyType({"CUDA_CACHE_PATH": "cuda"})
@@ -166,7 +168,7 @@ def _cudf_cuda_problem() -> str | None:
     return _cupy_cuda_problem()
 
 
-FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
+_BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
     Framework(
         name="cupy", title="CuPy",
         distributions={"cupy": ("cupy-cuda13x", "cupy-cuda12x", "cupy"), "rmm": ("rmm-cu13", "rmm-cu12", "rmm")},
@@ -253,6 +255,42 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
 )})
 
 
+class _Frameworks(Mapping):
+    """The built-in records and those recipe folders declare (``FRAMEWORK`` in their
+    ``__init__.py``), merged on first use: the registry imports the recipes, which may import this
+    module, so the merge waits until a record is asked for."""
+
+    def __init__(self, built_in: Mapping[str, Framework]) -> None:
+        self._built_in = built_in
+        self._merged: Mapping[str, Framework] | None = None
+
+    def _all(self) -> Mapping[str, Framework]:
+        if self._merged is None:
+            from workloads.registry import declared_frameworks  # noqa: PLC0415 - see the class doc
+
+            merged = dict(self._built_in)
+            for record, where in declared_frameworks():
+                if record.name in merged and merged[record.name] != record:
+                    raise ValueError(f"{where}: FRAMEWORK {record.name!r} is already defined "
+                                     "(workloads/frameworks.py or another recipe): use that record")
+                merged[record.name] = record
+            self._merged = MappingProxyType(merged)
+        return self._merged
+
+    def __getitem__(self, name: str) -> Framework:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+#: every framework record: the table above and the recipes' own (see the module doc)
+FRAMEWORKS: Mapping[str, Framework] = _Frameworks(_BUILT_IN)
+
+
 class UnknownFramework(KeyError):
     """A recipe names a framework that has no record here."""
 
@@ -261,8 +299,8 @@ def framework(name: str) -> Framework:
     try:
         return FRAMEWORKS[name]
     except KeyError:
-        raise UnknownFramework(f"no framework record {name!r} in workloads/frameworks.py "
-                               f"(have: {', '.join(FRAMEWORKS)})") from None
+        raise UnknownFramework(f"no framework record {name!r} in workloads/frameworks.py nor as FRAMEWORK in a "
+                               f"recipe's __init__.py (have: {', '.join(FRAMEWORKS)})") from None
 
 
 def distributions() -> dict[str, tuple[str, ...]]:

@@ -44,6 +44,7 @@ from workloads.contract import Recipe
 
 RECIPE = Recipe(
     name="cudf_groupby",
+    order=60,
     title="cuDF groupby: split aggregations or one agg",
     seed_document="000",
     framework="cudf",

@@ -15,6 +15,7 @@ from workloads.contract import Recipe
 
 RECIPE = Recipe(
     name="cupy_sqdiff",
+    order=10,
     title="CuPy squared difference",
     seed_document="000",
     framework="cupy",

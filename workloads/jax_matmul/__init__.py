@@ -25,6 +25,7 @@ from workloads.contract import Recipe
 
 RECIPE = Recipe(
     name="jax_matmul",
+    order=50,
     title="JAX matrix multiply",
     seed_document="001",
     framework="jax",

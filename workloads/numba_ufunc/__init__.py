@@ -18,6 +18,7 @@ from workloads.contract import Recipe
 
 RECIPE = Recipe(
     name="numba_ufunc",
+    order=20,
     title="Numba CUDA ufunc",
     seed_document="002",
     framework="numba",

@@ -18,6 +18,7 @@ from workloads.contract import Recipe
 
 RECIPE = Recipe(
     name="pycuda_kernel",
+    order=30,
     title="PyCUDA SourceModule kernel",
     seed_document="003",
     framework="pycuda",

@@ -30,6 +30,7 @@ from workloads.contract import Recipe
 
 RECIPE = Recipe(
     name="warp_sph",
+    order=40,
     title="Warp SPH (hash-grid neighbours)",
     seed_document="004",
     framework="warp",
