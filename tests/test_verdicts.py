@@ -2,11 +2,15 @@
 
 The A/A calibration runs the verdict engine on pairs drawn from one distribution (any
 "faster"/"slower" is a false call) and on pairs with a planted 3% slowdown (it must be
-found). The distributions are synthetic; real repeated GPU runs of identical code are not
-part of these tests yet (see analysis/verdicts.py for why the process is the unit there).
+found), on synthetic distributions and on real repeated runs: 16 timed processes of one
+step (CuPy ``fused`` at 4096, tests/data/aa_h200/, NVIDIA H200), where the process-to-process
+spread is what decides which changes can be seen (see analysis/verdicts.py for why the process is
+the unit there).
 """
 from __future__ import annotations
 
+import glob
+import gzip
 import json
 import os
 
@@ -157,3 +161,65 @@ def test_verdict_record_round_trips_to_json():
     v = compare(_samples(2.0, 0.01), _samples(1.0, 0.01, seed=1))
     d = json.loads(json.dumps(v.as_dict()))
     assert d["kind"] == "faster" and d["samples"] == [30, 30] and d["threshold"] == verdicts.THRESHOLD
+
+
+# --- A/A calibration on real repeated runs ------------------------------------------------------
+
+AA_RUNS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "aa_h200", "*.json.gz")))
+
+
+def _real_processes() -> list[list[float]]:
+    """The timed samples of each of the 16 processes (same code, same GPU, one after the other)."""
+    out = []
+    for path in AA_RUNS:
+        with gzip.open(path, "rt") as f:
+            record = json.load(f)
+        assert record["workload"] == "cupy_sqdiff" and record["variant"] == "fused" and record["size"] == 4096
+        out.append(record["times_ms"])
+    return out
+
+
+def _split_rates(processes, factor: float, pairs: int = 300, per_side: int = 8) -> dict[str, int]:
+    """Verdicts over random splits of the processes into two sides, the second slowed by ``factor``."""
+    rng = np.random.default_rng(0)
+    kinds = {"faster": 0, "slower": 0, "same": 0, "uncertain": 0}
+    for _ in range(pairs):
+        order = rng.permutation(len(processes))
+        before = [processes[i] for i in order[:per_side]]
+        after = [[x * factor for x in processes[i]] for i in order[per_side:2 * per_side]]
+        kinds[compare_runs(before, after).kind] += 1
+    return kinds
+
+
+def test_real_repeated_runs_are_16_processes_of_the_same_step():
+    processes = _real_processes()
+    assert len(processes) == 16 and all(len(p) >= 30 for p in processes)
+    medians = [float(np.median(p)) for p in processes]
+    # the spread between processes (placement, clocks) is far above the 2% threshold: the reason the
+    # process, not the sample, is the unit of the verdict
+    assert (max(medians) - min(medians)) / float(np.median(medians)) > 0.10
+
+
+def test_real_aa_pairs_are_called_faster_or_slower_in_at_most_1_percent():
+    kinds = _split_rates(_real_processes(), 1.0)
+    assert (kinds["faster"] + kinds["slower"]) / sum(kinds.values()) <= 0.01, kinds
+
+
+def test_real_single_process_pairs_show_why_samples_are_not_the_unit():
+    """Two processes of identical code, compared sample against sample: the bootstrap interval is
+    narrow and the process-to-process difference is called a change in most pairs."""
+    processes = _real_processes()[:10]
+    pairs = [(a, b) for i, a in enumerate(processes) for b in processes[i + 1:]]
+    false = sum(compare(a, b, n_resamples=RESAMPLES).kind in ("faster", "slower") for a, b in pairs)
+    assert false / len(pairs) > 0.5
+
+
+def test_real_runs_find_a_planted_50_percent_slowdown_but_not_a_3_percent_one():
+    """With this spread, 8 processes a side find a 1.5x slowdown every time; a planted 3% one stays
+    "uncertain" (it is below what these runs can resolve), and is almost never called the wrong way."""
+    processes = _real_processes()
+    large = _split_rates(processes, 1.5)
+    assert large["slower"] / sum(large.values()) >= 0.95, large
+    small = _split_rates(processes, 1.03)
+    assert small["uncertain"] / sum(small.values()) >= 0.95, small
+    assert small["faster"] / sum(small.values()) <= 0.01, small
