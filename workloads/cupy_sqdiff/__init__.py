@@ -15,7 +15,6 @@ from workloads.contract import Recipe
 
 RECIPE = Recipe(
     name="cupy_sqdiff",
-    order=10,
     title="CuPy squared difference",
     seed_document="000",
     framework="cupy",
@@ -29,4 +28,6 @@ RECIPE = Recipe(
     ),
     default_size=4096,
     size_meaning="matrix side n: two n x n float64 inputs",
+    # place in the reports and the index
+    order=10,
 )

@@ -25,7 +25,6 @@ from workloads.contract import Recipe
 
 RECIPE = Recipe(
     name="jax_matmul",
-    order=50,
     title="JAX matrix multiply",
     seed_document="001",
     framework="jax",
@@ -42,4 +41,6 @@ RECIPE = Recipe(
     experiments=("allocator",),
     sections=("dispatch", "rate", "allocator"),
     capture_range=True,
+    # place in the reports and the index
+    order=50,
 )

@@ -18,7 +18,6 @@ from workloads.contract import Recipe
 
 RECIPE = Recipe(
     name="pycuda_kernel",
-    order=30,
     title="PyCUDA SourceModule kernel",
     seed_document="003",
     framework="pycuda",
@@ -32,4 +31,6 @@ RECIPE = Recipe(
     ),
     default_size=256 * 1024 * 1024,
     size_meaning="number of float32 elements (256 Mi = 1 GiB)",
+    # place in the reports and the index
+    order=30,
 )

@@ -30,7 +30,6 @@ from workloads.contract import Recipe
 
 RECIPE = Recipe(
     name="warp_sph",
-    order=40,
     title="Warp SPH (hash-grid neighbours)",
     seed_document="004",
     framework="warp",
@@ -46,4 +45,6 @@ RECIPE = Recipe(
                   "spacing h = 0.8 filled to this count (62500 = the example's 25 x 100 x 25)"),
     experiments=("scoped_timer", "coldstart"),
     sections=("timers", "coldstart"),
+    # place in the reports and the index
+    order=40,
 )
