@@ -214,3 +214,37 @@ def test_telemetry_without_a_gpu_says_why(monkeypatch):
     gpu = telemetry.Telemetry.open()
     assert not gpu.available and "Driver Not Loaded" in gpu.reason
     assert gpu.snapshot() is None
+
+
+def _real_timing(name: str) -> dict:
+    """A timed run's record as the runner wrote it on an H200 (tests/data/telemetry_h200)."""
+    import gzip
+    import json
+    import os
+
+    with gzip.open(os.path.join(os.path.dirname(__file__), "data", "telemetry_h200", name), "rt") as f:
+        return json.load(f)
+
+
+def test_energy_per_call_is_left_out_where_the_counter_did_not_move_during_the_samples():
+    """CuPy fused at 16384: 30 calls of 1.5 ms, and NVML's energy counter stood still across every
+    one of them (it advances in steps); summing those differences would report 0 J a call."""
+    rec = _real_timing("cupy_sqdiff_fused_n16384_timing.json.gz")
+    per_sample = rec["telemetry"]["per_sample"]
+    start = per_sample[0]["before"]["energy_mj"]
+    t = telemetry.summarize(per_sample, (start, start + 41_177), rec["samples"])
+    assert t["energy_per_call_j"] is None
+    assert t["energy_note"].startswith("the energy counter moved during 0 of 30 samples")
+    assert t["loop_energy_per_call_j"] == pytest.approx(41.177 / 30)
+    assert t["sm_clock_mhz_range"] == [1980, 1980] and t["throttled_samples"] == 0
+
+
+def test_energy_per_call_from_samples_the_counter_moved_across():
+    """Numba pinned at 256 Mi: 10 calls of ~80 ms, the counter moved across each: joules per call."""
+    rec = _real_timing("numba_ufunc_pinned_n268435456_timing.json.gz")
+    per_sample = rec["telemetry"]["per_sample"]
+    t = telemetry.summarize(per_sample, (None, None), rec["samples"])
+    deltas = [s["after"]["energy_mj"] - s["before"]["energy_mj"] for s in per_sample]
+    assert t["energy_note"] is None and all(d > 0 for d in deltas)
+    assert t["energy_per_call_j"] == pytest.approx(sum(deltas) / 1e3 / len(deltas))
+    assert 5 < t["energy_per_call_j"] < 50  # an H200 at 134-156 W for ~80 ms: about 10 J

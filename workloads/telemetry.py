@@ -107,6 +107,12 @@ class Telemetry:
                 "snapshot": self.snapshot()}
 
 
+#: the least number of samples across which the energy counter must have moved for the samples'
+#: own energy to be reported: NVML's counter advances in steps (tens of ms apart on an H200), so a
+#: few ms-long samples may see none of them, and their sum would read 0 J
+MIN_ENERGY_STEPS = 10
+
+
 def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | None], calls: int) -> dict:
     """The record's telemetry: per-sample snapshots, and what the reports show."""
     def values(key):
@@ -118,6 +124,12 @@ def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | No
     deltas = [s["after"]["energy_mj"] - s["before"]["energy_mj"] for s in per_sample
               if s.get("before") and s.get("after") and s["before"].get("energy_mj") is not None
               and s["after"].get("energy_mj") is not None]
+    complete = bool(deltas) and len(deltas) == len(per_sample)
+    moved = sum(1 for d in deltas if d > 0)
+    energy_note = None
+    if complete and moved < MIN_ENERGY_STEPS:
+        energy_note = (f"the energy counter moved during {moved} of {len(deltas)} samples: too coarse for calls this "
+                       "short; loop_energy_per_call_j covers the whole timed loop, its gaps included")
     return {
         "available": True,
         "per_sample": per_sample,
@@ -126,6 +138,7 @@ def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | No
         if values("mem_clock_mhz") else None,
         "throttled_samples": sum(1 for s in per_sample
                                  if any((s.get(side) or {}).get("throttled") for side in ("before", "after"))),
-        "energy_per_call_j": sum(deltas) / 1e3 / len(deltas) if deltas and len(deltas) == len(per_sample) else None,
+        "energy_per_call_j": sum(deltas) / 1e3 / len(deltas) if complete and energy_note is None else None,
+        "energy_note": energy_note,
         "loop_energy_per_call_j": (end - start) / 1e3 / calls if start is not None and end is not None and calls else None,
     }
