@@ -115,6 +115,11 @@ def cmd_report(a) -> None:
     figures.timeline_figure(by_size, fig("timeline"), recipe.title)
     figures.roofline_figure(by_size, load_json(a.ceilings)["ceilings"], fig("roofline"), recipe.title)
     parts = report_sections.render_all(recipe, a.captures, fig_dir, with_experiments=not a.without_experiments)
+    if a.l2_runs:
+        from analysis import l2_modes
+
+        parts.append(l2_modes.section(l2_modes.rows([load_json(p) for p in a.l2_runs], load_json(a.ceilings)["ceilings"],
+                                                    where=a.l2_runs[0]), model.timer))
     if parts:
         # the recipe's own sections go before the appendix
         at = md.index("\n## Appendix\n")
@@ -198,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--captures", help="the workload's capture folder, for the recipe's own report sections")
     s.add_argument("--preflight", help="the run's preflight.json: the Nsight Systems and Compute versions")
     s.add_argument("--gpu-jobs", help="a folder of GPU job records: the exact commands the report shows")
+    s.add_argument("--l2-runs", nargs="+", metavar="TIMING.json",
+                   help="timed records of steps run warm and cold-l2 (l2_modes): the 'Warm and cold L2' section")
     s.add_argument("--without-experiments", action="store_true",
                    help="the run made no experiments: leave out the sections that read them, and say so")
     s.add_argument("--run-label", help="what this run is when not the full suite (e.g. lab): said under the title")

@@ -29,6 +29,8 @@ NSYS_RUN = "nsys-run.json"
 NSYS_STATS = "nsys-stats"
 NCU_REPORT = "ncu.ncu-rep"
 NCU_RAW = "ncu-raw.csv"
+#: per workload: <workload>/l2/<variant>/n<size>/timing-<warm|cold-l2>.json (rules/profile.smk: timed_l2)
+L2_DIR = "l2"
 NCU_RUN = "ncu-run.json"
 CEILINGS = "ceilings.json"
 COLDSTART = "coldstart"

@@ -63,7 +63,8 @@ for _name, _c in config["workloads"].items():
                 f"rules/config.yaml: workloads.{_name}.ncu.kernel_regex {_c['ncu']['kernel_regex']!r}: "
                 f"not a regular expression ({_e})"
             ) from None
-    for _v in list(_c["ncu"].get("variants", [])) + list(_c.get("variant_sizes", {})) + list(_c.get("coldwarm_variants") or []):
+    for _v in (list(_c["ncu"].get("variants", [])) + list(_c.get("variant_sizes", {})) + list(_c.get("coldwarm_variants") or [])
+               + list((_c.get("l2_modes") or {}).get("variants", []))):
         if _v not in RECIPES[_name].variants:
             raise ValueError(
                 f"rules/config.yaml: workloads.{_name}.ncu.variants: no variant {_v!r} "
@@ -227,6 +228,16 @@ def timing_setting(key):
 def coldwarm_size(wc):
     c = config["workloads"][wc.workload]
     return c.get("coldwarm_size", min(c["sizes"]))
+
+
+def l2_records(capture_set, workload):
+    """The warm and cold-L2 timed records of a workload (``l2_modes``): this run's from the
+    configuration, the reference's as its files are."""
+    if capture_set != "live":
+        return sorted(glob.glob(f"{REF_DIR}/{workload}/{layout.L2_DIR}/*/n*/timing-*.json"))
+    c = config["workloads"][workload].get("l2_modes") or {"sizes": [], "variants": []}
+    return [f"{CAPTURES}/{workload}/{layout.L2_DIR}/{v}/n{s}/timing-{m}.json"
+            for s in c["sizes"] for v in RECIPES[workload].variants if v in c["variants"] for m in ("warm", "cold-l2")]
 
 
 def coldwarm_variants(workload):
@@ -417,6 +428,8 @@ def report_inputs(wc):
                      if not (live and not EXPERIMENTS_ON and p.startswith("experiments/"))],
         # the tool versions the report's provenance shows
         "preflight": f"{CAPTURES if live else REF_DIR}/preflight.json",
+        # the steps timed warm and with L2 scrubbed (l2_modes)
+        "l2": l2_records(wc.set, w),
     }
     if not live:
         # the GPU job records of the reference run, when it has them: the exact commands it ran

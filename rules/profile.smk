@@ -75,6 +75,37 @@ rule timed:
         " --output {output:q} > {log:q} 2>&1"
 
 
+rule timed_l2:
+    """A step timed at a size whose working set fits in L2: samples back to back (warm), or with L2
+    scrubbed before each (cold-l2, workloads/l2.py). No profiler; the report compares the two."""
+    input:
+        rules.preflight.output,
+        rules.ceilings.output,
+    output:
+        f"{CAPTURES}/{{workload}}/{layout.L2_DIR}/{{variant}}/n{{size}}/timing-{{l2mode}}.json",
+    log:
+        f"{WORK}/logs/timed_l2/{{workload}}_{{variant}}_n{{size}}_{{l2mode}}.log",
+    wildcard_constraints:
+        l2mode="warm|cold-l2",
+    params:
+        cold=COLD,
+        python=PYTHON,
+        warmup=timing_setting("warmup"),
+        repeats=timing_setting("repeats"),
+        budget=timing_setting("budget_s"),
+    resources:
+        gpu=1,
+    envmodules:
+        *ENVMODULES,
+    conda:
+        CONDA_ENV
+    shell:
+        "{params.cold} --tag timed -- {params.python:q} -m workloads.{wildcards.workload}"
+        " --variant {wildcards.variant} --size {wildcards.size} --mode timed --l2 {wildcards.l2mode}"
+        " --warmup {params.warmup:q} --min-samples {params.repeats:q} --budget-s {params.budget:q}"
+        " --output {output:q} > {log:q} 2>&1"
+
+
 rule nsys:
     input:
         rules.preflight.output,

@@ -27,12 +27,13 @@ rule report:
         captures=lambda wc: f"{capture_root(wc.set)}/{wc.workload}",
         gpu_jobs=gpu_jobs_option,
         run=run_options,
+        l2=lambda wc, input: ("--l2-runs " + " ".join(shlex.quote(f) for f in input.l2)) if input.l2 else "",
     conda:
         CONDA_ENV
     shell:
         "{params.python:q} -m analysis report --workload {wildcards.workload}"
         " --ceilings {input.ceilings:q} --captures {params.captures:q} --out-dir {params.out_dir:q}"
-        " --preflight {input.preflight:q} {params.gpu_jobs} {params.run}"
+        " --preflight {input.preflight:q} {params.gpu_jobs} {params.run} {params.l2}"
         " {input.analyses:q} > {log:q} 2>&1"
 
 
