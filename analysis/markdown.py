@@ -212,14 +212,34 @@ def steps_detail_table(steps: Sequence[rm.Step]) -> str:
              f"{s.busy.overlap_ms:.4f}", "/".join(map(str, s.kernels_per_call)),
              f"{s.alloc_calls_first} / {s.alloc_calls_later}",
              f"{_ms(s.host_call_ms)} / {_ms(s.host_synced_ms)}", f"{s.first_call_ms:.1f}", f"{s.noise:.1%}",
-             f"{s.relative_error:.1e}")
+             f"{s.relative_error:.1e}", rests_on(s))
             for s in steps]
     return table(("step", "effective rate on the minimum-work floor's resource (of its reference rate)",
                   "GPU busy / wall ms",
                   "kernels ms", "copies H2D / D2H / other ms", "overlapping ms", "kernels per call",
                   "alloc calls: first / later", "host timer ms: returns / synced", "first call ms",
-                  "noise (IQR / median)", "rel. error"),
+                  "noise (IQR / median)", "rel. error",
+                  "rests on: samples, warm-up, nsys calls; SM clock, throttled, J/call (NVML)"),
                  rows)
+
+
+def rests_on(s: rm.Step) -> str:
+    """What a step's numbers rest on, in one cell: timed samples (why sampling stopped), warm-up
+    calls, calls under nsys; then the SM clock, throttled samples and joules per call while timed."""
+    head = f"{s.samples}" + (f" {s.stopped_because}" if s.stopped_because else "")
+    head += f", {'—' if s.warmup_calls is None else s.warmup_calls} warm-up, {s.nsys_calls} nsys"
+    t = s.telemetry
+    if not t or not t.get("available", True):
+        return head + "; NVML not recorded"
+    lo, hi = t.get("sm_clock_mhz_range") or (None, None)
+    clocks = "—" if lo is None else f"{lo}" if lo == hi else f"{lo}–{hi}"
+    if t.get("energy_per_call_j") is not None:
+        joules = f"{t['energy_per_call_j']:.3g} J"
+    elif t.get("loop_energy_per_call_j") is not None:
+        joules = f"{t['loop_energy_per_call_j']:.3g} J (loop)"
+    else:
+        joules = "— J"
+    return f"{head}; {clocks} MHz, {t.get('throttled_samples', '—')} throttled, {joules}"
 
 
 def copies_table(rows: Sequence[rm.CopyRow], steps: Sequence[rm.Step]) -> str:

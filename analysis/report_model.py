@@ -127,6 +127,13 @@ class Step:
     first_call_idle_ms: float
     limiter: Limiter
     change: str  # what moved against the parent, measured
+    #: what the numbers rest on: timed samples (and why sampling stopped), warm-up calls, the calls
+    #: recorded under nsys, and the GPU's state during the samples (NVML; None in older captures)
+    samples: int = 0
+    stopped_because: str | None = None
+    warmup_calls: int | None = None
+    nsys_calls: int = 0
+    telemetry: dict | None = None
 
     @property
     def time_over_floor(self) -> float:
@@ -463,6 +470,8 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
             first_call_ms=first["wall_ns"] / 1e6, first_call_idle_ms=(first["wall_ns"] - first["gpu_busy_ns"]) / 1e6,
             limiter=LIMITER(r, fl, runs) if counters else evidence_limiter(r, fl, runs, ceilings),
             change=_change(r, parent, busy[r["variant"]], busy.get(parent_name) if parent else None),
+            samples=len(r["times_ms"]), stopped_because=(r.get("sampling") or {}).get("stopped_because"),
+            warmup_calls=r.get("warmup_calls"), nsys_calls=len(calls), telemetry=r.get("telemetry"),
         ))
     return tuple(steps)
 
