@@ -160,6 +160,8 @@ class Trace:
         self._tmp: str | None = None
         self._domains: dict[tuple[int, int], str | None] | None = None
         self._launches = None
+        self._gpu_ops: tuple[GpuOp, ...] | None = None
+        self._gpu_op_index: dict[tuple, GpuOp] | None = None
         if not os.path.isfile(self.path):
             raise AnalysisInputError(self.path, "no such file")
         db_path = self.path
@@ -409,9 +411,22 @@ class Trace:
                 for st, en, corr, strm, nbytes, gpid in rows]
 
     def gpu_ops(self) -> list[GpuOp]:
-        ops = self.kernels() + self.memcpys() + self.memsets()
-        ops.sort(key=lambda o: (o.start_ns, o.end_ns))
-        return ops
+        """Every kernel, memcpy and memset by start (read once: a section asks for them once per range)."""
+        if self._gpu_ops is None:
+            ops = self.kernels() + self.memcpys() + self.memsets()
+            ops.sort(key=lambda o: (o.start_ns, o.end_ns))
+            self._gpu_ops = tuple(ops)
+        return list(self._gpu_ops)
+
+    def gpu_op_index(self) -> dict[tuple, GpuOp]:
+        """(kind, start, end, correlationId or -1, globalPid or -1) -> the operation, of every
+        :meth:`gpu_ops` record (built once): how the columnar readers find a record by its row."""
+        if self._gpu_op_index is None:
+            self._gpu_op_index = {
+                (o.kind, o.start_ns, o.end_ns, o.correlation_id if o.correlation_id is not None else -1,
+                 o.global_pid if o.global_pid is not None else -1): o
+                for o in self.gpu_ops()}
+        return self._gpu_op_index
 
     def kernel_graph_node_ids(self) -> dict[tuple[int, int], int | None]:
         """(start, correlationId) -> graphNodeId of every kernel ({} when the export has no such column:
