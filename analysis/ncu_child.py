@@ -47,6 +47,10 @@ TASKS = {
 }
 
 
+#: tasks whose first step in the child is analysis.ncu.load_actions' magic-bytes check
+_READS_MAGIC_FIRST = ("launches", "kernel_names")
+
+
 @dataclasses.dataclass(frozen=True)
 class ReaderModule:
     """The ``ncu_report`` module the children import."""
@@ -157,6 +161,14 @@ def read_isolated(task: str, path: str, plain: str, *args: str) -> Any:
         module = reader_module()
     except ImportError as e:
         raise AnalysisInputError(path, str(e)) from None
+    if task in _READS_MAGIC_FIRST:
+        from analysis.ncu import NCU_REP_MAGIC  # noqa: PLC0415 - analysis.ncu imports this module
+
+        with open(plain, "rb") as f:
+            head = f.read(len(NCU_REP_MAGIC))
+        if not head.startswith(NCU_REP_MAGIC):
+            # the child's first check (analysis.ncu.load_actions), without starting a child for it
+            raise AnalysisInputError(path, "not an Nsight Compute report (.ncu-rep): wrong magic bytes")
     env = dict(os.environ)
     env[_EXTRAS_ENV] = module.extras or ""
     try:

@@ -33,7 +33,9 @@ import dataclasses
 from typing import Literal, Sequence
 
 import numpy as np
-from scipy import stats
+
+# scipy.stats (half a second to import) only where an interval is computed: most commands that import
+# this module never compute one
 
 #: changes smaller than this fraction count as "same" (a practical, not statistical, threshold)
 THRESHOLD = 0.02
@@ -148,6 +150,8 @@ def compare(before: Sequence[float], after: Sequence[float], threshold: float = 
         # one measurement on both sides: nothing varies between them
         return Verdict("same", 1.0, (1.0, 1.0), (b.n, a.n), f"identical samples on both sides; {detail}",
                        "identical", confidence, threshold)
+    from scipy import stats  # noqa: PLC0415 - costly import, only here
+
     res = stats.bootstrap((np.asarray(before, float), np.asarray(after, float)), _ratio_of_medians,
                           n_resamples=n_resamples, confidence_level=confidence, method="percentile",
                           vectorized=True, rng=np.random.default_rng(seed))
@@ -170,6 +174,8 @@ def compare_processes(before_medians: Sequence[float], after_medians: Sequence[f
     if np.array_equal(np.sort(lb), np.sort(la)):
         return Verdict("same", 1.0, (1.0, 1.0), (lb.size, la.size), f"identical process medians; {detail}",
                        "identical", confidence, threshold)
+    from scipy import stats  # noqa: PLC0415 - costly import, only here
+
     ci = stats.ttest_ind(lb, la, equal_var=False).confidence_interval(confidence)
     lo, hi = float(np.exp(ci.low)), float(np.exp(ci.high))
     kind = _kind(lo, hi, threshold)

@@ -2,6 +2,7 @@
 launches and runs of the committed H200 reference captures: one test per classification rule."""
 from __future__ import annotations
 
+import copy
 import functools
 import json
 
@@ -9,14 +10,14 @@ import pytest
 
 from analysis import floors, limiter, markdown, roofline
 from analysis.ncu import read_launches, read_raw_csv
-from analysis.run_summary import summarize_run
 
-from conftest import REFERENCE
+from conftest import REFERENCE, summary_of
 
 
 @functools.lru_cache(maxsize=None)
 def _run(workload: str, variant: str, size: int) -> dict:
-    return summarize_run(str(REFERENCE / workload / variant / f"n{size}"))
+    # the session's summary (conftest), this module's own copy
+    return copy.deepcopy(summary_of(REFERENCE / workload / variant / f"n{size}"))
 
 
 def _runs(workload: str, size: int) -> list[dict]:

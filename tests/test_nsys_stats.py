@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import decimal
+import functools
 import gzip
 import io
 import json
@@ -22,7 +23,7 @@ from analysis.errors import AnalysisInputError, DamagedExport, NoDataInExport
 from analysis.nsys.trace import Trace, NvtxRange
 from analysis.nsys import columns as cols
 
-from conftest import REPO, reference_runs
+from conftest import REPO, reference_runs, reference_trace
 
 RUNS = reference_runs(with_nsys_stats=True)
 REPORTS = list(nsys_stats.REPORTS)
@@ -39,8 +40,11 @@ def _theirs(run, report: str) -> str:
     return (run / "nsys-stats" / f"stats_{report}.csv").read_text()
 
 
+@functools.lru_cache(maxsize=None)
 def _mine(run, report: str) -> str:
-    return nsys_stats.format_csv(*nsys_stats.report(str(run / "nsys.sqlite.gz"), report))
+    """Our CSV of ``report``: once per run and report (two tests compare it), from the export opened
+    once per session (conftest.reference_trace) rather than unpacked again for each report."""
+    return nsys_stats.format_csv(*nsys_stats.REPORTS[report](reference_trace(run / "nsys.sqlite.gz")))
 
 
 def _parse(text: str) -> tuple[list[str], list[list[str]]]:

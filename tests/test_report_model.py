@@ -4,6 +4,7 @@ recorded ones. Model tests run on summaries of the committed captures; page test
 reports (which `snakemake rebuild_reports` checks equal the pages rebuilt from those captures)."""
 from __future__ import annotations
 
+import copy
 import functools
 import glob
 import json
@@ -14,8 +15,7 @@ import sys
 import pytest
 
 from analysis import report_model
-from analysis.run_summary import summarize_run
-from conftest import REFERENCE, REPO, reference_runs
+from conftest import REFERENCE, REPO, reference_runs, summary_of
 from workloads.contract import Recipe, WorkloadError
 from workloads.registry import BY_NAME, RECIPES
 
@@ -30,7 +30,7 @@ def _by_size(workload: str) -> dict[int, list[dict]]:
     by_size: dict[int, list[dict]] = {}
     for r in reference_runs():
         if r.parts[-3] == workload:
-            s = summarize_run(str(r))
+            s = copy.deepcopy(summary_of(r))  # the session's summary (conftest), this module's own copy
             by_size.setdefault(s["size"], []).append(s)
     return by_size
 

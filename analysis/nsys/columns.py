@@ -296,9 +296,7 @@ def launched_in(ex: Trace, ranges: Sequence[NvtxRange]) -> list[tuple[list[ApiCa
     launches = ex.launches()
     op_idx = ops_in_ranges(launches, ranges)
     call_idx = calls_in_ranges(launches.calls, ranges)
-    records = {(o.kind, o.start_ns, o.end_ns, o.correlation_id if o.correlation_id is not None else -1,
-                o.global_pid if o.global_pid is not None else -1): o
-               for o in ex.gpu_ops()}
+    records = ex.gpu_op_index()
     c, ops = launches.calls, launches.ops
     wanted = np.concatenate([c.name[i] for i in call_idx]) if call_idx else np.zeros(0, np.int64)
     names = string_ids(ex, np.unique(wanted))

@@ -148,6 +148,9 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "int": (int,), "int?": (int, type(None)), "str": (str,), "str?": (str, type(None)),
     "num?": (int, float, type(None)),
 }
+#: the same as exact types (what sqlite3 returns): a column whose values are all of these passes
+#: :meth:`Trace._check` row by row, so it is checked at once
+_EXACT_KINDS: dict[str, frozenset[type]] = {k: frozenset(v) for k, v in _KINDS.items()}
 
 
 class Trace:
@@ -160,6 +163,10 @@ class Trace:
         self._tmp: str | None = None
         self._domains: dict[tuple[int, int], str | None] | None = None
         self._launches = None
+        self._gpu_ops: tuple[GpuOp, ...] | None = None
+        self._gpu_op_index: dict[tuple, GpuOp] | None = None
+        #: NVTX_EVENTS rows, checked, by the event types asked for (readers ask several times per trace)
+        self._nvtx_rows: dict[tuple[int, ...], list[tuple]] = {}
         if not os.path.isfile(self.path):
             raise AnalysisInputError(self.path, "no such file")
         db_path = self.path
@@ -236,8 +243,7 @@ class Trace:
         """The rows of ``sql``, every value checked against ``kinds`` ("int", "str", "int?" for an
         int or NULL, ...): a damaged export can hold anything anywhere, and that is its error to report."""
         rows = self._query(sql, params)
-        for row in rows:
-            self._check(row, kinds, what)
+        self._check_rows(rows, kinds, what)
         return rows
 
     def stream_rows(self, sql: str, kinds: Sequence[str], what: str) -> Iterator[tuple]:
@@ -245,12 +251,29 @@ class Trace:
         try:
             cur = self._db.execute(sql)
             while batch := cur.fetchmany(10_000):
+                if self._rows_fit(batch, kinds):
+                    yield from batch
+                    continue
                 for row in batch:
                     self._check(row, kinds, what)
                     yield row
         except (sqlite3.Error, UnicodeDecodeError) as e:
             raise AnalysisInputError(self.path, f"query on {what} failed, the export is damaged or its schema "
                                                 f"differs ({e})") from None
+
+    def _check_rows(self, rows: Sequence[tuple], kinds: Sequence[str], what: str) -> None:
+        """:meth:`_check` of every row, column by column: the set of a column's value types against
+        the kind's (a bool or a subclass is not among them); where a column holds another type,
+        row by row, so that the same first wrong value is reported."""
+        if self._rows_fit(rows, kinds):
+            return
+        for row in rows:
+            self._check(row, kinds, what)
+
+    @staticmethod
+    def _rows_fit(rows: Sequence[tuple], kinds: Sequence[str]) -> bool:
+        """Whether every value of ``rows`` is of an exact type its column's kind allows."""
+        return all(set(map(type, column)) <= _EXACT_KINDS[kind] for column, kind in zip(zip(*rows), kinds))
 
     def _check(self, row: tuple, kinds: Sequence[str], what: str) -> None:
         for value, kind in zip(row, kinds):
@@ -409,9 +432,22 @@ class Trace:
                 for st, en, corr, strm, nbytes, gpid in rows]
 
     def gpu_ops(self) -> list[GpuOp]:
-        ops = self.kernels() + self.memcpys() + self.memsets()
-        ops.sort(key=lambda o: (o.start_ns, o.end_ns))
-        return ops
+        """Every kernel, memcpy and memset by start (read once: a section asks for them once per range)."""
+        if self._gpu_ops is None:
+            ops = self.kernels() + self.memcpys() + self.memsets()
+            ops.sort(key=lambda o: (o.start_ns, o.end_ns))
+            self._gpu_ops = tuple(ops)
+        return list(self._gpu_ops)
+
+    def gpu_op_index(self) -> dict[tuple, GpuOp]:
+        """(kind, start, end, correlationId or -1, globalPid or -1) -> the operation, of every
+        :meth:`gpu_ops` record (built once): how the columnar readers find a record by its row."""
+        if self._gpu_op_index is None:
+            self._gpu_op_index = {
+                (o.kind, o.start_ns, o.end_ns, o.correlation_id if o.correlation_id is not None else -1,
+                 o.global_pid if o.global_pid is not None else -1): o
+                for o in self.gpu_ops()}
+        return self._gpu_op_index
 
     def kernel_graph_node_ids(self) -> dict[tuple[int, int], int | None]:
         """(start, correlationId) -> graphNodeId of every kernel ({} when the export has no such column:
@@ -506,6 +542,13 @@ class Trace:
         if "NVTX_EVENTS" not in self.tables:
             raise AnalysisInputError(self.path, "export has no NVTX_EVENTS table: NVTX tracing was off "
                                                 "(nsys -t nvtx) or the program made no NVTX calls")
+        key = tuple(event_types)
+        if key not in self._nvtx_rows:
+            self._nvtx_rows[key] = self._nvtx_event_rows(key)
+        return [NvtxEvent(rid, st, en, et, tid, etid, self.domain_name(dom, tid), txt or "", pl, real, cat)
+                for rid, st, en, et, tid, etid, dom, txt, pl, real, cat in self._nvtx_rows[key]]
+
+    def _nvtx_event_rows(self, event_types: tuple[int, ...]) -> list[tuple]:
         cols = self.columns_of("NVTX_EVENTS")
         missing = {"start", "end", "eventType", "globalTid"} - cols
         if missing:
@@ -526,9 +569,8 @@ class Trace:
             f"{first_of(('doubleValue', 'floatValue'))}, {optional['category']} "
             f"FROM NVTX_EVENTS e {join} WHERE e.eventType IN ({marks}) ORDER BY e.start, e.rowid",
             ("int", "int", "int?", "int", "int", "int?", "int?", "str?", "int?", "num?", "int?"), "NVTX_EVENTS",
-            tuple(event_types))
-        return [NvtxEvent(rid, st, en, et, tid, etid, self.domain_name(dom, tid), txt or "", pl, real, cat)
-                for rid, st, en, et, tid, etid, dom, txt, pl, real, cat in rows]
+            event_types)
+        return rows
 
     def nvtx_ranges(self) -> list[NvtxRange]:
         """Closed push/pop and start/end ranges, with their domain names ([] without NVTX_EVENTS)."""
