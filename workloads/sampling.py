@@ -15,7 +15,6 @@ import time
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy import stats
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +46,8 @@ def median_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple
     (coverage at least ``confidence``, as close as the ranks allow)."""
     x = np.sort(np.asarray(samples, dtype=np.float64))
     n = x.size
+    from scipy import stats  # noqa: PLC0415 - ~0.5 s: only where an interval is computed
+
     k = int(stats.binom.ppf((1 - confidence) / 2, n, 0.5))
     # P(rank interval misses) = 2 * P(B <= k - 1) must stay <= 1 - confidence
     if k >= 1 and 2 * stats.binom.cdf(k - 1, n, 0.5) > 1 - confidence:
