@@ -10,6 +10,7 @@ the hardware".
 from __future__ import annotations
 
 import dataclasses
+from statistics import median
 from typing import Sequence
 
 from analysis import floors, verdicts
@@ -41,12 +42,6 @@ class L2Row:
         return self.warm_median_ms / self.floor_ms
 
 
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def rows(records: Sequence[dict], ceilings: dict, where: str = "L2 records") -> list[L2Row]:
     """One row per (variant, size) timed in both modes, in the order the records come."""
     by_key: dict[tuple, dict] = {}
@@ -68,9 +63,9 @@ def rows(records: Sequence[dict], ceilings: dict, where: str = "L2 records") -> 
             variant=variant, size=size,
             working_set_bytes=cold["work"]["bytes_read"] + cold["work"]["bytes_written"],
             l2_bytes=scrub["l2_bytes"],
-            warm_median_ms=_median(warm["times_ms"]), cold_median_ms=_median(cold["times_ms"]),
+            warm_median_ms=median(warm["times_ms"]), cold_median_ms=median(cold["times_ms"]),
             warm_samples=len(warm["times_ms"]), cold_samples=len(cold["times_ms"]),
-            scrub_median_ms=_median(scrub.get("scrub_ms") or [0.0]),
+            scrub_median_ms=median(scrub.get("scrub_ms") or [0.0]),
             floor_ms=fl.ms, floor_resource=fl.binding.resource,
             verdict=verdicts.compare(cold["times_ms"], warm["times_ms"]),
         ))

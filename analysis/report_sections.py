@@ -11,9 +11,11 @@ def _modules(recipe):
     return [importlib.import_module(f"analysis.sections.{recipe.name}_{name}") for name in recipe.sections]
 
 
-def declared_inputs(recipe) -> list[str]:
-    """What the recipe's sections read, relative to its capture folder (each module's ``INPUTS``)."""
-    return [path for m in _modules(recipe) for path in getattr(m, "INPUTS", ())]
+def declared_inputs(recipe, with_experiments: bool = True) -> list[str]:
+    """What the recipe's sections read, relative to its capture folder (each module's ``INPUTS``);
+    without experiments, not those of the sections that read them (:func:`render_all` leaves those out)."""
+    return [path for m in _modules(recipe) if with_experiments or not reads_experiments(m)
+            for path in getattr(m, "INPUTS", ())]
 
 
 def declared_figures(recipe) -> list[str]:

@@ -243,7 +243,7 @@ def l2_records(capture_set, workload):
 def coldwarm_variants(workload):
     """The variants whose start-up the cold/warm runs measure: ``coldwarm_variants`` (in recipe
     order), else all; none when the run leaves the cold/warm starts out (``coldwarm: false``)."""
-    if not config.get("coldwarm", True):
+    if not COLDWARM_ON:
         return []
     chosen = config["workloads"][workload].get("coldwarm_variants")
     return [v for v in RECIPES[workload].variants if chosen is None or v in chosen]
@@ -424,8 +424,7 @@ def report_inputs(wc):
         "analyses": analyses(wc.set, w),
         "ceilings": f"{CAPTURES}/ceilings.json" if live else reference_ceilings(w),
         # what the recipe's sections read (analysis/sections/<recipe>_<section>.py: INPUTS)
-        "sections": [f"{root}/{p}" for p in declared_inputs(RECIPES[w])
-                     if not (live and not EXPERIMENTS_ON and p.startswith("experiments/"))],
+        "sections": [f"{root}/{p}" for p in declared_inputs(RECIPES[w], with_experiments=EXPERIMENTS_ON or not live)],
         # the tool versions the report's provenance shows
         "preflight": f"{CAPTURES if live else REF_DIR}/preflight.json",
         # the steps timed warm and with L2 scrubbed (l2_modes)

@@ -47,6 +47,15 @@ rule ceilings:
         " > {log:q} 2>&1"
 
 
+# the timed run of a step (rules timed and timed_l2): warm-up, then samples until the median is known
+TIMED_SHELL = (
+    "{params.cold} --tag timed -- {params.python:q} -m workloads.{wildcards.workload}"
+    " --variant {wildcards.variant} --size {wildcards.size} --mode timed --l2 {params.l2}"
+    " --warmup {params.warmup:q} --min-samples {params.repeats:q} --budget-s {params.budget:q}"
+    " --output {output:q} > {log:q} 2>&1"
+)
+
+
 rule timed:
     input:
         rules.preflight.output,
@@ -62,6 +71,7 @@ rule timed:
         warmup=timing_setting("warmup"),
         repeats=timing_setting("repeats"),
         budget=timing_setting("budget_s"),
+        l2="warm",
     resources:
         gpu=1,
     envmodules:
@@ -69,10 +79,7 @@ rule timed:
     conda:
         CONDA_ENV
     shell:
-        "{params.cold} --tag timed -- {params.python:q} -m workloads.{wildcards.workload}"
-        " --variant {wildcards.variant} --size {wildcards.size} --mode timed"
-        " --warmup {params.warmup:q} --min-samples {params.repeats:q} --budget-s {params.budget:q}"
-        " --output {output:q} > {log:q} 2>&1"
+        TIMED_SHELL
 
 
 rule timed_l2:
@@ -93,6 +100,7 @@ rule timed_l2:
         warmup=timing_setting("warmup"),
         repeats=timing_setting("repeats"),
         budget=timing_setting("budget_s"),
+        l2=lambda wc: wc.l2mode,
     resources:
         gpu=1,
     envmodules:
@@ -100,10 +108,7 @@ rule timed_l2:
     conda:
         CONDA_ENV
     shell:
-        "{params.cold} --tag timed -- {params.python:q} -m workloads.{wildcards.workload}"
-        " --variant {wildcards.variant} --size {wildcards.size} --mode timed --l2 {wildcards.l2mode}"
-        " --warmup {params.warmup:q} --min-samples {params.repeats:q} --budget-s {params.budget:q}"
-        " --output {output:q} > {log:q} 2>&1"
+        TIMED_SHELL
 
 
 rule nsys:

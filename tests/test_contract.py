@@ -78,3 +78,22 @@ def test_cli_help_runs_without_a_gpu():
                          capture_output=True, text=True, check=True).stdout
     for v in BY_NAME["cupy_sqdiff"].variants:
         assert v in out
+
+
+def test_default_sample_is_seeded_unique_and_its_reference_is_the_full_ones():
+    class Squares(Variant):
+        name, summary = "baseline", "x^2"
+        def setup(self): pass
+        def step(self): pass
+        def result(self): return np.arange(self.size, dtype=np.float64) ** 2
+        def reference(self): return np.arange(self.size, dtype=np.float64) ** 2
+        def work(self): return Work(bytes_read=8 * self.size, bytes_written=8 * self.size, flops=self.size)
+        def synchronize(self): pass
+        def event_pair(self): pass
+
+    v = Squares(size=200_000, seed=3)
+    idx = v.sample_indices(v.size)
+    assert np.array_equal(idx, Squares(size=200_000, seed=3).sample_indices(v.size))  # seeded
+    assert np.all(np.diff(idx) > 0) and 0.7 * v.check_sample_elements < idx.size <= v.check_sample_elements
+    np.testing.assert_array_equal(v.reference_at(idx), v.reference()[idx])
+    assert Squares(size=10).sample_indices(10).tolist() == list(range(10))  # small results: every element

@@ -97,6 +97,32 @@ def test_a_wrong_product_fails_the_exact_check():
         check_result(out, v.reference(), v.tolerance, "bf16")
 
 
+@pytest.mark.parametrize("variant", ["jit", "float32"])
+def test_the_sampled_check_recomputes_whole_rows_equal_to_the_full_reference(variant):
+    """--check sample (the profiled runs): rows of the largest product, the same values as the full
+    reference at those places, int32 wrap-around included (128: the sums overflow)."""
+    v = _run(variant, 128)
+    out = v.result()
+    idx = v.sample_indices(out.size)
+    assert idx.size == v.check_sample_rows * 128 and len(set(idx // 128)) == v.check_sample_rows
+    np.testing.assert_array_equal(v.reference_at(idx), v.reference().reshape(-1)[idx])
+    # a wrong element inside the sample fails it
+    out.reshape(-1)[idx[7]] += 1.0
+    with pytest.raises(WorkloadError, match="relative error"):
+        check_result(out.reshape(-1)[idx], v.reference_at(idx), v.tolerance, variant)
+
+
+def test_a_run_under_the_profilers_records_its_sampled_check(tmp_path):
+    out = tmp_path / "run.json"
+    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "jit", "--size", "64",
+                        "--calls", "1", "--check", "sample", "--output", str(out)],
+                       cwd=REPO, env=CPU_ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads(out.read_text())
+    assert rec["check"] == {"method": "sample", "elements": 8 * 64, "of": 64 * 64}
+    assert rec["relative_error"] == 0.0
+
+
 @pytest.mark.parametrize("variant,item_in,kind", [("baseline", 4, "int32"), ("jit", 4, "int32"),
                                                    ("float32", 4, "fp32"), ("bf16", 2, "fp16_tensor")])
 def test_work_sums_over_the_sides(variant, item_in, kind):

@@ -117,8 +117,10 @@ class Variant(abc.ABC):
         """Flat indices of the result elements the sampled check compares: seeded by the variant's
         seed, sorted, without repeats. Override where the reference is cheap for another pattern
         (whole rows of a matrix product)."""
+        if total <= self.check_sample_elements:
+            return np.arange(total)
         rng = np.random.default_rng([self.seed, total])
-        return np.unique(rng.integers(0, total, size=min(total, self.check_sample_elements)))
+        return np.sort(rng.choice(total, size=self.check_sample_elements, replace=False))
 
     def reference_at(self, flat_indices: np.ndarray) -> np.ndarray:
         """The float64 reference at ``flat_indices`` of the flattened result. The default computes
@@ -267,12 +269,16 @@ def _chunk_sums(out: np.ndarray, ref: np.ndarray) -> tuple[float, float, int]:
     return float(ref_sq.sum()), float(diff_sq.sum()), int(bad.sum())
 
 
+def _relative(scale_sq: float, diff_sq: float) -> float:
+    return float(np.sqrt(diff_sq / scale_sq)) if scale_sq > 0 else float(np.sqrt(diff_sq))
+
+
 def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
     """||out - ref|| / ||ref|| in float64 (``ref`` is left as it is)."""
     if out.shape != ref.shape:
         raise ResultMismatch(f"result shape {out.shape} differs from reference shape {ref.shape}")
     scale_sq, diff_sq, _ = _chunk_sums(out, ref)
-    return float(np.sqrt(diff_sq / scale_sq)) if scale_sq > 0 else float(np.sqrt(diff_sq))
+    return _relative(scale_sq, diff_sq)
 
 
 def check_result(out: np.ndarray, ref: np.ndarray, tolerance: float, what: str) -> float:
@@ -283,7 +289,7 @@ def check_result(out: np.ndarray, ref: np.ndarray, tolerance: float, what: str) 
     scale_sq, diff_sq, bad = _chunk_sums(out, ref)
     if bad:
         raise ResultMismatch(f"{what}: {bad} non-finite values in the result")
-    err = float(np.sqrt(diff_sq / scale_sq)) if scale_sq > 0 else float(np.sqrt(diff_sq))
+    err = _relative(scale_sq, diff_sq)
     if not err <= tolerance:
         raise ResultMismatch(f"{what}: relative error {err:.3e} exceeds tolerance {tolerance:.1e}")
     return err
