@@ -285,3 +285,41 @@ def test_a_cache_root_that_is_a_symlink_is_refused_before_anything_runs(tmp_path
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "symlink" in r.stderr and not marker.exists()
     assert list(elsewhere.iterdir()) == [] and not (work / "gpu-jobs").exists()
+
+
+def test_a_steps_runs_share_the_compile_cache_they_are_given_and_nothing_else(tmp_path):
+    """--shared-cache: JAX's compile cache is on and in <work>/cache/shared/KEY for every run given
+    KEY, and kept; every other cache is still private and removed; without it JAX's cache is off."""
+    probe = ("import json, os, sys; env = {v: os.environ.get(v) for v in %r}; "
+             "d = env['JAX_COMPILATION_CACHE_DIR']; d and open(os.path.join(d, sys.argv[2]), 'w'); "
+             "env['seen'] = sorted(os.listdir(d)) if d else None; json.dump(env, open(sys.argv[1], 'w'))"
+             % sorted({*CACHE_VARIABLES, "JAX_ENABLE_COMPILATION_CACHE", "JAX_COMPILATION_CACHE_DIR"}))
+
+    def run(name, *shared):
+        rc = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--tag", name,
+                             *shared, "--", sys.executable, "-c", probe, str(tmp_path / f"{name}.json"), name],
+                            cwd=REPO, timeout=60).returncode
+        assert rc == 0
+        return json.loads((tmp_path / f"{name}.json").read_text())
+
+    first = run("timed", "--shared-cache", "jax_matmul+jit+n512")
+    second = run("nsys", "--shared-cache", "jax_matmul+jit+n512")
+    other = run("ncu", "--shared-cache", "jax_matmul+jit+n8192")
+    alone = run("coldwarm")
+    shared = cache_root(tmp_path) / "shared" / "jax_matmul+jit+n512" / "jax"
+    assert first["JAX_COMPILATION_CACHE_DIR"] == second["JAX_COMPILATION_CACHE_DIR"] == str(shared)
+    assert first["JAX_ENABLE_COMPILATION_CACHE"] == "true"
+    assert second["seen"] == ["nsys", "timed"]  # the second run sees what the first stored
+    assert other["seen"] == ["ncu"]  # another step's runs have their own
+    assert alone["JAX_ENABLE_COMPILATION_CACHE"] == "false" and alone["JAX_COMPILATION_CACHE_DIR"] is None
+    for var in CACHE_VARIABLES:
+        assert len({first[var], second[var], other[var], alone[var]}) == 4
+    assert sorted(p.name for p in cache_root(tmp_path).iterdir()) == ["shared"]
+    assert sorted(os.listdir(shared)) == ["nsys", "timed"]
+
+
+def test_a_shared_cache_key_that_is_not_one_folder_name_is_refused(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path),
+                        "--shared-cache", "../x", "--", sys.executable, "-c", "pass"], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--shared-cache '../x'" in r.stderr and not (tmp_path / "cache").exists()

@@ -55,6 +55,11 @@ class Framework:
     line_info_target: str = ""
     #: settings that turn a persistent cache off rather than moving it (cold starts)
     cache_off: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: settings that let the measurement runs of one step (timed, nsys, ncu) share its compiled
+    #: programs within a pipeline run; ``{dir}`` becomes the step's shared folder. Only for a
+    #: framework that compiles in setup, outside every timed call, trace window and ncu range, so
+    #: that what is measured cannot change; cold/warm starts never share (workloads.tools.cold)
+    shared_compile_cache: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: how its variants are timed, in the reports' words
     timer: str = CUDA_EVENTS
     #: environment the profilers' runs add (ncu replays kernels: a framework that preallocates the
@@ -234,6 +239,12 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         distributions={"jax": ("jax",), "jaxlib": ("jaxlib",)},
         cache_variables={},
         cache_off={"JAX_ENABLE_COMPILATION_CACHE": "false"},
+        # the jitted steps compile (and XLA autotunes its GEMMs, 10-25 s) in setup: the first
+        # measurement run of a step stores the programs, its other runs load them; every cache
+        # entry is kept, however quick its compile or small its size
+        shared_compile_cache={"JAX_ENABLE_COMPILATION_CACHE": "true", "JAX_COMPILATION_CACHE_DIR": "{dir}",
+                              "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                              "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"},
         cuda_problem=_jax_cuda_problem,
         timer="a host timer around `block_until_ready()` (JAX has no CUDA-event API)",
         # JAX preallocates 75% of the GPU by default: ncu's kernel replay then saves and restores
@@ -324,6 +335,23 @@ def cache_off() -> dict[str, str]:
     for f in FRAMEWORKS.values():
         out.update(f.cache_off)
     return out
+
+
+def shared_compile_caches(folder: str) -> dict[str, dict[str, str]]:
+    """Framework name -> the settings of its shared compile cache in ``folder/<framework>``, for
+    the frameworks that have one."""
+    return {f.name: {var: value.replace("{dir}", f"{folder}/{f.name}")
+                     for var, value in f.shared_compile_cache.items()}
+            for f in FRAMEWORKS.values() if f.shared_compile_cache}
+
+
+def compile_cache_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """The cache-off and shared-compile-cache settings present in ``environ`` (provenance: whether
+    a run compiled afresh or loaded a step's shared programs)."""
+    names = set()
+    for f in FRAMEWORKS.values():
+        names.update(f.cache_off, f.shared_compile_cache)
+    return {n: environ[n] for n in sorted(names) if n in environ}
 
 
 def line_info_table() -> list[tuple[str, str, str]]:

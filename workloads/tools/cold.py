@@ -8,6 +8,13 @@ fresh folders live under ``<work-dir>/cache/`` and are removed afterwards;
 :func:`safe_rmtree` refuses any path outside that folder. The tag and the cache
 root are checked before anything runs.
 
+``--shared-cache KEY`` (the measurement runs of one step: timed, nsys, ncu) is
+the one exception: the compile caches of frameworks that compile in setup,
+outside everything measured (``Framework.shared_compile_cache``: JAX), go to
+``<work-dir>/cache/shared/KEY/`` and stay there, so that the step's first run
+compiles and its other runs load the programs. Every other cache is still fresh.
+Deleting ``<work-dir>/cache/shared`` between runs is always safe.
+
 The command runs in its own process group. SIGINT, SIGTERM and SIGHUP sent to
 this wrapper are forwarded to that group; the wrapper waits for the command to
 exit, writes its GPU job record (``killed_by``), removes the cache folder and
@@ -58,10 +65,11 @@ def cache_root(work_dir: str | os.PathLike) -> Path:
     return Path(work_dir).resolve() / "cache"
 
 
-def check_tag(tag: str) -> str:
-    """``tag`` names the run's cache folder: one plain path component, nothing that climbs out."""
+def check_tag(tag: str, option: str = "--tag") -> str:
+    """``tag`` names the run's cache folder (``--shared-cache``: the step's shared one): one plain
+    path component, nothing that climbs out."""
     if not _TAG.fullmatch(tag) or ".." in tag:
-        raise UnsafePathError(f"--tag {tag!r}: use letters, digits and _.+=- only (one folder name, no '..')")
+        raise UnsafePathError(f"{option} {tag!r}: use letters, digits and _.+=- only (one folder name, no '..')")
     return tag
 
 
@@ -94,8 +102,14 @@ def safe_rmtree(path: str | os.PathLike, allowed_root: str | os.PathLike) -> Non
     shutil.rmtree(target)
 
 
-def fresh_cache_env(work_dir: str | os.PathLike, tag: str, base: Mapping[str, str]) -> tuple[dict, Path]:
-    """A copy of ``base`` whose cache settings point into a new private folder."""
+#: sub-folder of the cache root that holds the steps' shared compile caches (--shared-cache)
+SHARED = "shared"
+
+
+def fresh_cache_env(work_dir: str | os.PathLike, tag: str, base: Mapping[str, str],
+                    shared_key: str | None = None) -> tuple[dict, Path]:
+    """A copy of ``base`` whose cache settings point into a new private folder; with
+    ``shared_key``, the shared compile caches point into ``<cache root>/shared/<shared_key>``."""
     root = cache_root(work_dir)
     root.mkdir(parents=True, exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix=f"{tag}-", dir=root))
@@ -104,6 +118,11 @@ def fresh_cache_env(work_dir: str | os.PathLike, tag: str, base: Mapping[str, st
         (run_dir / sub).mkdir()
         env[var] = str(run_dir / sub)
     env.update(CACHE_OFF)
+    if shared_key is not None:
+        shared = root / SHARED / check_tag(shared_key, "--shared-cache")
+        for name, settings in frameworks.shared_compile_caches(str(shared)).items():
+            (shared / name).mkdir(parents=True, exist_ok=True)
+            env.update(settings)
     return env, run_dir
 
 
@@ -174,11 +193,13 @@ def run_command(cmd: Sequence[str], env: Mapping[str, str], record: dict, label:
     return returncode
 
 
-def run_cold(cmd: Sequence[str], work_dir: str, tag: str, keep: bool = False, gpus: int = 1) -> int:
+def run_cold(cmd: Sequence[str], work_dir: str, tag: str, keep: bool = False, gpus: int = 1,
+             shared_key: str | None = None) -> int:
     check_tag(tag)
     root = check_cache_root(work_dir)
-    env, run_dir = fresh_cache_env(work_dir, tag, os.environ)
-    print(f"cold: caches in {run_dir}", file=sys.stderr, flush=True)
+    env, run_dir = fresh_cache_env(work_dir, tag, os.environ, shared_key)
+    shared = "" if shared_key is None else f"; compiled programs shared in {root / SHARED / shared_key}"
+    print(f"cold: caches in {run_dir}{shared}", file=sys.stderr, flush=True)
     try:
         # the GPU is let go when this block ends: after the command exited and its record is written
         with gpu_job(work_dir, gpus, env, tag, cmd) as record:
@@ -200,6 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--gpus", type=int, default=1,
                    help="GPUs on this machine; with more than one, each run takes a free one "
                         "(CUDA_VISIBLE_DEVICES) unless CUDA_VISIBLE_DEVICES is already set")
+    p.add_argument("--shared-cache", metavar="KEY", default=None,
+                   help="share the compile caches of frameworks that compile in setup (JAX) with the other "
+                        "runs given this KEY, in <work-dir>/cache/shared/KEY (one step's timed, nsys and ncu runs)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the command")
     args = p.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -209,10 +233,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--gpus must be at least 1")
     try:
         check_tag(args.tag)
+        if args.shared_cache is not None:
+            check_tag(args.shared_cache, "--shared-cache")
         check_cache_root(args.work_dir)
     except UnsafePathError as e:
         p.error(str(e))
-    return run_cold(cmd, args.work_dir, args.tag, args.keep, args.gpus)
+    return run_cold(cmd, args.work_dir, args.tag, args.keep, args.gpus, args.shared_cache)
 
 
 if __name__ == "__main__":
