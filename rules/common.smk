@@ -395,6 +395,14 @@ def kernel_profile_args(wc):
 REFERENCE_KERNEL_PAGES = glob_wildcards(f"{REF_DIR}/kernels/{{page}}/kernel-run.json").page
 
 
+def shared_compile_cache_flag(wc):
+    """``--shared-cache <step>`` for workloads.tools.cold when the step's framework compiles in setup
+    (Framework.shared_compile_cache: JAX), so its timed, nsys and ncu runs compile once; else nothing."""
+    if not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
+        return ""
+    return f"--shared-cache {wc.workload}+{wc.variant}+n{wc.size}"
+
+
 def profiler_env(wc):
     """``K=V ...`` the profiled runs of the workload's framework add (Framework.profiler_env)."""
     added = FRAMEWORK(RECIPES[wc.workload].framework).profiler_env

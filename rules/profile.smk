@@ -50,7 +50,7 @@ rule ceilings:
 # A step's measurement runs (timed, timed_l2, nsys, ncu) share the compiled programs of frameworks
 # that compile in setup, outside everything measured (JAX: 10-25 s of compiling and autotuning per
 # process otherwise); workloads/tools/cold.py. Cold/warm starts never share.
-SHARED_COMPILE_CACHE = "--shared-cache {wildcards.workload}+{wildcards.variant}+n{wildcards.size}"
+SHARED_COMPILE_CACHE = "{params.shared_cache}"
 
 
 # the timed run of a step (rules timed and timed_l2): warm-up, then samples until the median is known
@@ -72,6 +72,7 @@ rule timed:
     log:
         f"{WORK}/logs/timed/{{workload}}_{{variant}}_n{{size}}.log",
     params:
+        shared_cache=shared_compile_cache_flag,
         cold=COLD,
         python=PYTHON,
         warmup=timing_setting("warmup"),
@@ -101,6 +102,7 @@ rule timed_l2:
     wildcard_constraints:
         l2mode="warm|cold-l2",
     params:
+        shared_cache=shared_compile_cache_flag,
         cold=COLD,
         python=PYTHON,
         warmup=timing_setting("warmup"),
@@ -126,6 +128,7 @@ rule nsys:
     log:
         f"{WORK}/logs/nsys/{{workload}}_{{variant}}_n{{size}}.log",
     params:
+        shared_cache=shared_compile_cache_flag,
         cold=COLD,
         python=PYTHON,
         nsys=NSYS,
@@ -204,6 +207,7 @@ rule ncu:
     log:
         f"{WORK}/logs/ncu/{{workload}}_{{variant}}_n{{size}}.log",
     params:
+        shared_cache=shared_compile_cache_flag,
         cold=COLD,
         python=PYTHON,
         ncu=NCU,
