@@ -203,8 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--captures", help="the workload's capture folder, for the recipe's own report sections")
     s.add_argument("--preflight", help="the run's preflight.json: the Nsight Systems and Compute versions")
     s.add_argument("--gpu-jobs", help="a folder of GPU job records: the exact commands the report shows")
-    s.add_argument("--l2-runs", nargs="+", metavar="TIMING.json",
-                   help="timed records of steps run warm and cold-l2 (l2_modes): the 'Warm and cold L2' section")
+    # one flag per file: a list option before the positional summaries would swallow them
+    s.add_argument("--l2-run", dest="l2_runs", action="append", metavar="TIMING.json",
+                   help="a timed record of a step run warm or cold-l2 (l2_modes), once per file: the 'Warm and "
+                        "cold L2' section")
     s.add_argument("--without-experiments", action="store_true",
                    help="the run made no experiments: leave out the sections that read them, and say so")
     s.add_argument("--run-label", help="what this run is when not the full suite (e.g. lab): said under the title")

@@ -27,7 +27,7 @@ rule report:
         captures=lambda wc: f"{capture_root(wc.set)}/{wc.workload}",
         gpu_jobs=gpu_jobs_option,
         run=run_options,
-        l2=lambda wc, input: ("--l2-runs " + " ".join(shlex.quote(f) for f in input.l2)) if input.l2 else "",
+        l2=lambda wc, input: " ".join(f"--l2-run {shlex.quote(f)}" for f in input.l2),
     conda:
         CONDA_ENV
     shell:

@@ -55,3 +55,34 @@ def test_a_step_timed_in_one_mode_only_is_refused_by_name():
     warm_only = [r for r in _records() if r["l2_mode"] == "warm"]
     with pytest.raises(AnalysisInputError, match="baseline at size 1024: timed in \\['warm'\\] only"):
         l2_modes.rows(warm_only, _ceilings(), where="l2 records")
+
+
+def test_the_report_rule_puts_the_l2_section_on_the_page(tmp_path):
+    """Snakemake's report rule, fed the L2 records beside the summaries, writes the section (a list
+    option once swallowed the positional summaries, so the live page with L2 runs failed)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import REFERENCE
+    from test_preflight_and_pipeline import _repo_copy
+
+    repo = _repo_copy(tmp_path)
+    ref = tmp_path / "ref_with_l2"
+    shutil.copytree(REFERENCE / "cupy_sqdiff", ref / "cupy_sqdiff")
+    for name in ("ceilings.json", "preflight.json"):
+        shutil.copy(REFERENCE / name, ref / name)
+    for path in RECORDS:
+        _, variant, size, mode = os.path.basename(path).removesuffix(".json.gz").split("_")
+        out = ref / "cupy_sqdiff" / "l2" / variant / f"n{size}" / f"timing-{mode}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "rb") as f:
+            out.write_bytes(f.read())
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "results/reports/reference/cupy_sqdiff.md",
+                        "--config", f"reference={{name: l2, dir: {ref}}}"],
+                       cwd=repo, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    md = (repo / "results" / "reports" / "reference" / "cupy_sqdiff.md").read_text()
+    assert "## Warm and cold L2" in md
+    # the rest of the page is there too: the summaries reached the report
+    assert "| `fused_pool` |" in md
