@@ -323,3 +323,24 @@ def test_a_shared_cache_key_that_is_not_one_folder_name_is_refused(tmp_path):
                         "--shared-cache", "../x", "--", sys.executable, "-c", "pass"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--shared-cache '../x'" in r.stderr and not (tmp_path / "cache").exists()
+
+
+def test_only_a_jax_steps_measurement_runs_are_given_its_shared_folder(tmp_path):
+    """The rules: a JAX step's timed, nsys and ncu runs name the step's shared folder; a CuPy step's
+    runs (CuPy compiles at the first call, which the nsys page reports) and cold/warm starts do not."""
+    from test_preflight_and_pipeline import _repo_copy
+
+    repo = _repo_copy(tmp_path)
+    targets = ["results/captures/jax_matmul/jit/n8192/timing.json", "results/captures/jax_matmul/jit/n8192/nsys-run.json",
+               "results/captures/jax_matmul/jit/n8192/ncu-run.json", "results/captures/coldstart/jax_matmul_jit.json",
+               "results/captures/cupy_sqdiff/fused/n4096/timing.json"]
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", *targets], cwd=repo,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    commands = [line for line in r.stdout.splitlines() if "workloads." in line and " --variant " in line]
+    jax = [c for c in commands if "workloads.jax_matmul " in c and "workloads.tools.cold " in c]
+    assert {c.split("--tag ")[1].split()[0] for c in jax} == {"timed", "nsys", "ncu"}
+    assert all("--shared-cache jax_matmul+jit+n8192 " in c for c in jax)
+    others = [c for c in commands if c not in jax]
+    assert any("workloads.tools.coldwarm" in c for c in others) and any("cupy_sqdiff" in c for c in others)
+    assert not any("--shared-cache" in c for c in others)

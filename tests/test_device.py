@@ -67,6 +67,20 @@ def test_the_framework_records_import_no_gpu_package():
     assert r.stdout.strip() == "[]"
 
 
+def test_a_run_records_whether_it_compiled_afresh_or_loaded_a_steps_shared_programs():
+    """Provenance: a cold run has JAX's cache off; a run given a step's shared folder says where."""
+    from workloads import provenance
+
+    cold = frameworks.compile_cache_settings({"JAX_ENABLE_COMPILATION_CACHE": "false", "HOME": "/root"})
+    assert cold == {"JAX_ENABLE_COMPILATION_CACHE": "false"}
+    shared = frameworks.shared_compile_caches("/w/cache/shared/jax_matmul+jit+n512")
+    assert set(shared) == {"jax"}  # only JAX compiles in setup, outside everything measured
+    settings = frameworks.compile_cache_settings({**shared["jax"], "CUPY_CACHE_DIR": "/x"})
+    assert settings["JAX_COMPILATION_CACHE_DIR"] == "/w/cache/shared/jax_matmul+jit+n512/jax"
+    assert settings["JAX_ENABLE_COMPILATION_CACHE"] == "true" and "CUPY_CACHE_DIR" not in settings
+    assert "compile_cache" in provenance.collect()
+
+
 FAKE_INIT = '''\
 from workloads.contract import Recipe
 from workloads.frameworks import Framework
