@@ -3,9 +3,9 @@
 The A/A calibration runs the verdict engine on pairs drawn from one distribution (any
 "faster"/"slower" is a false call) and on pairs with a planted 3% slowdown (it must be
 found), on synthetic distributions and on real repeated runs: 16 timed processes of one
-step (CuPy ``fused`` at 4096, tests/data/aa_h200/, NVIDIA H200), where the process-to-process
-spread is what decides which changes can be seen (see analysis/verdicts.py for why the process is
-the unit there).
+step (CuPy ``fused`` at 4096, tests/data/aa_h200/, NVIDIA H200; and at 16384, tests/data/aa_h100/,
+NVIDIA H100), where the process-to-process spread is what decides which changes can be seen (see
+analysis/verdicts.py for why the process is the unit there).
 """
 from __future__ import annotations
 
@@ -198,6 +198,37 @@ def test_real_repeated_runs_are_16_processes_of_the_same_step():
     # the spread between processes (placement, clocks) is far above the 2% threshold: the reason the
     # process, not the sample, is the unit of the verdict
     assert (max(medians) - min(medians)) / float(np.median(medians)) > 0.10
+
+
+AA_RUNS_H100 = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "aa_h100", "*.json.gz")))
+
+
+def _real_processes_h100() -> list[list[float]]:
+    """16 timed processes of CuPy ``fused`` at 16384 (2.1 ms calls, DRAM-bound) on an NVIDIA H100,
+    one after the other through the suite's cold wrapper, each with its NVML telemetry."""
+    out = []
+    for path in AA_RUNS_H100:
+        with gzip.open(path, "rt") as f:
+            record = json.load(f)
+        assert record["workload"] == "cupy_sqdiff" and record["variant"] == "fused" and record["size"] == 16384
+        assert "H100" in record["provenance"]["gpus"][0]["name"]
+        out.append(record["times_ms"])
+    return out
+
+
+def test_real_dram_bound_runs_resolve_a_10_percent_change_never_a_false_one():
+    """At a size where a call is long and DRAM-bound the processes agree to a few percent (medians
+    2.13-2.26 ms at one SM clock, 1980 MHz): 8 processes a side call no A/A pair faster or slower and
+    find a planted 10% slowdown every time; 3% is below what 8 processes resolve (their medians' spread
+    is ~1.8%, so the interval of the difference is about +-1.8% wide and must clear the 2% threshold)."""
+    processes = _real_processes_h100()
+    assert len(processes) == 16 and all(len(p) >= 30 for p in processes)
+    same = _split_rates(processes, 1.0, pairs=200)
+    assert (same["faster"] + same["slower"]) / sum(same.values()) <= 0.01, same
+    ten = _split_rates(processes, 1.10, pairs=200)
+    assert ten["slower"] / sum(ten.values()) >= 0.95, ten
+    three = _split_rates(processes, 1.03, pairs=200)
+    assert three["faster"] == 0 and three["slower"] / sum(three.values()) < 0.5, three
 
 
 def test_real_aa_pairs_are_called_faster_or_slower_in_at_most_1_percent():
