@@ -87,7 +87,8 @@ def cmd_report(a) -> None:
     by_size = _by_size(_load_summaries(a.summaries), a.workload)
     if not by_size:
         raise AnalysisInputError(a.summaries[0] if a.summaries else a.workload, "no run summaries for this workload")
-    model = report_model.build(recipe, by_size, load_json(a.ceilings),
+    ceilings_record = load_json(a.ceilings)
+    model = report_model.build(recipe, by_size, ceilings_record,
                                tools=load_json(a.preflight) if a.preflight else None,
                                gpu_jobs=_gpu_job_records(a.gpu_jobs), ncu_metric_keys=markdown.NCU_METRIC_KEYS)
     largest = max(by_size)
@@ -107,19 +108,23 @@ def cmd_report(a) -> None:
         ("Hierarchical roofline of the kernels ncu profiled (DRAM, L2, L1 bytes), under the device's peaks "
          "(dashed) and the rates measured in the same run (solid)", f"{a.workload}_roofline.png"),
     ]
-    # the page first: malformed summaries and unsafe output paths are refused before any figure is written
+    # the page first: malformed summaries or L2 records and unsafe output paths are refused before any
+    # figure is written
     md = markdown.workload_report(model, names)
+    l2_section = None
+    if a.l2_runs:
+        from analysis import l2_modes
+
+        l2_section = l2_modes.section(l2_modes.rows([load_json(p) for p in a.l2_runs], ceilings_record["ceilings"],
+                                                    where=a.l2_runs[0]), model.timer)
     check_targets(md_path, *(os.path.join(fig_dir, n) for _, n in names))
     figures.ladder_figure(model, fig("ladder"))
     figures.busy_figure(model, fig("busy"))
     figures.timeline_figure(by_size, fig("timeline"), recipe.title)
-    figures.roofline_figure(by_size, load_json(a.ceilings)["ceilings"], fig("roofline"), recipe.title)
+    figures.roofline_figure(by_size, ceilings_record["ceilings"], fig("roofline"), recipe.title)
     parts = report_sections.render_all(recipe, a.captures, fig_dir, with_experiments=not a.without_experiments)
-    if a.l2_runs:
-        from analysis import l2_modes
-
-        parts.append(l2_modes.section(l2_modes.rows([load_json(p) for p in a.l2_runs], load_json(a.ceilings)["ceilings"],
-                                                    where=a.l2_runs[0]), model.timer))
+    if l2_section:
+        parts.append(l2_section)
     if parts:
         # the recipe's own sections go before the appendix
         at = md.index("\n## Appendix\n")

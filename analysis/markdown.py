@@ -3,6 +3,7 @@ and computes nothing; the same model gives the same bytes."""
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Sequence
 
 from analysis import report_model as rm
@@ -56,25 +57,11 @@ def _fold_words(words: list[str], first: str, rest: str, limit: int, joiner: str
 
 
 def _shell_words(line: str) -> list[str]:
-    """A command split at the spaces a shell splits it at (not inside quotes), the words kept as written."""
-    words, current, quote, escaped = [], "", None, False
-    for ch in line:
-        if escaped:
-            current, escaped = current + ch, False
-        elif ch == "\\" and quote != "'":
-            current, escaped = current + ch, True
-        elif quote:
-            current += ch
-            quote = None if ch == quote else quote
-        elif ch in "'\"":
-            current, quote = current + ch, ch
-        elif ch == " ":
-            if current:
-                words.append(current)
-            current = ""
-        else:
-            current += ch
-    return words + ([current] if current else [])
+    """A command split at the spaces a shell splits it at (not inside quotes), each word kept as
+    written, quotes included (shlex in non-POSIX mode)."""
+    lexer = shlex.shlex(line, posix=False)
+    lexer.whitespace_split, lexer.commenters = True, ""
+    return list(lexer)
 
 
 def fold_long_lines(text: str, limit: int = MAX_LINE_CHARS) -> str:
@@ -367,13 +354,8 @@ def appendix(m: rm.ReportModel) -> list[str]:
               f"- *Size*: {m.size_meaning}.", "",
               "### Commands", "", f"The exact commands: {m.commands_note}.", ""]
     if m.commands:
-        lines += ["```sh", *(" ".join(_shell_word(w) for w in c.argv) for c in m.commands), "```", ""]
+        lines += ["```sh", *(shlex.join(c.argv) for c in m.commands), "```", ""]
     return lines
-
-
-def _shell_word(w: str) -> str:
-    import shlex
-    return shlex.quote(w)
 
 
 def sizes_not_run(m: rm.ReportModel, size: int) -> list[str]:

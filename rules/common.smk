@@ -63,13 +63,16 @@ for _name, _c in config["workloads"].items():
                 f"rules/config.yaml: workloads.{_name}.ncu.kernel_regex {_c['ncu']['kernel_regex']!r}: "
                 f"not a regular expression ({_e})"
             ) from None
-    for _v in (list(_c["ncu"].get("variants", [])) + list(_c.get("variant_sizes", {})) + list(_c.get("coldwarm_variants") or [])
-               + list((_c.get("l2_modes") or {}).get("variants", []))):
-        if _v not in RECIPES[_name].variants:
-            raise ValueError(
-                f"rules/config.yaml: workloads.{_name}.ncu.variants: no variant {_v!r} "
-                f"(have: {', '.join(RECIPES[_name].variants)})"
-            )
+    _named = {"ncu.variants": _c["ncu"].get("variants", []), "variant_sizes": _c.get("variant_sizes", {}),
+              "coldwarm_variants": _c.get("coldwarm_variants") or [],
+              "l2_modes.variants": (_c.get("l2_modes") or {}).get("variants", [])}
+    for _key, _vs in _named.items():
+        for _v in _vs:
+            if _v not in RECIPES[_name].variants:
+                raise ValueError(
+                    f"rules/config.yaml: workloads.{_name}.{_key}: no variant {_v!r} "
+                    f"(have: {', '.join(RECIPES[_name].variants)})"
+                )
 
 
 def _missing(recipe):
@@ -395,12 +398,14 @@ def kernel_profile_args(wc):
 REFERENCE_KERNEL_PAGES = glob_wildcards(f"{REF_DIR}/kernels/{{page}}/kernel-run.json").page
 
 
-def shared_compile_cache_flag(wc):
-    """``--shared-cache <step>`` for workloads.tools.cold when the step's framework compiles in setup
-    (Framework.shared_compile_cache: JAX), so its timed, nsys and ncu runs compile once; else nothing."""
+def step_cold(wc):
+    """The cold wrapper (COLD) for one of a step's measurement runs (timed, timed_l2, nsys, ncu):
+    with ``--shared-cache <step>`` when the step's framework compiles in setup, outside everything
+    measured (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise), so that those runs
+    compile once. Cold/warm starts and the suite's own runs use COLD as it is."""
     if not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
-        return ""
-    return f"--shared-cache {wc.workload}+{wc.variant}+n{wc.size}"
+        return COLD
+    return f"{COLD} --shared-cache {shlex.quote(f'{wc.workload}+{wc.variant}+n{wc.size}')}"
 
 
 def profiler_env(wc):

@@ -47,15 +47,9 @@ rule ceilings:
         " > {log:q} 2>&1"
 
 
-# A step's measurement runs (timed, timed_l2, nsys, ncu) share the compiled programs of frameworks
-# that compile in setup, outside everything measured (JAX: 10-25 s of compiling and autotuning per
-# process otherwise); workloads/tools/cold.py. Cold/warm starts never share.
-SHARED_COMPILE_CACHE = "{params.shared_cache}"
-
-
 # the timed run of a step (rules timed and timed_l2): warm-up, then samples until the median is known
 TIMED_SHELL = (
-    "{params.cold} --tag timed " + SHARED_COMPILE_CACHE + " -- {params.python:q} -m workloads.{wildcards.workload}"
+    "{params.cold} --tag timed -- {params.python:q} -m workloads.{wildcards.workload}"
     " --variant {wildcards.variant} --size {wildcards.size} --mode timed --l2 {params.l2}"
     " --warmup {params.warmup:q} --min-samples {params.repeats:q} --budget-s {params.budget:q}"
     " --output {output:q} > {log:q} 2>&1"
@@ -72,8 +66,8 @@ rule timed:
     log:
         f"{WORK}/logs/timed/{{workload}}_{{variant}}_n{{size}}.log",
     params:
-        shared_cache=shared_compile_cache_flag,
-        cold=COLD,
+        # a step's measurement runs: see step_cold (rules/common.smk)
+        cold=step_cold,
         python=PYTHON,
         warmup=timing_setting("warmup"),
         repeats=timing_setting("repeats"),
@@ -102,8 +96,8 @@ rule timed_l2:
     wildcard_constraints:
         l2mode="warm|cold-l2",
     params:
-        shared_cache=shared_compile_cache_flag,
-        cold=COLD,
+        # a step's measurement runs: see step_cold (rules/common.smk)
+        cold=step_cold,
         python=PYTHON,
         warmup=timing_setting("warmup"),
         repeats=timing_setting("repeats"),
@@ -128,8 +122,8 @@ rule nsys:
     log:
         f"{WORK}/logs/nsys/{{workload}}_{{variant}}_n{{size}}.log",
     params:
-        shared_cache=shared_compile_cache_flag,
-        cold=COLD,
+        # a step's measurement runs: see step_cold (rules/common.smk)
+        cold=step_cold,
         python=PYTHON,
         nsys=NSYS,
         flags=nsys_flags,
@@ -145,7 +139,7 @@ rule nsys:
         CONDA_ENV
     # a seeded sample of the result is checked here; the timed run checks every element
     shell:
-        "{params.env} {params.cold} --tag nsys " + SHARED_COMPILE_CACHE + " -- {params.nsys:q} profile {params.flags} --force-overwrite true"
+        "{params.env} {params.cold} --tag nsys -- {params.nsys:q} profile {params.flags} --force-overwrite true"
         " -o {params.prefix:q} {params.python:q} -m workloads.{wildcards.workload}"
         " --variant {wildcards.variant} --size {wildcards.size} --calls {params.calls:q} --check sample"
         " --output {output.run:q} > {log:q} 2>&1"
@@ -207,8 +201,8 @@ rule ncu:
     log:
         f"{WORK}/logs/ncu/{{workload}}_{{variant}}_n{{size}}.log",
     params:
-        shared_cache=shared_compile_cache_flag,
-        cold=COLD,
+        # a step's measurement runs: see step_cold (rules/common.smk)
+        cold=step_cold,
         python=PYTHON,
         ncu=NCU,
         flags=ncu_flags,
@@ -224,7 +218,7 @@ rule ncu:
     shell:
         # the framework's own settings for profiled runs (JAX: no preallocation, else ncu's kernel
         # replay saves and restores ~105 GB per pass)
-        "{params.env} {params.cold} --tag ncu " + SHARED_COMPILE_CACHE + " -- {params.ncu:q} {params.flags} --force-overwrite"
+        "{params.env} {params.cold} --tag ncu -- {params.ncu:q} {params.flags} --force-overwrite"
         " --export {params.prefix:q} {params.python:q} -m workloads.{wildcards.workload}"
         " --variant {wildcards.variant} --size {wildcards.size} --calls {params.calls:q} --check sample"
         " --output {output.run:q} > {log:q} 2>&1"

@@ -47,6 +47,13 @@ def test_an_invalid_kernel_regex_is_refused_when_the_config_is_read(tmp_path):
     assert "workloads.warp_sph.ncu.kernel_regex" in r.stdout + r.stderr and "not a regular expression" in r.stdout + r.stderr
 
 
+def test_an_unknown_variant_is_refused_under_the_key_that_names_it(tmp_path):
+    extra = _configfile(tmp_path, "workloads:\n  cupy_sqdiff:\n    l2_modes: {sizes: [1024], variants: [fusd]}\n")
+    r = _snakemake(["-n", "--cores", "1", "--configfile", "rules/config.yaml", extra, "--", "rebuild_reports"])
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "workloads.cupy_sqdiff.l2_modes.variants: no variant 'fusd'" in out, out[-1500:]
+
+
 @pytest.mark.parametrize("work_dir,says", [("//", "filesystem root"), ("~/results", "~"), ("a//b", "empty component"),
                                            ("../outside", "not inside the repository"), ("/", "")])
 def test_an_unsafe_work_dir_is_refused(work_dir, says):

@@ -239,7 +239,7 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         distributions={"jax": ("jax",), "jaxlib": ("jaxlib",)},
         cache_variables={},
         cache_off={"JAX_ENABLE_COMPILATION_CACHE": "false"},
-        # the jitted steps compile (and XLA autotunes its GEMMs, 10-25 s) in setup: the first
+        # the jitted steps compile (and XLA autotunes its GEMMs: up to 25 s on an H100) in setup: the first
         # measurement run of a step stores the programs, its other runs load them; every cache
         # entry is kept, however quick its compile or small its size
         shared_compile_cache={"JAX_ENABLE_COMPILATION_CACHE": "true", "JAX_COMPILATION_CACHE_DIR": "{dir}",
