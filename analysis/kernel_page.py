@@ -8,6 +8,7 @@ import shlex
 
 from analysis.ncu_source import KernelProfile, SourceLine
 from workloads import frameworks
+from workloads.provenance import gpu_slug
 
 #: what the common PC-sampling states mean (ncu's "Warp State" names, without the prefix)
 STALL_MEANING = {
@@ -94,8 +95,11 @@ def capture_paths(run: dict | None) -> tuple[str, str] | None:
     if not run:
         return None
     name = capture_name(run["workload"], run["variant"], run["kernel"], run.get("line_directives"))
+    # a committed capture lives in the reference folder of the GPU it was captured on
+    gpus = (run.get("provenance") or {}).get("gpus") or []
+    reference = f"reports/reference/{gpu_slug(gpus[0]['name'])}" if gpus else "reports/reference/<gpu>"
     return (f"results/captures/kernels/{name}/kernel.ncu-rep",
-            f"reports/reference/h200/kernels/{name}/kernel.ncu-rep.gz")
+            f"{reference}/kernels/{name}/kernel.ncu-rep.gz")
 
 
 def capture_name(workload: str, variant: str, kernel: str, line_directives: bool | None = True) -> str:

@@ -394,8 +394,21 @@ def kernel_profile_args(wc):
     return shlex.join(["--workload", w, "--variant", v, "--kernel", kernel, "--size", str(size), ld])
 
 
-# Pages whose captures are committed, found from the files (config may have moved on).
-REFERENCE_KERNEL_PAGES = glob_wildcards(f"{REF_DIR}/kernels/{{page}}/kernel-run.json").page
+# Pages whose captures are committed, found from the files (config may have moved on): in every
+# reference folder (a kernel page is captured on one GPU and kept in that GPU's reference).
+def _reference_kernel_pages():
+    found = {}
+    for run in sorted(glob.glob("reports/reference/*/kernels/*/kernel-run.json")):
+        page_dir = os.path.dirname(run)
+        page = os.path.basename(page_dir)
+        if page in found:
+            raise ValueError(f"kernel page {page}: captures in both {found[page]} and {page_dir}; keep one")
+        found[page] = page_dir
+    return found
+
+
+REFERENCE_KERNEL_DIRS = _reference_kernel_pages()
+REFERENCE_KERNEL_PAGES = sorted(REFERENCE_KERNEL_DIRS)
 
 
 def step_cold(wc):
@@ -520,4 +533,5 @@ def published_reports():
 def kernel_page_inputs(wc):
     if wc.set == "live":
         return {"rep": f"{CAPTURES}/kernels/{wc.page}/kernel.ncu-rep", "run": f"{CAPTURES}/kernels/{wc.page}/kernel-run.json"}
-    return {"rep": f"{REF_DIR}/kernels/{wc.page}/kernel.ncu-rep.gz", "run": f"{REF_DIR}/kernels/{wc.page}/kernel-run.json"}
+    page_dir = REFERENCE_KERNEL_DIRS[wc.page]
+    return {"rep": f"{page_dir}/kernel.ncu-rep.gz", "run": f"{page_dir}/kernel-run.json"}

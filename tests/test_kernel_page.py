@@ -13,7 +13,7 @@ from analysis.errors import AnalysisInputError
 from analysis.kernel_page import capture_name, display_path, kernel_page
 from analysis.ncu_source import read_kernel_profile
 
-from conftest import REFERENCE
+from conftest import REFERENCE, REPO
 from test_kernel_profile import make_vectorized_capture
 
 VECTORIZED = REFERENCE / "pycuda_kernel" / "vectorized" / "n268435456" / "ncu.ncu-rep.gz"
@@ -50,7 +50,8 @@ def test_page_of_a_capture_shows_metrics_hottest_lines_and_how_it_was_made(vecto
     assert "No text was imported for `kernel.cu`" in page
     assert "## Python or CUDA-C lines" not in page  # PyCUDA: no line directives to choose
     assert "ncu-ui results/captures/kernels/pycuda_kernel_vectorized_scale_vec4/kernel.ncu-rep" in page
-    assert ("gunzip -k reports/reference/h200/kernels/pycuda_kernel_vectorized_scale_vec4/kernel.ncu-rep.gz"
+    # the stand-in run recorded no GPU, so the page cannot name the GPU's reference folder
+    assert ("gunzip -k reports/reference/<gpu>/kernels/pycuda_kernel_vectorized_scale_vec4/kernel.ncu-rep.gz"
             in page)
     # the command with machine-specific paths replaced by their role
     cmd = next(ln for ln in page.splitlines() if ln.startswith("ncu --set full"))
@@ -112,3 +113,19 @@ def test_names_and_paths_as_the_page_shows_them():
     assert capture_name("pycuda_kernel", "vectorized", "scale_vec4", None) == "pycuda_kernel_vectorized_scale_vec4"
     assert display_path("/home/u/repo/workloads/warp_sph/kernels.py") == "workloads/warp_sph/kernels.py"
     assert display_path("/tmp/tmpabc/kernel.cu") == "kernel.cu"
+
+
+@pytest.mark.parametrize("name, slug", [
+    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"), ("NVIDIA A100-SXM4-80GB", "a100"),
+    ("NVIDIA GeForce RTX 4090", "rtx4090"), ("Tesla V100-SXM2-16GB", "v100"), ("NVIDIA L40S", "l40s")])
+def test_reference_folder_of_a_gpu_comes_from_its_name(name, slug):
+    from workloads.provenance import gpu_slug
+
+    assert gpu_slug(name) == slug
+
+
+def test_committed_h100_page_points_to_the_h100_reference():
+    # every committed capture's page names the reference folder it lives in
+    for run in sorted((REPO / "reports" / "reference").glob("*/kernels/*/kernel-run.json")):
+        page = (REPO / "reports" / "kernels" / f"{run.parent.name}.md").read_text()
+        assert f"gunzip -k reports/reference/{run.parents[2].name}/kernels/{run.parent.name}/" in page, run

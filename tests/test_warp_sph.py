@@ -23,7 +23,7 @@ from workloads.contract import ResultMismatch, check_result, relative_error  # n
 from workloads.warp_sph import RECIPE, common  # noqa: E402
 
 N = 1500  # particles: a 10 x 40 x 10 column, filled to 1500 (one frame ~0.1 s on one core)
-GRAPH_VARIANTS = ("graph", "fused", "pruned")
+GRAPH_VARIANTS = ("graph", "fused", "pruned", "sorted", "cell_list", "plane_threads")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,7 +60,7 @@ def reference_one_frame(variants):
 
 
 def test_recipe_declares_its_variants_experiments_and_sections():
-    assert RECIPE.variants == ("baseline", "graph", "fused", "pruned")
+    assert RECIPE.variants == ("baseline", "graph", "fused", "pruned", "sorted", "cell_list", "plane_threads")
     assert RECIPE.default_size == 62500
     assert common.Params(n=62500).lattice == (25, 100, 25)
     assert RECIPE.experiments == ("scoped_timer", "coldstart")
@@ -114,6 +114,10 @@ def test_optimized_variants_agree_with_baseline_after_five_frames(variants):
     # pruned sums neighbours in another order and divides differently: float32 rounding only
     err = relative_error(after["pruned"], base.copy())
     assert 0 < err <= variants["pruned"].tolerance
+    # sorted, cell_list and plane_threads keep the particles in another order and hand positions
+    # back in the original one: rounding-level differences from pruned, not a shuffled array
+    for name in ("sorted", "cell_list", "plane_threads"):
+        assert 0 < relative_error(after[name], after["pruned"].copy()) <= 1e-7, name
     ref = common.reference_frames(variants["baseline"], frames=5)
     assert relative_error(base, ref) <= variants["baseline"].tolerance
 
@@ -141,7 +145,7 @@ def test_check_catches_a_corrupted_step(reference_one_frame):
         check_result(v.result(), reference_one_frame.copy(), v.tolerance, "warp_sph/corrupted")
 
     class NoDrift(RECIPE.variant_class("baseline")):
-        def launch_integration(self) -> None:  # walls and kick, but positions never move
+        def launch_integration_on(self, x, v) -> None:  # walls and kick, but positions never move
             from workloads.warp_sph import kernels
 
             p = self.params
@@ -168,6 +172,43 @@ def test_declared_work_is_positive_and_scales_with_size():
         v.teardown()
 
 
+def test_sorted_steps_keep_particles_in_cell_order():
+    # after a frame, slot order follows the cells: the cell of each slot never decreases (cell_list
+    # and plane_threads: by construction of the counting sort; sorted: the grid's order from the
+    # last substep's build, so nearly); every particle is in exactly one slot
+    for name in ("sorted", "cell_list", "plane_threads"):
+        v = make(name)
+        v.step()
+        ids = v.ids.numpy()
+        assert np.array_equal(np.sort(ids), np.arange(v.size))
+        assert not np.array_equal(ids, np.arange(v.size))  # the particles really moved between slots
+        if name != "sorted":
+            x = v.x.numpy().astype(np.float64)
+            dims = np.array(v.grid_dims)
+            c = np.clip(np.floor(x / v.params.h).astype(np.int64), 0, dims - 1)
+            cell = (c[:, 2] * dims[1] + c[:, 1]) * dims[0] + c[:, 0]
+            # positions moved by one integration after the sort: at most a few particles crossed a cell
+            assert np.count_nonzero(np.diff(cell) < 0) < 0.01 * v.size
+            start = v.cell_start.numpy()
+            assert start[-1] == v.size and np.all(np.diff(start) >= 0)
+        v.teardown()
+
+
+def test_cell_list_work_counts_its_own_build():
+    cl, pr = make("cell_list", 1000), make("pruned", 1000)
+    cells = 100 ** 3
+    # writes per substep: the counts cleared and scanned (1M+1 each) instead of the hash grid's two
+    # cleared cell arrays; cell and rank per particle, then x, v and id scattered, instead of the
+    # grid's four id/key arrays
+    n = 1000
+    own = 2 * 4 * (cells + 1) + 2 * 4 * n + (2 * 12 * n + 4 * n)
+    grid = 4 * 4 * n + 2 * 4 * cells
+    assert cl.work().bytes_written - pr.work().bytes_written == 40 * (own - grid)
+    assert cl.work().flops == pr.work().flops
+    cl.teardown()
+    pr.teardown()
+
+
 def test_candidate_counts_behind_the_pruned_prediction():
     p = common.Params(n=62500)
     x, _ = common.starting_state(p, 0)
@@ -179,7 +220,8 @@ def test_candidate_counts_behind_the_pruned_prediction():
 
 def test_variant_modules_import_without_warp():
     code = ("import sys; import workloads.warp_sph, workloads.warp_sph.baseline, workloads.warp_sph.graph, "
-            "workloads.warp_sph.fused, workloads.warp_sph.pruned, workloads.warp_sph.exp_scoped_timer, "
+            "workloads.warp_sph.fused, workloads.warp_sph.pruned, workloads.warp_sph.sorted, "
+            "workloads.warp_sph.cell_list, workloads.warp_sph.plane_threads, workloads.warp_sph.exp_scoped_timer, "
             "workloads.warp_sph.exp_coldstart; assert 'warp' not in sys.modules, 'warp imported'")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 

@@ -56,6 +56,26 @@ def gpu_info() -> dict:
     return {"gpus": gpus, "driver_version": q.splitlines()[0].split(",")[1].strip()}
 
 
+#: words of a GPU's marketing name that say nothing about the model
+_VENDOR_WORDS = {"nvidia", "geforce", "tesla", "quadro"}
+
+
+def gpu_slug(name: str) -> str:
+    """A GPU model's short folder name, from the name nvidia-smi prints: "NVIDIA H100 80GB HBM3" ->
+    ``h100``, "NVIDIA H200" -> ``h200``, "NVIDIA A100-SXM4-80GB" -> ``a100``, "NVIDIA GeForce RTX 4090"
+    -> ``rtx4090``: the words up to and including the first with a digit, without vendor words."""
+    words = [w for w in name.replace("-", " ").replace("_", " ").lower().split() if w not in _VENDOR_WORDS]
+    kept = []
+    for w in words:
+        kept.append("".join(ch for ch in w if ch.isalnum()))
+        if any(ch.isdigit() for ch in w):
+            break
+    slug = "".join(kept)
+    if not slug:
+        raise ValueError(f"gpu_slug: no model in the GPU name {name!r}")
+    return slug
+
+
 def git_commit() -> str | None:
     """The suite's commit. The GPU host gets a copy without .git, so the caller may pass it in."""
     env = settings.text("COOKBOOK_GIT_COMMIT")

@@ -11,6 +11,11 @@ Recipe steps:
   fused     graph + walls, kick and drift fused into one ``integrate`` kernel
   pruned    fused + a grid with one bucket per box cell and ``get_acceleration`` rejecting
             non-neighbours on |r|^2 before loading anything else
+  sorted    pruned + positions and velocities gathered into the grid's cell order every substep
+  cell_list sorted + the suite's own cell list (counting sort, no modulo, 9 contiguous runs per
+            particle) in place of Warp's hash grid
+  plane_threads  cell_list + three threads per particle (one per z-plane of its neighbourhood)
+            in both neighbour passes
 
 Check: positions after the frame against the same frame in float64 Warp (``vec3d``, a float64
 ``HashGrid``) on the same device from the same starting state; tolerance 2e-6 relative (L2 over
@@ -34,11 +39,14 @@ RECIPE = Recipe(
     seed_document="004",
     framework="warp",
     requires=("warp",),
-    variants=("baseline", "graph", "fused", "pruned"),
+    variants=("baseline", "graph", "fused", "pruned", "sorted", "cell_list", "plane_threads"),
     improves_on=(
         ("graph", "baseline"),
         ("fused", "graph"),
         ("pruned", "fused"),
+        ("sorted", "pruned"),
+        ("cell_list", "sorted"),
+        ("plane_threads", "cell_list"),
     ),
     default_size=62500,
     size_meaning=("number of particles; the starting column is nx x 4nx x nx lattice points of "

@@ -159,8 +159,9 @@ class SphFrame(WarpDevice, Variant):
     """One frame (40 substeps) of the SPH column from its starting state.
 
     Subclasses change how the frame is issued (:attr:`use_graph`), which kernels a substep launches
-    (:meth:`launch_acceleration`, :meth:`launch_integration`) and the hash grid's size
-    (:attr:`grid_covers_box`)."""
+    (:meth:`launch_density_on`, :meth:`launch_acceleration_on`, :meth:`launch_integration_on`),
+    the hash grid's size (:attr:`grid_covers_box`), and what a substep does (:meth:`substeps`,
+    with more state from :meth:`allocate_state`)."""
 
     #: positions after a frame, relative L2 against the float64 frame. Measured on Warp's CPU device:
     #: float32 rounding gives 1.3e-7 (62,500 and 2,000 particles); leaving out the SPH forces gives
@@ -194,6 +195,7 @@ class SphFrame(WarpDevice, Variant):
         self.a = wp.zeros(self.size, dtype=wp.vec3, device=dev)
         self.grid_dims = self.params.box_grid_dims if self.grid_covers_box else self.params.example_grid_dims
         self.grid = wp.HashGrid(*self.grid_dims, device=dev)
+        self.allocate_state()
         self.graph = None
         #: how a frame is issued: "launches", "cuda_graph", or "cpu_capture" (Warp's CPU replay)
         self.frame_mode = "launches"
@@ -201,6 +203,9 @@ class SphFrame(WarpDevice, Variant):
         self.restart()
         if self.use_graph:
             self._capture()
+
+    def allocate_state(self) -> None:
+        """Device arrays a subclass needs beyond x, v, rho, a and the grid (before any capture)."""
 
     def kernel_modules(self) -> list:
         """The Python modules whose kernels a substep launches (loaded before a capture)."""
@@ -245,9 +250,9 @@ class SphFrame(WarpDevice, Variant):
 
     def substep(self) -> None:
         self.grid.build(self.x, self.params.h)
-        self.launch_density()
-        self.launch_acceleration()
-        self.launch_integration()
+        self.launch_density_on(self.x)
+        self.launch_acceleration_on(self.x, self.v)
+        self.launch_integration_on(self.x, self.v)
 
     def frame(self) -> None:
         if self.graph is not None:
@@ -266,8 +271,8 @@ class SphFrame(WarpDevice, Variant):
         self.x.assign(np.asarray(x, dtype=np.float32))
         self.v.assign(np.asarray(vel, dtype=np.float32))
         self.grid.build(self.x, self.params.h)
-        self.launch_density()
-        self.launch_acceleration()
+        self.launch_density_on(self.x)
+        self.launch_acceleration_on(self.x, self.v)
         return self.rho.numpy().astype(np.float64), self.a.numpy().astype(np.float64)
 
     def advance(self, frames: int) -> None:
@@ -277,28 +282,28 @@ class SphFrame(WarpDevice, Variant):
 
     # --- the kernels a substep launches -----------------------------------------------------
 
-    def launch_density(self) -> None:
+    def launch_density_on(self, x) -> None:
         from workloads.warp_sph import kernels
 
         p = self.params
         self.wp.launch(kernels.compute_density, dim=self.size,
-                       inputs=[self.grid.id, self.x, self.rho, p.density_norm, p.h], device=self.device)
+                       inputs=[self.grid.id, x, self.rho, p.density_norm, p.h], device=self.device)
 
-    def launch_acceleration(self) -> None:
+    def launch_acceleration_on(self, x, v) -> None:
         from workloads.warp_sph import kernels
 
         p = self.params
         self.wp.launch(kernels.get_acceleration, dim=self.size,
-                       inputs=[self.grid.id, self.x, self.v, self.rho, self.a, p.stiffness, p.rest_density,
+                       inputs=[self.grid.id, x, v, self.rho, self.a, p.stiffness, p.rest_density,
                                p.gravity, p.pressure_norm, p.viscous_norm, p.h], device=self.device)
 
-    def launch_integration(self) -> None:
+    def launch_integration_on(self, x, v) -> None:
         from workloads.warp_sph import kernels
 
         p, wp, dev, n = self.params, self.wp, self.device, self.size
-        wp.launch(kernels.apply_bounds, dim=n, inputs=[self.x, self.v, p.damping, p.width, p.length], device=dev)
-        wp.launch(kernels.kick, dim=n, inputs=[self.v, self.a, p.dt], device=dev)
-        wp.launch(kernels.drift, dim=n, inputs=[self.x, self.v, p.dt], device=dev)
+        wp.launch(kernels.apply_bounds, dim=n, inputs=[x, v, p.damping, p.width, p.length], device=dev)
+        wp.launch(kernels.kick, dim=n, inputs=[v, self.a, p.dt], device=dev)
+        wp.launch(kernels.drift, dim=n, inputs=[x, v, p.dt], device=dev)
 
     # --- result, reference, work ------------------------------------------------------------
 

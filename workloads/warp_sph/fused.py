@@ -24,12 +24,12 @@ class Fused(SphFrame):
 
         return [kernels, kernels_fused]
 
-    def launch_integration(self) -> None:
+    def launch_integration_on(self, x, v) -> None:
         from workloads.warp_sph import kernels_fused
 
         p = self.params
         self.wp.launch(kernels_fused.integrate, dim=self.size,
-                       inputs=[self.x, self.v, self.a, p.damping, p.width, p.length, p.dt], device=self.device)
+                       inputs=[x, v, self.a, p.damping, p.width, p.length, p.dt], device=self.device)
 
 
 VARIANT = Fused

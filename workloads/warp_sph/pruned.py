@@ -42,12 +42,12 @@ class Pruned(Fused):
 
         return [*super().kernel_modules(), kernels_pruned]
 
-    def launch_acceleration(self) -> None:
+    def launch_acceleration_on(self, x, v) -> None:
         from workloads.warp_sph import kernels_pruned
 
         p = self.params
         self.wp.launch(kernels_pruned.get_acceleration, dim=self.size,
-                       inputs=[self.grid.id, self.x, self.v, self.rho, self.a, p.stiffness, p.rest_density,
+                       inputs=[self.grid.id, x, v, self.rho, self.a, p.stiffness, p.rest_density,
                                p.gravity, p.pressure_norm, p.viscous_norm, p.h], device=self.device)
 
 
