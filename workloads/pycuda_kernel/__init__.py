@@ -12,7 +12,9 @@ Recipe steps:
   device_resident  data kept on the device (gpuarray): no copies per call
   vectorized       what ncu showed next: float4 loads and stores
 
-Every kernel is compiled with -lineinfo, so Nsight Compute's source view maps SASS to CUDA lines.
+With line information requested (``COOKBOOK_LINEINFO=1``: ``snakemake kernel_page``) the kernels
+are compiled with -lineinfo, and a ``#line`` directive maps their lines to ``kernels.py``, so
+Nsight Compute's source view shows the CUDA text there.
 """
 from workloads.contract import Recipe
 
