@@ -99,7 +99,6 @@ def test_default_sample_is_seeded_unique_and_its_reference_is_the_full_ones():
     assert Squares(size=10).sample_indices(10).tolist() == list(range(10))  # small results: every element
 
 
-
 def test_the_raw_kernel_step_is_registered():
     import yaml
 
