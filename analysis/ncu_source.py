@@ -21,6 +21,9 @@ information assigns to the address (None without ``-lineinfo``), and ``IAction.s
 the text ncu imported (``--import-source yes``; an empty string when the file could not be found
 at capture time). Summed over addresses, each instance metric equals its kernel-level value.
 
+PyCUDA's kernels and CuPy's raw kernel are compiled with a ``#line`` directive in front of their
+source (workloads/cuda_source.py): their lines are those of the Python file that holds the CUDA
+text, which ncu imports like any other file, so the text comes from the report wherever it is read.
 Warp's generated CUDA (``warp.config.line_directives = False``) is correlated to the ``.cu`` file
 in the kernel cache; Warp writes each Python statement above its CUDA as a comment ending in
 ``<L n>``, which :func:`warp_python_lines` maps back to the Python line.

@@ -97,3 +97,15 @@ def test_default_sample_is_seeded_unique_and_its_reference_is_the_full_ones():
     assert np.all(np.diff(idx) > 0) and 0.7 * v.check_sample_elements < idx.size <= v.check_sample_elements
     np.testing.assert_array_equal(v.reference_at(idx), v.reference()[idx])
     assert Squares(size=10).sample_indices(10).tolist() == list(range(10))  # small results: every element
+
+
+def test_the_raw_kernel_step_is_registered():
+    import yaml
+
+    cupy = BY_NAME["cupy_sqdiff"]
+    assert cupy.parent_of("raw_kernel") == "fused" and cupy.variant_class("raw_kernel").improves_on == "fused"
+    ncu = yaml.safe_load((REPO / "rules" / "config.yaml").read_text())["workloads"]["cupy_sqdiff"]["ncu"]
+    # raw_kernel launches a kernel no other step does
+    assert "raw_kernel" in ncu["variants"]
+    # one call declares the same work as the step it improves on
+    assert cupy.variant_class("raw_kernel")(size=4096).work() == cupy.variant_class("fused")(size=4096).work()

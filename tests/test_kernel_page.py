@@ -129,3 +129,24 @@ def test_committed_h100_page_points_to_the_h100_reference():
     for run in sorted((REPO / "reports" / "reference").glob("*/kernels/*/kernel-run.json")):
         page = (REPO / "reports" / "kernels" / f"{run.parent.name}.md").read_text()
         assert f"gunzip -k reports/reference/{run.parents[2].name}/kernels/{run.parent.name}/" in page, run
+
+
+def test_a_pycuda_page_shows_the_cuda_text_of_the_python_file_its_line_directive_names(vectorized_capture):
+    # the line table of a capture compiled with the #line directive (a stand-in report: see test_ncu_source)
+    import dataclasses
+
+    from analysis.ncu_source import _source_view
+    from test_ncu_source import _vec4_action
+
+    path = "/gpu-host/checkout/workloads/pycuda_kernel/kernels.py"
+    action, (load, mul, _store) = _vec4_action(lambda text: {path: text})
+    k = dataclasses.replace(read_kernel_profile(str(VECTORIZED)), source=_source_view(action, 100))
+    run = json.loads((vectorized_capture / "kernel-run.json").read_text())
+    page = kernel_page(k, run)
+    assert _row(page, "1")[1:4] == [f"`workloads/pycuda_kernel/kernels.py:{mul}`",
+                                    "`v.x *= 2.0f; v.y *= 2.0f; v.z *= 2.0f; v.w *= 2.0f;`", "90"]
+    assert _row(page, "2")[1:3] == [f"`workloads/pycuda_kernel/kernels.py:{load}`", "`float4 v = in4[i];`"]
+    assert "No text was imported" not in page and "text not in the report" not in page
+    # the frameworks table says where PyCUDA's lines point now
+    assert "| PyCUDA | `SourceModule(src, options=[\"-lineinfo\"])`; the suite: `COOKBOOK_LINEINFO=1` |" in page
+    assert "`#line` directive" in _row(page, "PyCUDA")[2]

@@ -46,9 +46,21 @@ def test_the_pattern_selects_the_real_kernel_name_ncu_recorded(workload, variant
     # a fused kernel's name is a prefix of another's
     ("cupy", "cookbook_squared_diff", ("cupy_sqdiff", "fused_pow", 16384)),
     ("pycuda", "scale_vec", ("pycuda_kernel", "vectorized", 268435456)),
+    # the raw kernel's name extends the fused kernels' names
+    ("cupy", "cookbook_squared_diff_raw", ("cupy_sqdiff", "fused", 16384)),
+    ("cupy", "cookbook_squared_diff_raw", ("cupy_sqdiff", "fused_pow", 16384)),
 ])
 def test_the_pattern_does_not_select_a_neighbour(framework, kernel, other):
     assert not any(name_matches(kernel_regex(framework, kernel), n) for n in _names(*other))
+
+
+def test_the_raw_kernels_pattern_selects_its_extern_c_name_only():
+    from workloads.cupy_sqdiff.raw_kernel import KERNEL_NAME, SOURCE
+
+    # extern "C": ncu records the name as written in the source
+    assert f'extern "C" __global__ void {KERNEL_NAME}(' in SOURCE
+    assert name_matches(kernel_regex("cupy", KERNEL_NAME), KERNEL_NAME)
+    assert not name_matches(kernel_regex("cupy", "cookbook_squared_diff"), KERNEL_NAME)
 
 
 def test_warp_pattern_matches_the_name_from_warps_profiling_guide():

@@ -68,3 +68,22 @@ def test_rebuilding_kernel_pages_needs_no_gpu(repo):
     rc, out = _dry(repo, "rebuild_kernel_pages")
     assert rc == 0, out
     assert "kernel_capture" not in out and "preflight" not in out
+
+
+def test_the_readme_kernel_page_commands_for_pycuda_and_cupy_resolve(repo):
+    readme = (REPO / "README.md").read_text()
+    for workload, variant, kernel in (("pycuda_kernel", "vectorized", "scale_vec4"),
+                                      ("cupy_sqdiff", "raw_kernel", "cookbook_squared_diff_raw")):
+        config = [f"kernel_workload={workload}", f"kernel_variant={variant}", f"kernel_name={kernel}"]
+        assert "snakemake kernel_page --config " + " ".join(config) in readme
+        rc, out = _dry(repo, "kernel_page", "--config", *config)
+        assert rc == 0, out
+        assert f"--workload {workload} --variant {variant} --kernel {kernel} --size " in out
+        assert f"--output-dir results/captures/kernels/{workload}_{variant}_{kernel}" in out
+
+
+def test_a_raw_kernel_page_named_directly_resolves_its_variant(repo):
+    rc, out = _dry(repo, "reports/kernels/cupy_sqdiff_raw_kernel_cookbook_squared_diff_raw.md",
+                   "--config", "kernel_size=16384")
+    assert rc == 0, out
+    assert "--workload cupy_sqdiff --variant raw_kernel --kernel cookbook_squared_diff_raw --size 16384" in out

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import gzip
 import inspect
+import os
 import re
 import shutil
 
 import pytest
 
 from analysis.errors import AnalysisInputError
-from analysis.ncu_source import (PythonLine, has_warp_comments, kernel_names, read_kernel_profile,
-                                 warp_python_lines)
+from analysis.ncu_source import (PythonLine, SourceFile, _source_view, has_warp_comments, kernel_names,
+                                 read_kernel_profile, warp_python_lines)
 
 from conftest import REFERENCE, reference_runs
 
@@ -220,3 +221,124 @@ def test_source_without_warp_comments_maps_nothing():
 
     assert not has_warp_comments(SOURCE)
     assert set(warp_python_lines(SOURCE)) == {None}
+
+
+# --- source text for CUDA kept in a Python file (#line directive: workloads/cuda_source.py) -----------------
+#
+# No committed capture has it yet: a stand-in for ncu_report's action whose line table names the
+# Python file on the capture host, a path that does not exist here, as a `#line` directive makes it.
+
+
+class _Ids:
+    def __init__(self, addresses):
+        self._addresses = addresses
+
+    def num_instances(self):
+        return len(self._addresses)
+
+    def value(self, i):
+        return self._addresses[i]
+
+
+class _Metric:
+    def __init__(self, by_address):
+        self._items = list(by_address.items())
+
+    def has_correlation_ids(self):
+        return True
+
+    def correlation_ids(self):
+        return _Ids([a for a, _ in self._items])
+
+    def num_instances(self):
+        return len(self._items)
+
+    def value(self, i):
+        return self._items[i][1]
+
+
+class _Where:
+    def __init__(self, file, line):
+        self._file, self._line = file, line
+
+    def file_name(self):
+        return self._file
+
+    def line(self):
+        return self._line
+
+
+class _Action:
+    """Addresses -> (file, line), samples and instructions per address, and the imported files."""
+
+    def __init__(self, where, samples, files):
+        self._where, self._files = where, files
+        self._metrics = {"smsp__pcsamp_sample_count": _Metric(samples),
+                         "inst_executed": _Metric({a: 32 for a in where}),
+                         "smsp__pcsamp_warps_issue_stalled_long_scoreboard": _Metric(samples)}
+
+    def metric_by_name(self, name):
+        return self._metrics.get(name)
+
+    def metric_names(self):
+        return list(self._metrics)
+
+    def source_info(self, pc):
+        return _Where(*self._where[pc])
+
+    def sass_by_pc(self, pc):
+        return f"INSTR_{pc:x}"
+
+    def source_files(self):
+        return self._files
+
+
+CAPTURE_HOST_PATH = "/gpu-host/checkout/workloads/pycuda_kernel/kernels.py"
+
+
+def _vec4_action(files):
+    """The vec4 kernel's load, multiply and store lines, numbered as the #line directive numbers them."""
+    from pathlib import Path
+
+    from workloads.cuda_source import source_line
+    from workloads.pycuda_kernel import kernels
+
+    first = source_line(kernels.SOURCE, kernels.__file__)
+    text = kernels.SOURCE.splitlines()
+    at = {t.strip(): first + i for i, t in enumerate(text) if t.strip()}
+    load, mul, store = at["float4 v = in4[i];"], at["v.x *= 2.0f; v.y *= 2.0f; v.z *= 2.0f; v.w *= 2.0f;"], \
+        at["out4[i] = v;"]
+    where = {0x100: (CAPTURE_HOST_PATH, load), 0x110: (CAPTURE_HOST_PATH, mul), 0x120: (CAPTURE_HOST_PATH, store)}
+    action = _Action(where, {0x100: 5, 0x110: 90, 0x120: 5}, files(Path(kernels.__file__).read_text()))
+    return action, (load, mul, store)
+
+
+def test_text_of_a_python_file_outside_the_report_comes_from_what_ncu_imported():
+    assert not os.path.exists(CAPTURE_HOST_PATH)  # read from the report, never from this disk
+    action, (load, mul, store) = _vec4_action(lambda text: {CAPTURE_HOST_PATH: text})
+    view = _source_view(action, 100)
+    assert view.has_line_info and view.unattributed_samples == 0
+    assert [(sl.line, sl.text.strip(), sl.samples) for sl in view.lines] == [
+        (mul, "v.x *= 2.0f; v.y *= 2.0f; v.z *= 2.0f; v.w *= 2.0f;", 90),
+        (load, "float4 v = in4[i];", 5), (store, "out4[i] = v;", 5)]
+    assert view.files == (SourceFile(CAPTURE_HOST_PATH, True, 100),)
+    assert all(sl.python is None for sl in view.lines)  # no Warp comments in this file
+
+
+def test_a_file_ncu_found_in_another_folder_is_matched_by_its_name():
+    # ncu stores the path where --source-folders found a file missing at its recorded path
+    action, (_, mul, _) = _vec4_action(lambda text: {"/elsewhere/kernels.py": text, "/x/other.h": "int x;\n"})
+    view = _source_view(action, 100)
+    assert view.lines[0].line == mul and view.lines[0].text.strip().startswith("v.x *= 2.0f")
+    # two candidates of that name: no guess, no text
+    action, _ = _vec4_action(lambda text: {"/a/kernels.py": text, "/b/kernels.py": text})
+    view = _source_view(action, 100)
+    assert all(sl.text is None for sl in view.lines) and view.files[0].imported is False
+
+
+def test_a_file_ncu_could_not_import_has_line_numbers_but_no_text():
+    # what the PyCUDA captures without the directive hold: the file's entry with empty text
+    action, _ = _vec4_action(lambda text: {CAPTURE_HOST_PATH: ""})
+    view = _source_view(action, 100)
+    assert view.has_line_info and all(sl.text is None for sl in view.lines)
+    assert view.files == (SourceFile(CAPTURE_HOST_PATH, False, 100),)

@@ -183,7 +183,9 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         kernel_example="cookbook_squared_diff, cupy_subtract__float64_float64_float64",
         line_info_howto="`RawKernel`/`RawModule`/`ElementwiseKernel(..., options=(\"-lineinfo\",))`; `cupy.fuse` "
                         "and CuPy's own ufuncs take no compile options, so their kernels have no line information",
-        line_info_target="the generated CUDA-C (its text is not kept on disk)",
+        line_info_target="raw kernels: the Python file holding the source, through a `#line` directive (the "
+                         "`raw_kernel` step); without one, `kern.cu` in a temporary folder CuPy deletes: line "
+                         "numbers, no text",
         cuda_problem=_cupy_cuda_problem,
         howto_order=3,
     ),
@@ -211,9 +213,10 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         # SourceModule (extern "C" by default): the name as written in the CUDA source
         kernel_pattern=r"^{name}$",
         kernel_example="scale_vec4",
-        line_info_howto="`SourceModule(src, options=[\"-lineinfo\"])`",
-        line_info_target="the CUDA-C source; its text is in the report only if the file still exists when ncu "
-                         "imports it (PyCUDA compiles in a temporary folder it deletes unless `keep=True`)",
+        line_info_howto="`SourceModule(src, options=[\"-lineinfo\"])`; the suite: `COOKBOOK_LINEINFO=1`",
+        line_info_target="the Python file holding the CUDA-C source, through a `#line` directive in front of it "
+                         "(workloads/cuda_source.py); without one, `kernel.cu` in a temporary folder PyCUDA "
+                         "deletes: line numbers, no text",
         cuda_problem=_pycuda_cuda_problem,
         howto_order=2,
     ),

@@ -47,8 +47,8 @@ SETTINGS: Mapping[str, Setting] = {s.name: s for s in (
             "compute calls inside cuProfilerStart/Stop (nsys `--capture-range=cudaProfilerApi`).", "pipeline"),
     Setting("COOKBOOK_CUDA_DRIVER_LIBRARY", "libcuda.so.1", "The CUDA driver library the capture range "
             "loads.", "user"),
-    Setting("COOKBOOK_LINEINFO", "0", "`1`: kernels compiled with line information (Warp, Numba), for "
-            "Nsight Compute's source view.", "tools", "flag"),
+    Setting("COOKBOOK_LINEINFO", "0", "`1`: kernels compiled with line information (Warp, Numba, PyCUDA, "
+            "CuPy raw kernels), for Nsight Compute's source view.", "tools", "flag"),
     Setting("COOKBOOK_WARP_DEVICE", "", "The Warp device (`cuda:0`, `cpu`); empty: `cuda:0` when CUDA is "
             "available, else `cpu`. `--device cpu` sets `cpu`.", "user"),
     Setting("COOKBOOK_WARP_LINE_DIRECTIVES", "1", "`0`: Warp's SASS relates to the generated CUDA-C "

@@ -10,6 +10,7 @@ Recipe steps:
   fused_pow   @cupy.fuse of the expression as written: one kernel, but a float64 pow() each
   fused       @cupy.fuse of d = x - y; d * d: one kernel at the floor of 24 bytes per element
   fused_pool  fused on the RMM pool
+  raw_kernel  the same arithmetic as a hand-written CUDA kernel (cupy.RawKernel), 16-byte loads
 """
 from workloads.contract import Recipe
 
@@ -19,12 +20,13 @@ RECIPE = Recipe(
     seed_document="000",
     framework="cupy",
     requires=("cupy", "rmm"),
-    variants=("baseline", "rmm_pool", "fused_pow", "fused", "fused_pool"),
+    variants=("baseline", "rmm_pool", "fused_pow", "fused", "fused_pool", "raw_kernel"),
     improves_on=(
         ("rmm_pool", "baseline"),
         ("fused_pow", "baseline"),
         ("fused", "fused_pow"),
         ("fused_pool", "fused"),
+        ("raw_kernel", "fused"),
     ),
     default_size=4096,
     size_meaning="matrix side n: two n x n float64 inputs",

@@ -9,10 +9,13 @@ Recipe steps:
   baseline         the kernel launched as one block of 256 threads; pageable copies in and out
   grid_sized       the same kernel shape with a grid that fills the GPU (grid-stride loop)
   pinned_async     page-locked host buffers, asynchronous copies and launch on a stream
+  streams          the arrays in chunks over several streams: copies in both directions overlap
   device_resident  data kept on the device (gpuarray): no copies per call
   vectorized       what ncu showed next: float4 loads and stores
 
-Every kernel is compiled with -lineinfo, so Nsight Compute's source view maps SASS to CUDA lines.
+With line information requested (``COOKBOOK_LINEINFO=1``: ``snakemake kernel_page``) the kernels
+are compiled with -lineinfo, and a ``#line`` directive maps their lines to ``kernels.py``, so
+Nsight Compute's source view shows the CUDA text there.
 """
 from workloads.contract import Recipe
 
@@ -22,10 +25,11 @@ RECIPE = Recipe(
     seed_document="003",
     framework="pycuda",
     requires=("pycuda",),
-    variants=("baseline", "grid_sized", "pinned_async", "device_resident", "vectorized"),
+    variants=("baseline", "grid_sized", "pinned_async", "streams", "device_resident", "vectorized"),
     improves_on=(
         ("grid_sized", "baseline"),
         ("pinned_async", "grid_sized"),
+        ("streams", "pinned_async"),
         ("device_resident", "pinned_async"),
         ("vectorized", "device_resident"),
     ),

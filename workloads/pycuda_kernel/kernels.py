@@ -1,7 +1,13 @@
-"""The CUDA C source and its compilation (with -lineinfo for Nsight Compute's source view).
+"""The CUDA C source and its compilation.
 
 The seed's kernel doubles ``data`` in place; here it writes to a separate output, so that
 repeated calls compute the same thing and every call can be checked.
+
+The source is compiled with a ``#line`` directive in front (workloads/cuda_source.py says why), so
+that with ``-lineinfo`` the line table names this file, at the lines where the CUDA text below is:
+Nsight Compute imports this file and its Source page shows these lines. ``-lineinfo`` itself is
+added only when line information is requested (``COOKBOOK_LINEINFO=1``, the kernel-page run);
+it changes no instruction, only the debug information beside them.
 """
 from __future__ import annotations
 
@@ -54,10 +60,14 @@ def module():
     if _module is None:
         from pycuda.compiler import SourceModule
 
+        from workloads import cuda_source
         from workloads.pycuda_backend import driver
 
         driver()
-        _module = SourceModule(SOURCE, options=["-lineinfo"], no_extern_c=False)
+        # no_extern_c=False: PyCUDA wraps the text in `extern "C" { ... }`, so the kernels keep
+        # their CUDA names (what ncu -k and the kernel pages match)
+        _module = SourceModule(cuda_source.with_line_directive(SOURCE, __file__),
+                               options=list(cuda_source.lineinfo_options()), no_extern_c=False)
     return _module
 
 
