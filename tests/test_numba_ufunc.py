@@ -75,3 +75,142 @@ def test_fill_kernel_makes_finite_normal_looking_data():
         "print(bool(np.isfinite(x).all()), round(float(x.mean()), 1), round(float(x.std()), 1))\n")
     finite, mean, std = out.split()
     assert finite == "True" and abs(float(mean)) <= 0.1 and 0.8 <= float(std) <= 1.2
+
+
+# --- the float32 steps ---------------------------------------------------------------------------------
+
+from workloads.numba_ufunc import rounding  # noqa: E402
+
+U32 = 2.0 ** -24
+
+
+def test_the_fill_bounds_x_by_its_box_muller_floor():
+    # |x| = sqrt(-2 ln u1) |cos| <= sqrt(-2 ln FILL_U1_MIN): what the float32 tolerances are taken at
+    assert body.FILL_U1_MIN == 1e-12
+    assert body.FILL_MAX_ABS == pytest.approx(7.4338443777, rel=1e-10)
+
+
+def test_the_float32_error_bound_is_the_derivation_in_rounding_py():
+    # libdevice: (x^2/2 + 8.5) u, every term of the module doc
+    assert rounding.UNIT_ROUNDOFF == U32 and rounding.ULP == 2 * U32
+    assert rounding.relative_error_bound(0.0) == pytest.approx(8.5 * U32, rel=1e-12)
+    for x in (0.5, 1.0, 3.0, body.FILL_MAX_ABS):
+        assert rounding.relative_error_bound(x) == pytest.approx((x * x / 2 + 8.5) * U32, rel=1e-12)
+    # fastmath: x^2 u + 2^-22.41 (half the sine's absolute error) + 2^-12 (half the assumed tanh) + 11.5 u
+    for x in (0.0, 2.0, body.FILL_MAX_ABS):
+        want = x * x * U32 + 2.0 ** -22.41 + 2.0 ** -12 + 11.5 * U32
+        assert rounding.relative_error_bound(x, fastmath=True) == pytest.approx(want, rel=1e-12)
+    # the tolerances the steps carry: the bound at the largest |x| the fill draws
+    from workloads.numba_ufunc.fastmath import Fastmath
+    from workloads.numba_ufunc.float32 import Float32
+
+    assert Float32.tolerance == pytest.approx(2.1536e-6, rel=1e-4)
+    assert Fastmath.tolerance == pytest.approx(2.4830e-4, rel=1e-4)
+    # vectorized as the per-element test below uses it
+    xs = np.array([0.0, 1.0, 2.0])
+    assert np.allclose(rounding.relative_error_bound(xs), (xs ** 2 / 2 + 8.5) * U32, rtol=1e-12)
+
+
+@pytest.mark.parametrize("fastmath", [False, True])
+def test_float32_cpu_ufunc_stays_within_the_bound_element_by_element(fastmath):
+    # the same body compiled for the CPU in float32 (glibc's float32 sinf/expf/tanhf, within the 2 ulp
+    # the bound assumes): every element within its own first-order bound, and the relative norm (what the
+    # check takes) far under the step's tolerance. Numba's CPU fastmath keeps the library calls, so the
+    # fastmath run measures the same float32 arithmetic, not the GPU's approximate instructions.
+    ufunc = numba.vectorize(["float32(float32)"], target="cpu", fastmath=fastmath)(body.mycalculation)
+    x = np.random.default_rng(7).standard_normal(2_000_000).astype(np.float32)
+    ref = body.reference(x)
+    out = ufunc(x).astype(np.float64)
+    assert np.all(np.isfinite(out))
+    rel = np.abs(out - ref) / np.abs(ref)
+    assert np.all(rel <= rounding.relative_error_bound(np.abs(x.astype(np.float64))))
+    norm = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+    # rounding.py's measured figure: 2.6e-8 (0.44 u); the float32 tolerance sits ~80x above it
+    assert 0.1 * U32 < norm < U32
+    assert rounding.tolerance(body.FILL_MAX_ABS) / norm > 40
+
+
+@pytest.mark.parametrize("variant", ["float32", "fastmath"])
+@pytest.mark.parametrize("mode", ["run", "timed"])
+def test_float32_steps_run_and_check_under_the_simulator(tmp_path, variant, mode):
+    out = tmp_path / "rec.json"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    args = [sys.executable, "-m", "workloads.numba_ufunc", "--device", "cpu", "--variant", variant, "--size", "3001",
+            "--mode", mode, "--output", str(out)]
+    if mode == "timed":
+        args += ["--warmup", "1", "--repeats", "3"]
+    r = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rec = json.loads(out.read_text())
+    assert rec["tolerance"] == rounding.tolerance(body.FILL_MAX_ABS, fastmath=variant == "fastmath")
+    # the simulator evaluates the math in Python floats and stores float32: the output's rounding only
+    assert 0 < rec["relative_error"] < U32
+    w = rec["work"]
+    assert (w["bytes_read"], w["bytes_written"], w["flops"], w["flops_kind"]) == (4 * 3001, 4 * 3001, 10 * 3001, "fp32")
+    assert w["bytes_h2d"] == w["bytes_d2h"] == 0
+
+
+def test_float32_results_off_by_five_times_the_bound_fail_the_check():
+    # and a kernel that never ran leaves the poison (NaN) in place
+    out = _simulate(
+        "import numpy as np\n"
+        "from workloads.numba_ufunc.float32 import Float32\n"
+        "from workloads.contract import check_result, ResultMismatch\n"
+        "v = Float32(size=2000); v.setup(); v.step()\n"
+        "got, ref = v.result(), v.reference()\n"
+        "assert got.dtype == np.float32 and v.d_x.copy_to_host().dtype == np.float32\n"
+        "print('exact', check_result(got, ref, v.tolerance, 'x') < 1e-7)\n"
+        "try:\n"
+        "    check_result(got * np.float32(1 + 5 * v.tolerance), ref, v.tolerance, 'x')\n"
+        "except ResultMismatch as e:\n"
+        "    print('caught', e)\n"
+        "w = Float32(size=2000); w.setup()\n"
+        "try:\n"
+        "    check_result(w.result(), w.reference(), w.tolerance, 'x')\n"
+        "except ResultMismatch as e:\n"
+        "    print('unlaunched', e)\n")
+    assert "exact True" in out
+    assert "caught" in out and "exceeds tolerance" in out
+    assert "unlaunched" in out and "non-finite" in out
+
+
+def test_the_float32_kernels_pass_fastmath_and_lineinfo_to_both_jit_calls(monkeypatch):
+    # numba.cuda.jit with a signature compiles at once, which needs a GPU: a stand-in records the calls
+    seen = []
+
+    class Recorder:
+        @staticmethod
+        def jit(*args, **kwargs):
+            seen.append((args, kwargs))
+            return lambda fn: fn
+
+    monkeypatch.setattr(body, "jit_options", lambda: {"lineinfo": True})
+    monkeypatch.setattr(body, "cuda", Recorder)
+    monkeypatch.setattr(body, "_compiled", {})
+    for fastmath in (False, True):
+        seen.clear()
+        kernel = body.float32_kernel(fastmath)
+        assert kernel.__name__ == ("mycalculation_f32_fastmath" if fastmath else "mycalculation_f32")
+        (dev_args, dev_kw), (k_args, k_kw) = seen
+        assert dev_args == ("float32(float32)",) and dev_kw == {"device": True, "fastmath": fastmath, "lineinfo": True}
+        assert k_args == (body.F32_KERNEL_SIGNATURE,) and k_kw == {"fastmath": fastmath, "lineinfo": True}
+
+
+def test_the_new_kernels_names_select_only_themselves():
+    from workloads.tools.kernel_profile import kernel_regex, name_matches
+
+    f32 = "mycalculation_f32[abi:v1,cw51cXTLSUwv1sDUaKthqaNgoKmjgOR3W3CwAkMQ6ntbdO9]"
+    fast = "mycalculation_f32_fastmath[abi:v1,cw51cXTLSUwv1sDUaKthqaNgoKmjgOR3W3CwAkMQ6ntbdO9]"
+    assert name_matches(kernel_regex("numba", "mycalculation_f32"), f32)
+    assert not name_matches(kernel_regex("numba", "mycalculation_f32"), fast)
+    assert name_matches(kernel_regex("numba", "mycalculation_f32_fastmath"), fast)
+    assert not name_matches(kernel_regex("numba", "mycalculation"), f32)
+
+
+def test_the_float32_steps_are_registered_after_device_resident():
+    from workloads.numba_ufunc import RECIPE
+
+    assert RECIPE.variants[-3:] == ("device_resident", "float32", "fastmath")
+    assert RECIPE.parent_of("float32") == "device_resident" and RECIPE.parent_of("fastmath") == "float32"
+    for v in ("float32", "fastmath"):
+        assert RECIPE.variant_class(v).name == v

@@ -9,10 +9,12 @@ Recipe steps:
   pinned           pinned host buffers, explicit copies to and from a device array
   streams          chunks on several streams: copies in both directions overlap the kernel
   device_resident  data generated on the GPU and kept there, ufunc with a device out=
+  float32          float32 data and float32 math in a @cuda.jit kernel: off the FP64 pipe
+  fastmath         the same kernel with fastmath=True: the approximate (MUFU) instructions
 
 Floors (measured in the same run): for host data, the larger of 2 GiB / pinned host-to-device
 bandwidth and 2 GiB / pinned device-to-host bandwidth (both directions at once); for device-resident
-data, 4 GiB / device bandwidth.
+data, 4 GiB / device bandwidth (2 GiB for the float32 steps, whose values take 4 bytes).
 """
 from workloads.contract import Recipe
 
@@ -22,14 +24,16 @@ RECIPE = Recipe(
     seed_document="002",
     framework="numba",
     requires=("numba", "numba_cuda"),
-    variants=("baseline", "pinned", "streams", "device_resident"),
+    variants=("baseline", "pinned", "streams", "device_resident", "float32", "fastmath"),
     improves_on=(
         ("pinned", "baseline"),
         ("streams", "pinned"),
         ("device_resident", "streams"),
+        ("float32", "device_resident"),
+        ("fastmath", "float32"),
     ),
     default_size=256 * 1024 * 1024,
-    size_meaning="number of float64 elements (the seed's 256 Mi = 268435456)",
+    size_meaning="number of elements, float64 (the seed's 256 Mi = 268435456; float32 in the float32 and fastmath steps)",
     seed_split=(("H2D", 37.8), ("kernel", 0.5), ("D2H", 62.2)),
     seed_split_device="V100, KAUST Ibex page",
     # place in the reports and the index

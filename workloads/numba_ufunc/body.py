@@ -1,6 +1,7 @@
-"""The seed's scalar function, written once and compiled three ways: as a CUDA ufunc
-(``vectorize(target="cuda")``), as a CUDA device function for ``@cuda.jit`` kernels, and as a CPU
-ufunc for the tests (the CUDA simulator cannot run CUDA ufuncs)."""
+"""The seed's scalar function, written once and compiled several ways: as a CUDA ufunc
+(``vectorize(target="cuda")``), as a CUDA device function for ``@cuda.jit`` kernels (float64, and
+float32 with or without ``fastmath``), and as a CPU ufunc for the tests (the CUDA simulator cannot
+run CUDA ufuncs)."""
 from __future__ import annotations
 
 import math
@@ -27,6 +28,12 @@ def reference(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     return np.sqrt(np.abs(np.exp(-np.sin(x ** 2)) / (np.sqrt(np.abs(x)) * np.tanh(x))))
 
+
+#: the fill kernel's floor on its first uniform draw (keeps log() finite): it also bounds |x| by
+#: :data:`FILL_MAX_ABS`, which the float32 steps' error bounds use
+FILL_U1_MIN = 1e-12
+#: the largest |x| the fill kernel can produce: Box-Muller's radius sqrt(-2 ln u1) at u1 = FILL_U1_MIN
+FILL_MAX_ABS = math.sqrt(-2.0 * math.log(FILL_U1_MIN))
 
 _compiled: dict[str, object] = {}
 
@@ -93,7 +100,8 @@ def cuda_kernel():
 
 def fill_kernel():
     """A ``@cuda.jit`` kernel that fills an array with normal-looking values from the element index
-    alone (a float hash and Box-Muller), so device-resident data never cross the host link."""
+    alone (a float hash and Box-Muller), so device-resident data never cross the host link. The
+    values are computed in float64 and stored in ``out``'s dtype (a float32 array gets them rounded)."""
     if "fill" not in _compiled:
 
         @cuda.jit(**jit_options())
@@ -105,11 +113,52 @@ def fill_kernel():
                 h2 = math.sin((i + 1.0) * 39.3468 + seed * 11.135) * 24634.6345
                 u1 = h1 - math.floor(h1)
                 u2 = h2 - math.floor(h2)
-                u1 = max(u1, 1e-12)
+                u1 = max(u1, FILL_U1_MIN)
                 out[i] = math.sqrt(-2.0 * math.log(u1)) * math.cos(6.283185307179586 * u2)
 
         _compiled["fill"] = fill_normal
     return _compiled["fill"]
+
+
+#: the float32 kernels' signature: contiguous 1-D float32 input and output
+F32_KERNEL_SIGNATURE = "void(float32[::1], float32[::1])"
+
+
+def float32_kernel(fastmath: bool = False):
+    """An elementwise ``@cuda.jit`` kernel calling ``mycalculation`` on float32 arrays, one element per
+    thread, launched with ``forall`` as Numba launches its CUDA ufuncs (the driver's occupancy-based
+    block size, as many blocks as it takes): only the precision differs from the float64 ufunc.
+
+    Every value in the body is float32 (the input, ``x ** 2``, the libdevice ``sinf``/``expf``/
+    ``tanhf``/``sqrtf`` calls and the division), so no instruction runs on the FP64 pipe. With
+    ``fastmath=True`` Numba also swaps in the approximate instructions: ``sin.approx``, ``ex2.approx``
+    (for exp), ``tanh.approx``, ``sqrt.approx`` and ``div.approx``, with denormals flushed to zero
+    (workloads/numba_ufunc/rounding.py bounds what each costs in accuracy). Two kernels, so that
+    reports and kernel pages tell them apart by name: ``mycalculation_f32`` and
+    ``mycalculation_f32_fastmath``."""
+    key = f"f32-fastmath-{fastmath}"
+    if key not in _compiled:
+        options = {"fastmath": fastmath, **jit_options()}
+        # explicit signatures: compiled here (in the step's setup), not in its first call
+        device_fn = cuda.jit("float32(float32)", device=True, **options)(mycalculation)
+
+        if fastmath:
+            @cuda.jit(F32_KERNEL_SIGNATURE, **options)
+            def mycalculation_f32_fastmath(x, out):
+                i = cuda.grid(1)
+                if i < out.shape[0]:
+                    out[i] = device_fn(x[i])
+
+            _compiled[key] = mycalculation_f32_fastmath
+        else:
+            @cuda.jit(F32_KERNEL_SIGNATURE, **options)
+            def mycalculation_f32(x, out):
+                i = cuda.grid(1)
+                if i < out.shape[0]:
+                    out[i] = device_fn(x[i])
+
+            _compiled[key] = mycalculation_f32
+    return _compiled[key]
 
 
 def poison_kernel():
