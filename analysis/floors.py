@@ -18,6 +18,7 @@ ARITHMETIC_CEILINGS = {
     "fp64": ("FP64 arithmetic", "fp64_fma"),
     "fp32": ("FP32 arithmetic", "fp32_fma"),
     "fp16_tensor": ("16-bit tensor-core matmul", "fp16_gemm"),
+    "tf32_tensor": ("TF32 tensor-core matmul", "tf32_gemm"),
 }
 
 
@@ -29,6 +30,7 @@ RATE_NAMES = {
     "fp64_fma": "measured FP64 FMA rate",
     "fp32_fma": "measured FP32 FMA rate",
     "fp16_gemm": "measured FP16 tensor-core GEMM rate",
+    "tf32_gemm": "measured TF32 tensor-core GEMM rate",
 }
 
 #: A step within this factor of its floor runs at the reference rate: the rates are medians of

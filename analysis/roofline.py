@@ -26,7 +26,8 @@ LEVEL_MARKERS = {"DRAM": "o", "L2": "s", "L1": "^"}
 
 
 #: the suite's measured rate (ceilings.json) for each precision a kernel can execute
-MEASURED_COMPUTE = {"FP64": "fp64_fma", "FP32": "fp32_fma", "BF16 tensor": "bf16_gemm", "FP16 tensor": "fp16_gemm"}
+MEASURED_COMPUTE = {"FP64": "fp64_fma", "FP32": "fp32_fma", "BF16 tensor": "bf16_gemm", "FP16 tensor": "fp16_gemm",
+                    "TF32 tensor": "tf32_gemm"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,7 +36,7 @@ def _run(variant: str, size: int):
     return v
 
 
-@pytest.mark.parametrize("variant", RECIPE.variants)
+@pytest.mark.parametrize("variant", [v for v in RECIPE.variants if v != "tf32"])
 def test_every_variant_matches_its_reference_exactly(variant):
     v = _run(variant, 64)
     # int32: exact modulo 2^32; float32/bf16: small integers, every sum exact in float32
@@ -124,7 +124,8 @@ def test_a_run_under_the_profilers_records_its_sampled_check(tmp_path):
 
 
 @pytest.mark.parametrize("variant,item_in,kind", [("baseline", 4, "int32"), ("jit", 4, "int32"),
-                                                   ("float32", 4, "fp32"), ("bf16", 2, "fp16_tensor")])
+                                                   ("float32", 4, "fp32"), ("tf32", 4, "tf32_tensor"),
+                                                   ("bf16", 2, "fp16_tensor")])
 def test_work_sums_over_the_sides(variant, item_in, kind):
     w = RECIPE.variant_class(variant)(size=8192).work()
     sides = [2 ** i for i in range(1, 14)]
@@ -363,3 +364,105 @@ def test_allocator_runs_stream_their_output_and_exit_status_into_the_log(capfd):
     assert r.returncode == 3 and "RESOURCE_EXHAUSTED" in r.stderr and "compiling" in r.stderr
     assert "[default under nsys] compiling" in err and "[default under nsys] RESOURCE_EXHAUSTED" in err
     assert err.rstrip().endswith("[default under nsys] exit status 3")
+
+
+# --- the tf32 step ----------------------------------------------------------------------------------
+
+def test_tf32_tolerance_is_the_n_term_dot_product_bound():
+    # 2 e + e^2 + (n - 1) 2^-23, e = 2^-10: both inputs cut to TF32, float32 sums of n nonnegative terms
+    for n in (2, 64, 512, 8192):
+        want = 2 * 2.0 ** -10 + 2.0 ** -20 + (n - 1) * 2.0 ** -23
+        assert common.tf32_tolerance(n) == pytest.approx(want, rel=1e-12)
+    assert common.tf32_tolerance(8192) == pytest.approx(2.9305e-3, rel=1e-4)
+    v = RECIPE.variant_class("tf32")(size=8192)
+    assert v.tolerance == common.tf32_tolerance(8192)
+
+
+def test_tf32_rounding_keeps_ten_mantissa_bits():
+    x = np.array([1 / 7, 2 / 7, 5 / 7, 1.0, 3.0e-5, -4.75, 1234.5678], dtype=np.float32)
+    for nearest, bound in ((False, 2.0 ** -10), (True, 2.0 ** -11)):
+        t = common.tf32_round(x, nearest=nearest)
+        assert t.dtype == np.float32 and not (t.view(np.uint32) & np.uint32(0x1FFF)).any()
+        rel = np.abs(t.astype(np.float64) - x) / np.abs(x.astype(np.float64))
+        assert (rel <= bound).all()
+    # 5/7 = 1.0110110110|1101... x 2^-1: cut, it loses 0.11011..., rounded it goes up
+    five = np.float32(5 / 7)
+    assert common.tf32_round(np.array([five]))[0] < five < common.tf32_round(np.array([five]), nearest=True)[0]
+
+
+@pytest.mark.parametrize("n", [64, 512])
+def test_tf32_expected_error_from_the_inputs_rounding_sits_under_the_tolerance(n):
+    """What the GPU check should measure: the product of the TF32-rounded inputs against the exact one
+    (float64 both). Every k/7 loses about 2^-12 of itself (5/7: 2^-10.7 when cut), all the same way, so
+    the errors add up instead of averaging out: 6.6e-4 when the kernel cuts, 3.2e-4 when it rounds."""
+    a = common.float_values(n, 7)
+    exact = a @ a
+    errs = {}
+    for nearest in (False, True):
+        t = common.tf32_round(a.astype(np.float32), nearest=nearest).astype(np.float64)
+        errs[nearest] = np.linalg.norm(t @ t - exact) / np.linalg.norm(exact)
+    assert errs[False] == pytest.approx(6.6e-4, rel=0.05) and errs[True] == pytest.approx(3.2e-4, rel=0.05)
+    assert common.tf32_tolerance(n) / errs[False] > 2.5
+
+
+@pytest.mark.parametrize("size", [64, 512])
+def test_tf32_on_the_cpu_passes_its_check_in_full_float32(size):
+    # JAX's CPU backend computes Precision.DEFAULT in float32: no TF32 rounding to see here
+    v = _run("tf32", size)
+    assert v.platform == "cpu"
+    out, ref = v.result(), v.reference()
+    err = check_result(out, ref, v.tolerance, "tf32")
+    assert 0 < err < 1e-5, err
+    # the inputs are the float32 quotients k/7, made on the host
+    np.testing.assert_array_equal(np.asarray(v.inputs[-1][0], dtype=np.float64), common.float_values(size, 7))
+    # a product off by TF32's whole bound fails
+    with pytest.raises(WorkloadError, match="relative error"):
+        check_result(out * (1 + 2 * v.tolerance), ref, v.tolerance, "tf32")
+    v.teardown()
+
+
+def test_tf32_program_for_a_gpu_names_the_tf32_algorithm_and_the_cpu_program_default():
+    from jax import export
+
+    v = RECIPE.variant_class("tf32")(size=64)
+    s = jax.ShapeDtypeStruct((64, 64), jax.numpy.float32)
+    v.platform = "gpu"
+    gpu = export.export(jax.jit(v.product), platforms=["cuda"])(s, s).mlir_module()
+    dots = [line for line in gpu.splitlines() if "stablehlo.dot_general" in line]
+    assert len(dots) == 1
+    assert "lhs_precision_type = tf32, rhs_precision_type = tf32, accumulation_type = f32" in dots[0]
+    v.platform = "cpu"
+    cpu = jax.jit(v.product).lower(s, s).as_text()
+    dots = [line for line in cpu.splitlines() if "stablehlo.dot_general" in line]
+    assert len(dots) == 1 and "algorithm" not in dots[0]
+    # why the CPU path differs: XLA's CPU backend refuses the preset
+    with pytest.raises(ValueError, match="not supported"):
+        jax.jit(lambda a, b: jax.numpy.matmul(a, b, precision=jax.lax.DotAlgorithmPreset.TF32_TF32_F32)).lower(s, s)
+
+
+def test_the_tf32_ceiling_spot_values_are_the_float64_product_of_the_steps_inputs():
+    from workloads.tools import ceilings
+
+    n = 96
+    a = common.float_values(n, ceilings.TF32_INPUT_DIVISOR)
+    rows, cols = [0, 1, 48, 95], [0, 95, 3, 94]
+    np.testing.assert_allclose(ceilings.tf32_spot_values(n, rows, cols), (a @ a)[rows, cols], rtol=1e-14)
+    assert RECIPE.variant_class("tf32").float_divisor == ceilings.TF32_INPUT_DIVISOR
+
+
+def test_tf32_work_is_measured_against_the_tf32_gemm_ceiling():
+    from analysis import floors
+
+    w = RECIPE.variant_class("tf32")(size=8192).work().as_dict()
+    ceil = {"d2d_copy": {"gb_per_s": 3000.0}, "tf32_gemm": {"tflop_per_s": 400.0}}
+    fl = floors.floor(w, ceil)
+    assert fl.binding.resource == "TF32 tensor-core matmul"
+    assert fl.ms == pytest.approx(w["flops"] / 400e12 * 1e3)
+    assert fl.binding.rate_name == "measured TF32 tensor-core GEMM rate"
+    # a run without the ceiling (the committed H200 one) has the memory floor alone
+    assert floors.floor(w, {"d2d_copy": {"gb_per_s": 3000.0}}).binding.resource == "device memory"
+
+
+def test_tf32_improves_on_float32_beside_bf16():
+    assert RECIPE.variants == ("baseline", "jit", "float32", "tf32", "bf16")
+    assert RECIPE.parent_of("tf32") == "float32" and RECIPE.parent_of("bf16") == "float32"

@@ -35,7 +35,7 @@ class ResultMismatch(WorkloadError):
     """The variant's result disagrees with the float64 reference."""
 
 
-FLOPS_KINDS = ("fp64", "fp32", "fp16_tensor", "int32")
+FLOPS_KINDS = ("fp64", "fp32", "fp16_tensor", "tf32_tensor", "int32")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +55,8 @@ class Work:
     bytes_d2h: int = 0
     #: what the FLOPs run on, which picks the ceiling they are measured against: "fp64" (FP64 FMA
     #: rate), "fp32" (FP32 FMA rate), "fp16_tensor" (dense 16-bit matrix multiply through cuBLAS:
-    #: bf16/fp16 tensor cores), "int32" (no ceiling measured: integer work gets no arithmetic floor)
+    #: bf16/fp16 tensor cores), "tf32_tensor" (dense float32 matrix multiply through cuBLAS with TF32
+    #: inputs), "int32" (no ceiling measured: integer work gets no arithmetic floor)
     flops_kind: str = "fp64"
 
     def __post_init__(self) -> None:

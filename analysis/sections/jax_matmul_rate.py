@@ -7,7 +7,8 @@ loop's FLOPs over the timed median, host timer with block_until_ready). The goal
 least 80% of ``fp16_gemm`` (CuPy float16 8192^3 matmul through cuBLAS, CUDA events), judged on the
 kernel: the ceiling is one GEMM timed alone, kernel against kernel; the loop's rate is shown
 beside it. ``bf16_gemm`` (cublasGemmEx, bfloat16 in, float32 out: what XLA asks cuBLAS for) is
-shown too where the run measured it. float32 is set against ``fp32_fma``.
+shown too where the run measured it. float32 is set against ``fp32_fma``, tf32 against ``tf32_gemm``
+(cuBLAS float32 with TF32 math on the tf32 step's inputs) where the run measured it.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ INPUTS: tuple[str, ...] = ()
 FIGURES: tuple[str, ...] = ()
 GOAL = 0.80
 #: variant -> the ceiling its goal and floor are measured against, and the like-for-like one if any
-CEILING_OF = {"bf16": ("fp16_gemm", "bf16_gemm"), "float32": ("fp32_fma", None)}
+CEILING_OF = {"bf16": ("fp16_gemm", "bf16_gemm"), "float32": ("fp32_fma", None), "tf32": ("tf32_gemm", None)}
 
 
 def summarize(workload_root: str) -> list[dict]:
@@ -69,7 +70,7 @@ def summarize(workload_root: str) -> list[dict]:
             "kernel_is_library_gemm": readers.is_library_gemm(kernels[-1].name),
         })
     if not rows:
-        raise AnalysisInputError(workload_root, "no run folder of bf16 or float32")
+        raise AnalysisInputError(workload_root, "no run folder of bf16, float32 or tf32")
     return rows
 
 

@@ -15,7 +15,11 @@ Recipe steps:
   baseline  the seed: eager jnp.arange inputs and A @ B, int32
   jit       the whole loop as one jax.jit program over inputs made once, int32
   float32   the same program on float32 inputs, precision=HIGHEST (true float32, no TF32)
+  tf32      float32 data, TF32 inputs on the tensor cores (DotAlgorithmPreset.TF32_TF32_F32), float32 sums
   bf16      bfloat16 inputs, float32 accumulation (preferred_element_type): tensor cores
+
+tf32 and bf16 both improve on float32 (two ways onto the tensor cores: keep float32 storage and
+round inputs to TF32, or store bfloat16); bf16, the faster, is the last step.
 
 The seed's other two lessons are here too: its capture range (cuProfilerStart/Stop around the
 loop, ``nsys --capture-range=cudaProfilerApi``; workloads/profiler_range.py) and its warning about
@@ -29,10 +33,11 @@ RECIPE = Recipe(
     seed_document="001",
     framework="jax",
     requires=("jax",),
-    variants=("baseline", "jit", "float32", "bf16"),
+    variants=("baseline", "jit", "float32", "tf32", "bf16"),
     improves_on=(
         ("jit", "baseline"),
         ("float32", "jit"),
+        ("tf32", "float32"),
         ("bf16", "float32"),
     ),
     default_size=512,

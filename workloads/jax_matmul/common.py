@@ -17,6 +17,11 @@ Inputs keep the seed's ``arange(n*n).reshape(n, n)``, with A and B equal, as the
   exact product: the reference (float64 NumPy) must match *exactly*, and the tolerance is 0.
   With 7 (odd) as the modulus the columns of B are not constant for power-of-two n, so a
   transposed or shifted operand changes the result.
+* tf32: the same values divided by 7 in float32 (``(arange(n*n) % 7) / 7``): k/7 has a repeating
+  binary expansion, so every nonzero value uses all 24 bits of float32 and loses some to TF32's 11
+  (10 stored): the check sees what TF32 costs, which integers below 2^11 would hide. The reference
+  is the float64 product of the same float32 values; the tolerance is TF32's error bound for an
+  n-term dot product (:func:`tf32_tolerance`).
 """
 from __future__ import annotations
 
@@ -49,9 +54,47 @@ def seed_values(n: int) -> np.ndarray:
     return np.arange(n * n, dtype=np.int64).reshape(n, n)
 
 
-def float_values(n: int) -> np.ndarray:
-    """The float variants' matrix: arange(n*n) % 7, as float64 on the host."""
-    return (np.arange(n * n, dtype=np.int64) % FLOAT_MODULUS).astype(np.float64).reshape(n, n)
+def float_values(n: int, divisor: int = 1) -> np.ndarray:
+    """The float variants' matrix: arange(n*n) % 7, divided by ``divisor`` in float32 (correctly
+    rounded, as the device divides), as float64 on the host."""
+    values = (np.arange(n * n, dtype=np.int64) % FLOAT_MODULUS).astype(np.float32)
+    if divisor != 1:
+        values /= np.float32(divisor)
+    return values.astype(np.float64).reshape(n, n)
+
+
+#: TF32: float32's 8-bit exponent and 10 of its 23 stored mantissa bits
+TF32_MANTISSA_BITS = 10
+#: an input's relative error on its way to TF32: under 2^-10 if the low 13 bits are cut (a tensor
+#: core fed float32 registers reads only the top 19 bits), under 2^-11 if rounded to nearest
+#: (cvt.rna.tf32.f32); which one a library's kernel does is its choice, so the bound takes the cut
+TF32_INPUT_ERROR = 2.0 ** -TF32_MANTISSA_BITS
+#: float32 accumulation, one ulp per addition (2^-23 relative: covers adders that truncate)
+FP32_ACCUMULATION_ERROR = 2.0 ** -23
+
+
+def tf32_tolerance(n: int) -> float:
+    """Largest relative error of C = A B (n x n, nonnegative entries) computed with TF32 inputs and
+    float32 accumulation, element by element and so in the relative norm the check takes.
+
+    One term a_k b_k: both inputs rounded to TF32, (1 + e_a)(1 + e_b), |e| <= TF32_INPUT_ERROR; the
+    product of two 11-bit significands is exact in float32. The sum of n such terms in float32: at
+    most (n - 1) FP32_ACCUMULATION_ERROR relative to the sum of the terms' magnitudes, which for
+    nonnegative inputs is the exact sum itself. First order, plus the e_a e_b term:
+    2 e + e^2 + (n - 1) 2^-23; 2.9e-3 at n = 8192, 2.0e-3 at n = 512."""
+    e = TF32_INPUT_ERROR
+    return 2.0 * e + e * e + (n - 1) * FP32_ACCUMULATION_ERROR
+
+
+def tf32_round(values: np.ndarray, nearest: bool = False) -> np.ndarray:
+    """float32 ``values`` as TF32 holds them (in float32): the low 13 mantissa bits cut, or rounded to
+    nearest with ties away from zero (cvt.rna.tf32.f32). Finite values only. For the expected error
+    of the tf32 step (the host product of the rounded inputs)."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    low = np.uint32((1 << (23 - TF32_MANTISSA_BITS)) - 1)
+    if nearest:
+        bits = bits + np.uint32(1 << (22 - TF32_MANTISSA_BITS))
+    return (bits & ~low).view(np.float32)
 
 
 def parallel_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -105,6 +148,8 @@ class MatmulLoop(JaxDevice, Variant):
     flops_kind: str = "int32"
     #: int32: exact modulo 2^32; float32/bf16: exact, see the module doc
     tolerance = 0.0
+    #: the float inputs are arange % 7 divided by this in float32 (1: the integers themselves)
+    float_divisor: int = 1
 
     def __init__(self, size: int, seed: int = 0) -> None:
         super().__init__(size, seed)
@@ -112,7 +157,7 @@ class MatmulLoop(JaxDevice, Variant):
 
     def host_inputs(self, n: int) -> np.ndarray:
         """The values of A (= B) at side n, on the host, as the device gets them."""
-        return seed_values(n) if self.input_dtype == "int32" else float_values(n)
+        return seed_values(n) if self.input_dtype == "int32" else float_values(n, self.float_divisor)
 
     def require_int32_default(self) -> None:
         """The seed's ``jnp.arange`` is int32 only while JAX's 64-bit mode is off (the default)."""

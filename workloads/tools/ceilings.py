@@ -17,7 +17,10 @@ delivered today:
   work. CuPy has no bfloat16; on Hopper the dense fp16 and bf16 tensor-core rates are the same;
 * ``bf16_gemm``: the same product as bfloat16 in, float32 out, through ``cublasGemmEx`` (what XLA
   asks cuBLAS for in a bf16 dot with float32 accumulation): the like-for-like reference of the JAX
-  recipe's bf16 step (cuBLAS picks its kernel per type, and the fp16 pick can be slower).
+  recipe's bf16 step (cuBLAS picks its kernel per type, and the fp16 pick can be slower);
+* ``tf32_gemm``: the same product in float32 with TF32 inputs (``cublasGemmEx``,
+  ``CUBLAS_COMPUTE_32F_FAST_TF32``), on the JAX recipe's tf32 inputs ``(arange % 7) / 7``: the
+  ceiling for TF32 tensor-core work.
 """
 from __future__ import annotations
 
@@ -131,6 +134,7 @@ def measure_fp16_gemm(warmup: int, repeats: int, n: int = 8192) -> dict:
 # cuBLAS/CUDA enum values (cublas_api.h, library_types.h)
 _CUDA_R_32F, _CUDA_R_16BF = 0, 14
 _CUBLAS_COMPUTE_32F = 68
+_CUBLAS_COMPUTE_32F_FAST_TF32 = 77
 _CUBLAS_OP_N = 0
 _CUBLAS_GEMM_DEFAULT = -1
 
@@ -176,6 +180,59 @@ def measure_bf16_gemm(warmup: int, repeats: int, n: int = 8192) -> dict:
             "inputs": f"arange(n*n) % {GEMM_INPUT_MODULUS}"}
 
 
+#: the TF32 GEMM's inputs are the integers divided by this in float32, as the JAX recipe's tf32 step's
+#: (their full 24-bit significands are what TF32 rounds, and what the tensor cores draw power on)
+TF32_INPUT_DIVISOR = 7
+
+
+def tf32_spot_values(n: int, rows: Sequence[int], cols: Sequence[int]) -> np.ndarray:
+    """C[i, j] of C = A @ A in float64, A = float32((arange(n*n) % 7) / 7) reshaped n x n, at (i, j)."""
+    k = np.arange(n, dtype=np.int64)
+    div = np.float32(TF32_INPUT_DIVISOR)
+
+    def values(flat: np.ndarray) -> np.ndarray:
+        return ((flat % GEMM_INPUT_MODULUS).astype(np.float32) / div).astype(np.float64)
+
+    return np.array([float(np.dot(values(i * n + k), values(k * n + j))) for i, j in zip(rows, cols)])
+
+
+def measure_tf32_gemm(warmup: int, repeats: int, n: int = 8192) -> dict:
+    """float32 inputs and output, TF32 tensor-core math: cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32
+    (what XLA asks cuBLAS for in a float32 dot whose algorithm allows TF32)."""
+    import cupy
+    from cupy.cuda import cublas, device
+
+    from workloads.jax_matmul.common import tf32_tolerance  # noqa: PLC0415 - imports no JAX
+
+    a = ((cupy.arange(n * n, dtype=cupy.int32) % GEMM_INPUT_MODULUS).astype(cupy.float32)
+         / cupy.float32(TF32_INPUT_DIVISOR)).reshape(n, n)
+    c = cupy.empty((n, n), dtype=cupy.float32)
+    handle = device.get_cublas_handle()
+    alpha, beta = np.array(1.0, dtype=np.float32), np.array(0.0, dtype=np.float32)
+
+    def launch() -> None:
+        cublas.gemmEx(handle, _CUBLAS_OP_N, _CUBLAS_OP_N, n, n, n, alpha.ctypes.data,
+                      a.data.ptr, _CUDA_R_32F, n, a.data.ptr, _CUDA_R_32F, n, beta.ctypes.data,
+                      c.data.ptr, _CUDA_R_32F, n, _CUBLAS_COMPUTE_32F_FAST_TF32, _CUBLAS_GEMM_DEFAULT)
+
+    with annotate.phase("ceilings", "tf32_gemm", "measure"):
+        med, iqr = _median_time_ms(launch, warmup, repeats)
+    # TF32 is not exact on these inputs: a few products within the TF32 bound of an n-term dot product
+    # (a wrong operand order or type would be off by far more)
+    rows, cols = [0, 1, n // 2, n - 1], [0, n - 1, 3, n - 2]
+    got = cupy.asnumpy(c[cupy.array(rows), cupy.array(cols)]).astype(np.float64)
+    want = tf32_spot_values(n, rows, cols)
+    worst = float(np.max(np.abs(got - want) / want))
+    if not worst <= tf32_tolerance(n):
+        raise RuntimeError(f"tf32_gemm: cublasGemmEx gave {got.tolist()} where {want.tolist()} is exact "
+                           f"(relative error {worst:.2e} over TF32's bound {tf32_tolerance(n):.2e})")
+    flops = 2 * n ** 3
+    return {"flops": flops, "median_ms": med, "iqr_ms": iqr, "tflop_per_s": flops / med / 1e9,
+            "n": n, "dtype": "float32 in and out, TF32 math (CUBLAS_COMPUTE_32F_FAST_TF32)",
+            "inputs": f"(arange(n*n) % {GEMM_INPUT_MODULUS}) / {TF32_INPUT_DIVISOR} in float32",
+            "spot_relative_error": worst}
+
+
 def measure(nbytes: int, warmup: int, repeats: int) -> dict:
     import cupy
     from cupy.cuda import runtime
@@ -215,13 +272,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--bytes", type=at_least(1), default=2 << 30, help="buffer size (default 2 GiB: far beyond L2)")
     p.add_argument("--warmup", type=at_least(0), default=3)
     p.add_argument("--repeats", type=at_least(1), default=20)
-    p.add_argument("--gemm-size", type=at_least(1), default=8192, help="side of the fp16 GEMM's square matrices")
+    p.add_argument("--gemm-size", type=at_least(1), default=8192, help="side of the GEMMs' square matrices")
     args = p.parse_args(argv)
     ceilings = measure(args.bytes, args.warmup, args.repeats)
     ceilings["fp64_fma"] = measure_fp64(args.warmup, args.repeats)
     ceilings["fp32_fma"] = measure_fp32(args.warmup, args.repeats)
     ceilings["fp16_gemm"] = measure_fp16_gemm(args.warmup, args.repeats, args.gemm_size)
     ceilings["bf16_gemm"] = measure_bf16_gemm(args.warmup, args.repeats, args.gemm_size)
+    ceilings["tf32_gemm"] = measure_tf32_gemm(args.warmup, args.repeats, args.gemm_size)
     record = {"ceilings": ceilings, "buffer_bytes": args.bytes, "provenance": provenance.collect(("cupy",))}
     for k, v in ceilings.items():
         rate = f"{v['gb_per_s']:8.1f} GB/s" if "gb_per_s" in v else f"{v['tflop_per_s']:8.1f} TFLOP/s"
