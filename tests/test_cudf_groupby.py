@@ -263,3 +263,72 @@ def test_cudf_pool_step_installs_an_rmm_pool():
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split() == ["PoolMemoryResource", "CupyEventPair"]
+
+
+# --- synchronization per call in the committed H200 captures (the recipe docstring's counts) ---------
+
+def _sync_and_copies(variant: str, call: int) -> dict:
+    """The synchronizing CUDA calls and cudaMemcpyAsync calls of one steady compute call, by API and by
+    the innermost cuDF range around them ('runner' outside every cuDF range), and the longest copy."""
+    from analysis import layout
+    from analysis.breakdown import is_hot_range, synchronization
+    from analysis.nsys.columns import is_sync_api
+    from analysis.nsys.trace import api_family
+
+    from conftest import reference_trace
+
+    ex = reference_trace(layout.nsys_export(str(REFERENCE / "cudf_groupby" / variant / "n50000000")))
+    hot = sorted((r for r in ex.nvtx_ranges() if is_hot_range(r)), key=lambda r: r.start_ns)
+    r = hot[call]
+    inner = [x for x in ex.nvtx_ranges() if x.global_tid == r.global_tid and x is not r
+             and r.start_ns <= x.start_ns and x.end_ns <= r.end_ns and x.domain in ("cudf_python", "libcudf")]
+    calls = [c for c in ex.api_calls()
+             if c.global_tid == r.global_tid and r.start_ns <= c.start_ns and c.end_ns <= r.end_ns]
+    out = {"sync": {}, "copies": {}, "in_aggregate": {"sync": 0, "copies": 0}, "python_layer_sync": 0,
+           "longest_copy_ms": 0.0, "call_ms": r.duration_ns / 1e6,
+           "sync_per_range": synchronization(ex)["per_hot_range_calls"][call]}
+    for c in calls:
+        name = api_family(c.name)
+        sync, copy = is_sync_api(c.name), name == "cudaMemcpyAsync"
+        if not (sync or copy):
+            continue
+        around = [x for x in inner if x.start_ns <= c.start_ns and c.end_ns <= x.end_ns]
+        top = min(around, key=lambda x: x.start_ns).name if around else "runner"
+        key = "sync" if sync else "copies"
+        out[key][(top, name)] = out[key].get((top, name), 0) + 1
+        if any(x.domain == "libcudf" and x.name == "aggregate" for x in around):
+            out["in_aggregate"][key] += 1
+        elif sync and around:
+            out["python_layer_sync"] += 1
+        if copy:
+            out["longest_copy_ms"] = max(out["longest_copy_ms"], c.duration_ns / 1e6)
+    return out
+
+
+@pytest.mark.parametrize("call", [1, 2])
+def test_agg_all_synchronizes_16_times_a_call_10_of_them_inside_libcudf_aggregate(call):
+    for variant in ("agg_all", "agg_all_pool"):
+        got = _sync_and_copies(variant, call)
+        assert got["sync_per_range"] == 16
+        assert got["sync"] == {("GroupBy.agg", "cudaStreamSynchronize"): 8, ("GroupBy.agg", "cuStreamSynchronize"): 7,
+                               ("runner", "cudaDeviceSynchronize"): 1}
+        assert got["copies"] == {("GroupBy.agg", "cudaMemcpyAsync"): 6}
+        assert got["in_aggregate"] == {"sync": 10, "copies": 6} and got["python_layer_sync"] == 5
+        # the 8-byte group-count read waits for the aggregation kernel
+        assert 2.6 < got["longest_copy_ms"] < 2.9
+    assert 7.5 < _sync_and_copies("agg_all", call)["call_ms"] < 8.5
+
+
+@pytest.mark.parametrize("call", [1, 2])
+def test_split_agg_synchronizes_88_times_a_call_52_of_them_combining_the_results(call):
+    got = _sync_and_copies("split_agg", call)
+    assert got["sync_per_range"] == 88
+    by_range = {}
+    for (top, _), n in got["sync"].items():
+        by_range[top] = by_range.get(top, 0) + n
+    # the mean and the sum are both GroupBy.agg: 12 + 11
+    assert by_range == {"GroupBy.count": 12, "GroupBy.agg": 23, "DataFrame.__init__": 52, "runner": 1}
+    copies = {top: n for (top, _), n in got["copies"].items()}
+    assert copies == {"GroupBy.count": 6, "GroupBy.agg": 12, "DataFrame.__init__": 36}
+    assert sum(n for (_, api), n in got["sync"].items() if api == "cudaStreamSynchronize") == 68
+    assert sum(n for (_, api), n in got["sync"].items() if api == "cuStreamSynchronize") == 19

@@ -39,6 +39,36 @@ no-pool steps should show some 10-20 ``cudaMalloc``/``cudaFree`` pairs per pass 
 compute range, 0.5-2 ms per pass; the pool steps none (a 64 B-per-row pool, 3.2 GB at 50 M rows,
 holds the 0.8 GB of inputs and a pass's ~1.2 GB peak), and as much less time. ``import cudf`` also
 makes RMM CuPy's allocator, so whatever CuPy allocates goes the same way.
+
+Synchronization, and why no step removes more of it. Counted per steady call (calls 1 and 2 alike)
+in the committed H200 captures (reports/reference/h200/cudf_groupby/<step>/n50000000/nsys.sqlite.gz)
+with the suite's readers (analysis.nsys.Trace, analysis.breakdown.synchronization), each call placed
+under the outermost cuDF NVTX range around it, and inside or outside libcudf's ``aggregate``
+(tests/test_cudf_groupby.py counts them again):
+
+* ``split_agg``: 88 synchronizing calls (68 cudaStreamSynchronize, 19 cuStreamSynchronize, 1
+  cudaDeviceSynchronize) and 54 cudaMemcpyAsync of 1 to 128 bytes. By range: ``GroupBy.count`` 12
+  (7 + 5) and 6 copies, ``GroupBy.agg`` for the mean 12 (8 + 4) and 6, for the sum 11 (7 + 4) and 6,
+  ``DataFrame.__init__`` combining the three results on their key 52 (46 + 6) and 36; the last
+  cudaDeviceSynchronize is the runner's, closing every profiled call.
+* ``agg_all``: 16: 8 cudaStreamSynchronize, 7 cuStreamSynchronize, the runner's 1; 6 copies. Inside
+  libcudf's ``aggregate`` range: 10 of them (8 + 2) and all 6 copies: four host-to-device of 8 to
+  128 bytes (parameters), a 4-byte read after ``mapping_indices_kernel`` (whether a block overflowed
+  its shared-memory hash set: the kernel's global-memory fallback flag) and an 8-byte read after the
+  compaction of the hash set (the number of groups, which sizes every output column). That read
+  waits for the aggregation kernel: 2.70 ms of the 8.3 ms call are spent inside it. The other 5
+  (cuStreamSynchronize) are in cuDF's Python layer, inside ``GroupBy.agg`` and outside libcudf's
+  ranges, where it wraps the results. The synchronize calls themselves take 0.28 ms a call.
+  ``agg_all_pool``: the same 16 and 6; the pool removes the 19 cudaFree a call, which wait for the
+  device too.
+
+What is left is inside cuDF: libcudf's groupby returns columns sized by the number of groups, which
+only the device knows after the hash pass, so the host must read it (and the fallback flag, to pick
+the next kernels) before it can allocate and launch the rest; no cuDF call takes a known group count
+or preallocated outputs. ``agg_all`` already makes one pass and keeps its result on the device until
+``result()`` (the transfer phase's ``to_pandas``): there is no host round trip left in the step to
+remove, only cuDF's own. Going further means leaving cuDF's groupby: with the 10,000 keys known in
+advance, a scatter-add into preallocated device arrays needs no size read-back at all.
 """
 from workloads.contract import Recipe
 
