@@ -120,10 +120,6 @@ def fill_kernel():
     return _compiled["fill"]
 
 
-#: the float32 kernels' signature: contiguous 1-D float32 input and output
-F32_KERNEL_SIGNATURE = "void(float32[::1], float32[::1])"
-
-
 def float32_kernel(fastmath: bool = False):
     """An elementwise ``@cuda.jit`` kernel calling ``mycalculation`` on float32 arrays, one element per
     thread, launched with ``forall`` as Numba launches its CUDA ufuncs (the driver's occupancy-based
@@ -135,15 +131,15 @@ def float32_kernel(fastmath: bool = False):
     (for exp), ``tanh.approx``, ``sqrt.approx`` and ``div.approx``, with denormals flushed to zero
     (workloads/numba_ufunc/rounding.py bounds what each costs in accuracy). Two kernels, so that
     reports and kernel pages tell them apart by name: ``mycalculation_f32`` and
-    ``mycalculation_f32_fastmath``."""
+    ``mycalculation_f32_fastmath``. Compiled on first use; the steps compile theirs in setup
+    (``specialize``), so that no call compiles."""
     key = f"f32-fastmath-{fastmath}"
     if key not in _compiled:
         options = {"fastmath": fastmath, **jit_options()}
-        # explicit signatures: compiled here (in the step's setup), not in its first call
-        device_fn = cuda.jit("float32(float32)", device=True, **options)(mycalculation)
+        device_fn = cuda.jit(device=True, **options)(mycalculation)
 
         if fastmath:
-            @cuda.jit(F32_KERNEL_SIGNATURE, **options)
+            @cuda.jit(**options)
             def mycalculation_f32_fastmath(x, out):
                 i = cuda.grid(1)
                 if i < out.shape[0]:
@@ -151,7 +147,7 @@ def float32_kernel(fastmath: bool = False):
 
             _compiled[key] = mycalculation_f32_fastmath
         else:
-            @cuda.jit(F32_KERNEL_SIGNATURE, **options)
+            @cuda.jit(**options)
             def mycalculation_f32(x, out):
                 i = cuda.grid(1)
                 if i < out.shape[0]:

@@ -58,7 +58,9 @@ class Float32(NumbaDevice, Variant):
         # the float64 steps' values, rounded to float32 (the reference takes the rounded ones)
         body.fill_kernel()[blocks, threads](self.d_x, float(self.seed))
         body.poison_kernel()[blocks, threads](self.d_out)
-        self.kernel = body.float32_kernel(self.fastmath)
+        # compiled now for these arrays' types: forall on a specialized kernel launches it as it is,
+        # where an unspecialized one would compile a specialization in the first call
+        self.kernel = body.float32_kernel(self.fastmath).specialize(self.d_x, self.d_out)
 
     def step(self) -> None:
         self.kernel.forall(self.size)(self.d_x, self.d_out)
