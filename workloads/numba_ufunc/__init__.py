@@ -33,7 +33,8 @@ RECIPE = Recipe(
         ("fastmath", "float32"),
     ),
     default_size=256 * 1024 * 1024,
-    size_meaning="number of elements, float64 (the seed's 256 Mi = 268435456; float32 in the float32 and fastmath steps)",
+    size_meaning="number of elements, float64 (the seed's 256 Mi = 268435456; float32 in the float32 and "
+                 "fastmath steps)",
     seed_split=(("H2D", 37.8), ("kernel", 0.5), ("D2H", 62.2)),
     seed_split_device="V100, KAUST Ibex page",
     # place in the reports and the index
