@@ -21,6 +21,11 @@ information assigns to the address (None without ``-lineinfo``), and ``IAction.s
 the text ncu imported (``--import-source yes``; an empty string when the file could not be found
 at capture time). Summed over addresses, each instance metric equals its kernel-level value.
 
+Numba's kernels (``lineinfo=True``) name the Python files themselves: the debug information holds
+each function's file as directory and base name, which NVVM writes as one absolute path in the PTX's
+``.file`` lines (``<checkout>/workloads/numba_ufunc/body.py``, and Numba's own ``numbers.py`` for the
+integer power ``x ** 2``); ncu imports them from there at capture time, and the page shows the suite's
+files from ``workloads/`` on (analysis/kernel_page.py).
 PyCUDA's kernels and CuPy's raw kernel are compiled with a ``#line`` directive in front of their
 source (workloads/cuda_source.py): their lines are those of the Python file that holds the CUDA
 text, which ncu imports like any other file, so the text comes from the report wherever it is read.
