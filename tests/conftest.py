@@ -43,8 +43,10 @@ def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str
         raise RuntimeError(f"{REPO}: not a git checkout, the pipeline tests copy its tracked files: {listed.stderr}")
     # a virtual environment that .gitignore does not name is still one (it holds pyvenv.cfg)
     venvs = {p.parent.name for p in REPO.glob("*/pyvenv.cfg")}
-    # the committed figures are outputs the pipeline draws again, never inputs
-    files = [f for f in listed.stdout.split("\0") if f and not f.startswith(("reports/reference/", "reports/figures/"))
+    # the committed figures are outputs the pipeline draws again, never inputs; the third-party
+    # captures (6 MB) are fixtures of the readers' tests, which read them in place
+    files = [f for f in listed.stdout.split("\0") if f and not f.startswith(("reports/reference/", "reports/figures/",
+                                                                          "tests/data/thirdparty_h100/"))
              and f.split("/", 1)[0] not in venvs]
     if reference == "link":
         (dst / "reports").mkdir(parents=True, exist_ok=True)
