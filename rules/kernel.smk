@@ -4,7 +4,7 @@
 #
 #   snakemake kernel_page --config kernel_workload=warp_sph kernel_variant=baseline kernel_name=get_acceleration
 #   snakemake kernel_page --config ... kernel_line_directives=False   # Warp: lines of the generated CUDA-C
-#   snakemake reports/kernels/pycuda_kernel_vectorized_scale_vec4.md  # or name the page itself
+#   snakemake reports/kernels/<workload>_<variant>_<kernel>.md      # or name a page not committed yet
 #   snakemake rebuild_kernel_pages       # no GPU: pages from the committed captures, checked against reports/kernels
 #
 # A page is named <workload>_<variant>_<kernel>[_cuda_c]; its capture is
