@@ -89,3 +89,13 @@ def test_a_raw_kernel_page_named_directly_resolves_its_variant(repo):
                    "--config", "kernel_size=16384")
     assert rc == 0, out
     assert "--workload cupy_sqdiff --variant raw_kernel --kernel cookbook_squared_diff_raw --size 16384" in out
+
+
+def test_boolean_config_keys_take_lower_case_spellings(repo):
+    # Snakemake reads only True/False as booleans on the command line; `coldwarm=false` must still
+    # turn the cold/warm starts off rather than fail the schema
+    rc, out = _dry(repo, "profile_all", "--config", "coldwarm=false", "experiments=false", "multiprocess=false")
+    assert rc == 0, out
+    assert "coldwarm" not in out.split("Job stats:")[-1].split("Reasons:")[0]
+    rc, bad = _dry(repo, "profile_all", "--config", "coldwarm=maybe")
+    assert rc != 0 and "'maybe' is not of type 'boolean'" in bad
