@@ -95,11 +95,15 @@ def test_a_new_reference_replaces_the_old_one_whole(tmp_path):
     src.mkdir(parents=True)
     (src / "timing.json").write_text("{}")
     (src / "nsys.nsys-rep").write_bytes(b"big")
+    (src / "nsys-stats").mkdir()
+    (src / "nsys-stats" / "stats_cuda_gpu_kern_sum.csv").write_text("Time (%)\n")
+    (src / "nsys-stats" / "stats_cuda_gpu_trace.csv").write_text("Start (ns)\n")
     dst = tmp_path / "reports" / "reference" / "h200"
     (dst / "w" / "gone" / "n1").mkdir(parents=True)
     (dst / "w" / "gone" / "n1" / "timing.json").write_text("{}")
     copied = replace_reference(str(tmp_path / "captures"), str(dst))
-    assert copied == ["w/v/n1/timing.json"]
+    # the per-launch trace CSV stays behind: the export holds the same rows
+    assert copied == ["w/v/n1/nsys-stats/stats_cuda_gpu_kern_sum.csv", "w/v/n1/timing.json"]
     assert not (dst / "w" / "gone").exists()
     with pytest.raises(AnalysisInputError, match="refusing"):
         replace_reference(str(tmp_path / "captures"), str(tmp_path / "reports"))
