@@ -90,6 +90,15 @@ def _main_stall(sl: SourceLine) -> str:
     return f"{reason} {100.0 * n / sl.samples:.0f} %"
 
 
+def _ordinal(skipped: int) -> str:
+    """'first' for no skipped launch, else '<n>th' of the matching launches (n = skipped + 1)."""
+    if skipped == 0:
+        return "first"
+    n = skipped + 1
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix} (ncu -s {skipped})"
+
+
 def capture_paths(run: dict | None) -> tuple[str, str] | None:
     """(live, reference) paths of the report, from the capture's name; None without a run record."""
     if not run:
@@ -287,8 +296,9 @@ def _provenance_section(k: KernelProfile, run: dict | None) -> list[str]:
     gpus = prov.get("gpus") or []
     pkgs = prov.get("packages") or {}
     out += [
-        f"- workload `{run['workload']}`, variant `{run['variant']}`, size {run['size']:,}, one call; the first "
-        f"launch matching `-k regex:{run['kernel_regex']}` inside the variant's NVTX `compute` range: "
+        f"- workload `{run['workload']}`, variant `{run['variant']}`, size {run['size']:,}, one call; the "
+        f"{_ordinal(run.get('launch_skip') or 0)} launch matching `-k regex:{run['kernel_regex']}` inside the "
+        f"variant's NVTX `compute` range: "
         f"`{run['profiled_kernel']}`",
         f"- environment added: {', '.join(f'`{a}={_portable_value(b)}`' for a, b in sorted(run.get('environment', {}).items())) or 'none'};"
         " every cache in a fresh private folder (a cold start)",

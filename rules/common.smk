@@ -391,7 +391,8 @@ def kernel_profile_args(wc):
     w, v, kernel, line_directives = parse_kernel_page(wc.page)
     size = config.get("kernel_size") or RECIPES[w].default_size
     ld = "--line-directives" if line_directives else "--no-line-directives"
-    return shlex.join(["--workload", w, "--variant", v, "--kernel", kernel, "--size", str(size), ld])
+    return shlex.join(["--workload", w, "--variant", v, "--kernel", kernel, "--size", str(size), ld,
+                       "--launch-skip", str(config.get("kernel_launch_skip") or 0)])
 
 
 # Pages whose captures are committed, found from the files (config may have moved on): in every

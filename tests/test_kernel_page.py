@@ -150,3 +150,14 @@ def test_a_pycuda_page_shows_the_cuda_text_of_the_python_file_its_line_directive
     # the frameworks table says where PyCUDA's lines point now
     assert "| PyCUDA | `SourceModule(src, options=[\"-lineinfo\"])`; the suite: `COOKBOOK_LINEINFO=1` |" in page
     assert "`#line` directive" in _row(page, "PyCUDA")[2]
+
+
+def test_the_page_says_which_matching_launch_it_shows(vectorized_capture, tmp_path):
+    run_file = vectorized_capture / "kernel-run.json"
+    run = json.loads(run_file.read_text())
+    run["launch_skip"] = 39
+    run_file.write_text(json.dumps(run))
+    out = tmp_path / "page.md"
+    assert _cli("--report", str(vectorized_capture / "kernel.ncu-rep"), "--run", str(run_file),
+                "--output", str(out)) == 0
+    assert "one call; the 40th (ncu -s 39) launch matching" in out.read_text()

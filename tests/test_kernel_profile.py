@@ -93,6 +93,14 @@ def test_ncu_command_has_every_flag_the_page_needs():
         assert flag in s, flag
     assert cmd[-9:] == ["python3", "-m", "workloads.warp_sph", "--variant", "baseline", "--size", "62500",
                         "--calls", "1"]
+    assert "-s" not in cmd  # the first matching launch unless asked
+
+
+def test_a_later_launch_is_profiled_when_asked():
+    # Warp SPH's sorted step reorders after each substep: its first launch reads the unsorted state
+    cmd = ncu_command("ncu", "python3", "warp_sph", "sorted", 62500, "^x$", ["/c/warp"], "out/kernel", launch_skip=39)
+    i = cmd.index("-s")
+    assert cmd[i + 1] == "39" and cmd[i + 2:i + 4] == ["-c", "1"]
 
 
 # --- the run, with a stand-in for ncu ------------------------------------------------------------------

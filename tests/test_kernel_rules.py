@@ -99,3 +99,10 @@ def test_boolean_config_keys_take_lower_case_spellings(repo):
     assert "coldwarm" not in out.split("Job stats:")[-1].split("Reasons:")[0]
     rc, bad = _dry(repo, "profile_all", "--config", "coldwarm=maybe")
     assert rc != 0 and "'maybe' is not of type 'boolean'" in bad
+
+
+def test_kernel_launch_skip_reaches_the_profiler(repo):
+    rc, out = _dry(repo, "kernel_page", "--config", "kernel_workload=warp_sph", "kernel_variant=sorted",
+                   "kernel_name=get_acceleration", "kernel_launch_skip=39")
+    assert rc == 0, out
+    assert "--variant sorted --kernel get_acceleration --size 62500 --line-directives --launch-skip 39" in out

@@ -93,10 +93,12 @@ def profiled_env(framework: str, cache_dir: Path, line_directives: bool) -> dict
 
 
 def ncu_command(ncu: str, python: str, workload: str, variant: str, size: int, pattern: str,
-                source_folders: Sequence[str], report_stem: str) -> list[str]:
+                source_folders: Sequence[str], report_stem: str, launch_skip: int = 0) -> list[str]:
+    # -s: skip that many matching launches first (a later substep, after the first has changed the data)
+    skip = ["-s", str(launch_skip)] if launch_skip else []
     return [
         ncu, "--set", "full", "--import-source", "yes", "--source-folders", ",".join(source_folders),
-        "--kernel-name-base", "function", "-k", f"regex:{pattern}", "-c", "1",
+        "--kernel-name-base", "function", "-k", f"regex:{pattern}", *skip, "-c", "1",
         "--clock-control", "none", "--nvtx", "--nvtx-include", nvtx_include(workload, variant),
         "--force-overwrite", "--export", report_stem,
         python, "-m", f"workloads.{workload}", "--variant", variant, "--size", str(size), "--calls", "1",
@@ -149,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     # recursively: Warp's generated .cu is recorded by its base name (the NVRTC program name)
     source_folders = [str(cache_dir / f.name) for f in frameworks.FRAMEWORKS.values() if f.kernel_cache_variable]
     cmd = ncu_command(args.ncu, args.python, args.workload, args.variant, size, pattern, source_folders,
-                      str(out_dir / REPORT_STEM))
+                      str(out_dir / REPORT_STEM), args.launch_skip)
     print(f"kernel_profile: caches in {cache_dir}\nkernel_profile: {shlex.join(cmd)}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     try:
@@ -190,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         "kernel": args.kernel,
         "framework": framework,
         "kernel_regex": pattern,
+        "launch_skip": args.launch_skip,
         "profiled_kernel": names[0],
         "line_directives": args.line_directives if getattr(frameworks.FRAMEWORKS.get(framework), "line_directives",
                                                            False) else None,
@@ -225,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "--no-line-directives, with the generated CUDA-C in the kernel cache")
     p.add_argument("--framework", help="override the recipe's framework for the name rule")
     p.add_argument("--kernel-regex", help="use this ncu -k regex instead of the framework's rule")
+    p.add_argument("--launch-skip", type=int, default=0,
+                   help="matching launches to skip before the profiled one (ncu -s); 0: the first")
     p.add_argument("--ncu", default=os.environ.get("NCU", "ncu"))
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--work-dir", required=True, help="the suite's work folder (fresh caches go in <work-dir>/cache)")

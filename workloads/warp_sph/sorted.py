@@ -29,7 +29,8 @@ lattice numbered z fastest, so in the first frame, where particles have barely m
 order is already nearly the cells' order, and the 70% excess sectors ncu counts come from the
 hash grid's bucket layout, not from the particle order. The kernel page of the first substep
 (``reports/kernels/warp_sph_sorted_get_acceleration.md``) is the same launch as ``pruned``'s:
-identical instructions and hit rates, since no reorder has happened yet. Sorting pays when the
+identical instructions and hit rates, since no reorder has happened yet (``--config
+kernel_launch_skip=39`` pages the frame's last substep instead). Sorting pays when the
 particles have mixed; the cost that remains here is the hash grid itself (the next step).
 """
 from __future__ import annotations
