@@ -446,7 +446,8 @@ def test_the_tf32_ceiling_spot_values_are_the_float64_product_of_the_steps_input
     n = 96
     a = common.float_values(n, ceilings.TF32_INPUT_DIVISOR)
     rows, cols = [0, 1, 48, 95], [0, 95, 3, 94]
-    np.testing.assert_allclose(ceilings.tf32_spot_values(n, rows, cols), (a @ a)[rows, cols], rtol=1e-14)
+    spot = ceilings.gemm_spot_values(n, rows, cols, divisor=ceilings.TF32_INPUT_DIVISOR)
+    np.testing.assert_allclose(spot, (a @ a)[rows, cols], rtol=1e-14)
     assert RECIPE.variant_class("tf32").float_divisor == ceilings.TF32_INPUT_DIVISOR
 
 

@@ -39,7 +39,7 @@ against ``float32``'s 25.20 ms: 7.5x faster. ``tf32_gemm`` measured 435.4 TFLOP/
 session, so the loop's floor is 2.886 ms and it runs at 1.17x it (1.33x the datasheet 2.54 ms). The
 kernel XLA picked is cuBLAS's ``sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32...``. The
 relative error is 3.8e-4 (tolerance 2.9e-3): near the 3.2e-4 that rounding the inputs to TF32
-predicts, so the kernel rounds rather than truncates. ncu under ``profile_all`` crashed in this
+predicts, against 6.6e-4 for cutting them: it suggests the kernel rounds. ncu under ``profile_all`` crashed in this
 step's process (exit 139) on that run: the limiter column needs a capture that completes.
 """
 from workloads.jax_matmul.common import tf32_tolerance

@@ -37,12 +37,14 @@ map cannot move fewer than 8 bytes an element.
 Measured on an H100 (NVIDIA H100 80GB HBM3; the kernel page
 ``reports/kernels/numba_ufunc_fastmath_mycalculation_f32_fastmath.md``): 1.235 ms per call (1.29x
 ``float32``'s 1.589 ms, 2.39x ``device_resident``'s 2.947 ms); the kernel 1.08 ms under ncu with
-DRAM at 58.6% of peak, not ~90%: the step does not reach its DRAM floor (1.7x it). The counters say
-why: 81% of the warp samples sit at ``out[i] = device_fn(x[i])`` waiting on the load
-(``long_scoreboard``), with 16 registers and 68% achieved occupancy. One 4-byte load per thread
-keeps too few bytes in flight to cover DRAM latency (~0.7 MB across the GPU where ~2 MB are
-needed); the next step is more bytes per thread (several elements or vector loads per thread), not
-less arithmetic. Error 5.0e-8, far inside the 2.5e-4 tolerance.
+DRAM at 58.6% of peak, not ~90%: the step does not reach its DRAM floor (the kernel 1.69x the
+datasheet floor of 0.641 ms; the call 1.73x the 0.714 ms floor at the 3008 GB/s device copy rate the
+ceilings measured in the same session). The counters say why: 81% of the warp samples sit at
+``out[i] = device_fn(x[i])`` waiting on the load (``long_scoreboard``), with 16 registers and 68%
+achieved occupancy. An estimate by Little's law, not a counter: one 4-byte load per resident thread
+keeps ~0.7 MB in flight across the GPU, where covering DRAM latency at full rate takes ~2 MB; so the
+next step is more bytes per thread (several elements or vector loads per thread), not less
+arithmetic. Error 5.0e-8, far inside the 2.5e-4 tolerance.
 """
 from workloads.numba_ufunc import body, rounding
 from workloads.numba_ufunc.float32 import Float32

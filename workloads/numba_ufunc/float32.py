@@ -38,34 +38,28 @@ Measured on an H100 (NVIDIA H100 80GB HBM3; timed runs, CUDA events, and the ker
 ``device_resident``'s 2.947 ms in the same session (1.85x, not 3.3x); the kernel 1.41 ms under ncu,
 SM throughput 67% (the busiest unit), DRAM 45% of peak, 990 M warp instructions executed (~118 per
 element, near the ~100 predicted), 24 registers. Why slower than predicted: ``math.sin(x ** 2)``
-alone compiles to 135 SASS instructions (sinf's slow-path argument reduction, since x^2 reaches 55)
-and takes 56% of the warp samples. Error 4.6e-8 against the 2.15e-6 tolerance.
+alone compiles to 135 SASS instructions and takes 56% of the warp samples (likely sinf's slow-path
+argument reduction, which arguments up to x^2 = 55 need; the page shows the count, not the path). Error 4.6e-8 against the 2.15e-6 tolerance.
 """
-import numpy as np
-
-from workloads import hostmath
-from workloads.contract import Variant, Work
-from workloads.numba_backend import NumbaDevice
+from workloads.contract import Work
 from workloads.numba_ufunc import body, rounding
+from workloads.numba_ufunc.device_resident import DeviceResident
 
 
-class Float32(NumbaDevice, Variant):
+class Float32(DeviceResident):
+    """``device_resident``'s arrays, fill and check in float32 (the fill rounds the float64 steps'
+    values; the reference takes the rounded ones), with a ``@cuda.jit`` kernel in place of the ufunc."""
+
     name = "float32"
     summary = "float32 data and float32 math (libdevice sinf/expf/tanhf, IEEE division and sqrt): no FP64 instruction"
     improves_on = "device_resident"
+    dtype = "float32"
     #: Numba's fastmath for the kernel (the next step)
     fastmath = False
     tolerance = rounding.tolerance(body.FILL_MAX_ABS, fastmath=False)
 
     def setup(self) -> None:
-        from numba import cuda
-
-        self.d_x = cuda.device_array(self.size, dtype="float32")
-        self.d_out = cuda.device_array(self.size, dtype="float32")
-        blocks, threads = body.launch_config(self.size)
-        # the float64 steps' values, rounded to float32 (the reference takes the rounded ones)
-        body.fill_kernel()[blocks, threads](self.d_x, float(self.seed))
-        body.poison_kernel()[blocks, threads](self.d_out)
+        super().setup()
         # compiled now for these arrays' types: forall on a specialized kernel launches it as it is,
         # where an unspecialized one would compile a specialization in the first call
         self.kernel = body.float32_kernel(self.fastmath).specialize(self.d_x, self.d_out)
@@ -73,22 +67,14 @@ class Float32(NumbaDevice, Variant):
     def step(self) -> None:
         self.kernel.forall(self.size)(self.d_x, self.d_out)
 
-    def result(self) -> np.ndarray:
-        return self.d_out.copy_to_host()
-
-    def reference(self) -> np.ndarray:
-        return hostmath.parallel_map(body.reference, self.d_x.copy_to_host())
-
-    def reference_at(self, flat_indices: np.ndarray) -> np.ndarray:
-        return body.reference(self.d_x.copy_to_host()[flat_indices])
-
     def work(self) -> Work:
         n4 = 4 * self.size
         # the same 10 operations per element as the float64 steps, now in float32
         return Work(bytes_read=n4, bytes_written=n4, flops=10 * self.size, flops_kind="fp32")
 
     def teardown(self) -> None:
-        self.d_x = self.d_out = self.kernel = None
+        super().teardown()
+        self.kernel = None
 
 
 VARIANT = Float32

@@ -139,23 +139,27 @@ _CUBLAS_OP_N = 0
 _CUBLAS_GEMM_DEFAULT = -1
 
 
-def gemm_spot_values(n: int, rows: Sequence[int], cols: Sequence[int]) -> np.ndarray:
-    """Exact C[i, j] of C = A @ A, A = arange(n*n) % 7 reshaped n x n, at the given (i, j) pairs."""
+def gemm_spot_values(n: int, rows: Sequence[int], cols: Sequence[int], divisor: int = 1) -> np.ndarray:
+    """C[i, j] of C = A @ A in float64 at the given (i, j) pairs, A = float32((arange(n*n) % 7) / divisor)
+    reshaped n x n (divisor 1: the small integers, and the products are exact)."""
     k = np.arange(n, dtype=np.int64)
-    return np.array([float(np.dot((i * n + k) % GEMM_INPUT_MODULUS, (k * n + j) % GEMM_INPUT_MODULUS))
-                     for i, j in zip(rows, cols)])
+
+    def values(flat: np.ndarray) -> np.ndarray:
+        return ((flat % GEMM_INPUT_MODULUS).astype(np.float32) / np.float32(divisor)).astype(np.float64)
+
+    return np.array([float(np.dot(values(i * n + k), values(k * n + j))) for i, j in zip(rows, cols)])
 
 
-def measure_bf16_gemm(warmup: int, repeats: int, n: int = 8192) -> dict:
-    """bfloat16 inputs, float32 output and accumulation: cublasGemmEx as XLA calls it for a bf16 dot
-    with preferred_element_type=float32. CuPy has no bfloat16 dtype, so the operands are uint16
-    arrays holding bfloat16 bits (the top half of float32's: exact for these small integers)."""
+def _spot_indices(n: int) -> tuple[list[int], list[int]]:
+    """(rows, cols) of the products the GEMM ceilings check: a wrong operand order or type would still run."""
+    return [0, 1, n // 2, n - 1], [0, n - 1, 3, n - 2]
+
+
+def _time_gemm_ex(name: str, a, in_type: int, compute_type: int, n: int, warmup: int, repeats: int):
+    """Time C = A @ A through cublasGemmEx (float32 C) and return (median ms, IQR ms, C at the spot indices)."""
     import cupy
     from cupy.cuda import cublas, device
 
-    vals = (cupy.arange(n * n, dtype=cupy.int32) % GEMM_INPUT_MODULUS).astype(cupy.float32)
-    a = (vals.view(cupy.uint32) >> 16).astype(cupy.uint16).reshape(n, n)
-    del vals
     c = cupy.empty((n, n), dtype=cupy.float32)
     handle = device.get_cublas_handle()
     alpha, beta = np.array(1.0, dtype=np.float32), np.array(0.0, dtype=np.float32)
@@ -163,15 +167,27 @@ def measure_bf16_gemm(warmup: int, repeats: int, n: int = 8192) -> dict:
     def launch() -> None:
         # row-major C = A @ B is column-major C^T = B^T A^T: B's pointer goes first (here B = A)
         cublas.gemmEx(handle, _CUBLAS_OP_N, _CUBLAS_OP_N, n, n, n, alpha.ctypes.data,
-                      a.data.ptr, _CUDA_R_16BF, n, a.data.ptr, _CUDA_R_16BF, n, beta.ctypes.data,
-                      c.data.ptr, _CUDA_R_32F, n, _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT)
+                      a.data.ptr, in_type, n, a.data.ptr, in_type, n, beta.ctypes.data,
+                      c.data.ptr, _CUDA_R_32F, n, compute_type, _CUBLAS_GEMM_DEFAULT)
 
-    with annotate.phase("ceilings", "bf16_gemm", "measure"):
+    with annotate.phase("ceilings", name, "measure"):
         med, iqr = _median_time_ms(launch, warmup, repeats)
-    # a wrong operand order or type would still run: check a few products exactly
-    rows, cols = [0, 1, n // 2, n - 1], [0, n - 1, 3, n - 2]
+    rows, cols = _spot_indices(n)
     got = cupy.asnumpy(c[cupy.array(rows), cupy.array(cols)]).astype(np.float64)
-    want = gemm_spot_values(n, rows, cols)
+    return med, iqr, got
+
+
+def measure_bf16_gemm(warmup: int, repeats: int, n: int = 8192) -> dict:
+    """bfloat16 inputs, float32 output and accumulation: cublasGemmEx as XLA calls it for a bf16 dot
+    with preferred_element_type=float32. CuPy has no bfloat16 dtype, so the operands are uint16
+    arrays holding bfloat16 bits (the top half of float32's: exact for these small integers)."""
+    import cupy
+
+    vals = (cupy.arange(n * n, dtype=cupy.int32) % GEMM_INPUT_MODULUS).astype(cupy.float32)
+    a = (vals.view(cupy.uint32) >> 16).astype(cupy.uint16).reshape(n, n)
+    del vals
+    med, iqr, got = _time_gemm_ex("bf16_gemm", a, _CUDA_R_16BF, _CUBLAS_COMPUTE_32F, n, warmup, repeats)
+    want = gemm_spot_values(n, *_spot_indices(n))
     if not np.array_equal(got, want):
         raise RuntimeError(f"bf16_gemm: cublasGemmEx gave {got.tolist()} where {want.tolist()} is exact")
     flops = 2 * n ** 3
@@ -185,43 +201,19 @@ def measure_bf16_gemm(warmup: int, repeats: int, n: int = 8192) -> dict:
 TF32_INPUT_DIVISOR = 7
 
 
-def tf32_spot_values(n: int, rows: Sequence[int], cols: Sequence[int]) -> np.ndarray:
-    """C[i, j] of C = A @ A in float64, A = float32((arange(n*n) % 7) / 7) reshaped n x n, at (i, j)."""
-    k = np.arange(n, dtype=np.int64)
-    div = np.float32(TF32_INPUT_DIVISOR)
-
-    def values(flat: np.ndarray) -> np.ndarray:
-        return ((flat % GEMM_INPUT_MODULUS).astype(np.float32) / div).astype(np.float64)
-
-    return np.array([float(np.dot(values(i * n + k), values(k * n + j))) for i, j in zip(rows, cols)])
-
-
 def measure_tf32_gemm(warmup: int, repeats: int, n: int = 8192) -> dict:
     """float32 inputs and output, TF32 tensor-core math: cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32
     (what XLA asks cuBLAS for in a float32 dot whose algorithm allows TF32)."""
     import cupy
-    from cupy.cuda import cublas, device
 
     from workloads.jax_matmul.common import tf32_tolerance  # noqa: PLC0415 - imports no JAX
 
     a = ((cupy.arange(n * n, dtype=cupy.int32) % GEMM_INPUT_MODULUS).astype(cupy.float32)
          / cupy.float32(TF32_INPUT_DIVISOR)).reshape(n, n)
-    c = cupy.empty((n, n), dtype=cupy.float32)
-    handle = device.get_cublas_handle()
-    alpha, beta = np.array(1.0, dtype=np.float32), np.array(0.0, dtype=np.float32)
-
-    def launch() -> None:
-        cublas.gemmEx(handle, _CUBLAS_OP_N, _CUBLAS_OP_N, n, n, n, alpha.ctypes.data,
-                      a.data.ptr, _CUDA_R_32F, n, a.data.ptr, _CUDA_R_32F, n, beta.ctypes.data,
-                      c.data.ptr, _CUDA_R_32F, n, _CUBLAS_COMPUTE_32F_FAST_TF32, _CUBLAS_GEMM_DEFAULT)
-
-    with annotate.phase("ceilings", "tf32_gemm", "measure"):
-        med, iqr = _median_time_ms(launch, warmup, repeats)
-    # TF32 is not exact on these inputs: a few products within the TF32 bound of an n-term dot product
+    med, iqr, got = _time_gemm_ex("tf32_gemm", a, _CUDA_R_32F, _CUBLAS_COMPUTE_32F_FAST_TF32, n, warmup, repeats)
+    # TF32 is not exact on these inputs: the products within the TF32 bound of an n-term dot product
     # (a wrong operand order or type would be off by far more)
-    rows, cols = [0, 1, n // 2, n - 1], [0, n - 1, 3, n - 2]
-    got = cupy.asnumpy(c[cupy.array(rows), cupy.array(cols)]).astype(np.float64)
-    want = tf32_spot_values(n, rows, cols)
+    want = gemm_spot_values(n, *_spot_indices(n), divisor=TF32_INPUT_DIVISOR)
     worst = float(np.max(np.abs(got - want) / want))
     if not worst <= tf32_tolerance(n):
         raise RuntimeError(f"tf32_gemm: cublasGemmEx gave {got.tolist()} where {want.tolist()} is exact "

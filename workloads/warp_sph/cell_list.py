@@ -125,16 +125,11 @@ def cell_list_frame_work(n: int, pairs_within_h: int, grid_cells: int, substeps:
 
     Build per substep: clear the counts (write 4 B per cell), count (read x, write cell and rank),
     scan (read and write 4 B per cell), scatter (read x, v, id, cell, rank; write x, v, id)."""
-    base = frame_work(n, pairs_within_h, grid_cells, substeps)
     vec, idx, cells = 12 * n, 4 * n, 4 * (grid_cells + 1)
-    hash_r, hash_w = vec + 2 * idx, 2 * idx + 2 * idx + 2 * 4 * grid_cells
-    # the passes read no id array (thread k is slot k)
-    passes_ids = 2 * idx
-    own_r = vec + cells + (2 * vec + 3 * idx)
-    own_w = cells + 2 * idx + cells + (2 * vec + idx)
-    return Work(bytes_read=base.bytes_read + substeps * (own_r - hash_r - passes_ids),
-                bytes_written=base.bytes_written + substeps * (own_w - hash_w),
-                flops=base.flops, flops_kind=base.flops_kind)
-
+    build_r = vec + cells + (2 * vec + 3 * idx)
+    build_w = cells + 2 * idx + cells + (2 * vec + idx)
+    # the passes read no id array: thread k is slot k
+    return frame_work(n, pairs_within_h, grid_cells, substeps, build_bytes=(build_r, build_w),
+                      passes_read_ids=False)
 
 VARIANT = CellList

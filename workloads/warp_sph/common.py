@@ -345,24 +345,30 @@ ACCELERATION_FLOPS_PER_PAIR = 47
 PARTICLE_FLOPS = 27
 
 
-def frame_work(n: int, pairs_within_h: int, grid_cells: int, substeps: int = SUBSTEPS) -> Work:
+def frame_work(n: int, pairs_within_h: int, grid_cells: int, substeps: int = SUBSTEPS,
+               build_bytes: tuple[int, int] | None = None, passes_read_ids: bool = True) -> Work:
     """The least one frame must move and compute, per substep times ``substeps``.
 
     Bytes: every array each pass needs is read or written once (neighbours' data are re-read
     from caches, not counted; the grid's radix sort counted as one read and one write of its
-    keys and ids); the three integration passes as one (the fused floor). FLOPs: per pair within
-    ``h`` in the starting state (``pairs_within_h`` counts i = i, which the acceleration skips),
-    an estimate: the neighbour count changes as particles move.
+    keys and ids); the three integration passes as one (the fused floor). ``build_bytes``: (read,
+    written) per substep of another neighbour structure's build than the hash grid's;
+    ``passes_read_ids``: the neighbour passes look up each thread's particle id (the hash grid's
+    point order). FLOPs: per pair within ``h`` in the starting state (``pairs_within_h`` counts
+    i = i, which the acceleration skips), an estimate: the neighbour count changes as particles move.
     """
     vec, scal, idx = 12 * n, 4 * n, 4 * n
-    # grid build: read x; write cell and id per point; sort reads and writes both once;
-    # clear and fill cell_starts / cell_ends
-    build_r = vec + 2 * idx
-    build_w = 2 * idx + 2 * idx + 2 * 4 * grid_cells
+    if build_bytes is None:
+        # hash grid build: read x; write cell and id per point; sort reads and writes both once;
+        # clear and fill cell_starts / cell_ends
+        build_r, build_w = vec + 2 * idx, 2 * idx + 2 * idx + 2 * 4 * grid_cells
+    else:
+        build_r, build_w = build_bytes
+    ids = idx if passes_read_ids else 0
     # density: ids, x; writes rho
-    dens_r, dens_w = idx + vec, scal
+    dens_r, dens_w = ids + vec, scal
     # acceleration: ids, x, v, rho; writes a
-    acc_r, acc_w = idx + 2 * vec + scal, vec
+    acc_r, acc_w = ids + 2 * vec + scal, vec
     # walls + kick + drift: reads x, v, a; writes x, v
     int_r, int_w = 3 * vec, 2 * vec
     reads = substeps * (build_r + dens_r + acc_r + int_r)

@@ -26,8 +26,7 @@ Measured on an H100 (NVIDIA H100 80GB HBM3, nsys over 3 frames, 120 launches eac
 8.02 -> 7.82 ms (1.03x, not 1.3x); ``get_acceleration`` 67.7 -> 63.0 µs and ``compute_density``
 59.3 -> 58.0 µs per launch; ``reorder`` 3.2 µs. Why the prediction missed: the starting column is a
 lattice numbered z fastest, so in the first frame, where particles have barely moved, the stored
-order is already nearly the cells' order, and the 70% excess sectors ncu counts come from the
-hash grid's bucket layout, not from the particle order. The kernel page of the first substep
+order is already nearly the cells' order. The kernel page of the first substep
 (``reports/kernels/warp_sph_sorted_get_acceleration.md``) is the same launch as ``pruned``'s:
 identical instructions and hit rates, since no reorder has happened yet (``--config
 kernel_launch_skip=39`` pages the frame's last substep instead). Sorting pays when the
