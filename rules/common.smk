@@ -206,8 +206,11 @@ def nvtx_include(workload, variant):
 
 def ncu_flags(wc):
     o, w = config["ncu_profile"], config["workloads"][wc.workload]["ncu"]
+    # sections, when given, replace the set: ncu collects exactly those (e.g. every section but the
+    # per-instruction SourceCounters, which only the kernel pages read)
+    chosen = [a for s in o["sections"] for a in ("--section", s)] if o.get("sections") else ["--set", o["set"]]
     flags = [
-        "--set", o["set"],
+        *chosen,
         "--import-source", "yes" if o["import_source"] else "no",
         "--clock-control", o["clock_control"],
         # only kernels launched inside this variant's compute ranges, not its setup kernels
