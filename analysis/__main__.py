@@ -10,6 +10,7 @@
   kernel-page     one kernel's metrics and hottest source lines -> markdown
   gpu-jobs        the GPU job records -> reports/gpu_jobs.md: which job ran on which GPU, when
   compare         two run folders -> per step the speedup with its interval and verdict (exit 1: slower)
+  cross-gpu       two GPUs' references -> which steps scale with bandwidth, compute rate or neither
 """
 from __future__ import annotations
 
@@ -147,7 +148,14 @@ def cmd_index(a) -> None:
         w, _, path = item.partition("=")
         own[w] = load_json(path)
     models = [report_model.build(BY_NAME[w], _by_size(summaries, w), own.get(w, ceilings)) for w in workloads]
-    md = markdown.index_report(models, ceilings, load_json(a.preflight), coldstart, extra, sorted(own))
+    see_also = []
+    for item in a.see_also:
+        label, sep, link = item.partition("=")
+        if not sep or not label or not link:
+            raise SystemExit(f"analysis index: --see-also {item!r}: not LABEL=LINK")
+        see_also.append((label, link))
+    md = markdown.index_report(models, ceilings, load_json(a.preflight), coldstart, extra, sorted(own),
+                               see_also=see_also)
     markdown.write_page(a.output, markdown.with_run_label(md, a.run_label))
     print(f"wrote {a.output}")
 
@@ -236,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a workload captured in a later run: the ceilings of that run")
     s.add_argument("--output", required=True, help="the markdown page to write")
     s.add_argument("--run-label", help="what this run is when not the full suite (e.g. lab): said under the title")
+    s.add_argument("--see-also", action="append", default=[], metavar="LABEL=LINK",
+                   help="the index of another GPU's reference, linked under the title")
     s.add_argument("summaries", nargs="+", metavar="SUMMARY.json", help="every run summary")
     s.set_defaults(func=cmd_index)
     s = sub.add_parser("copy-captures", help="keep a run's small raw captures as the reference",

@@ -7,7 +7,7 @@ import shutil
 
 from analysis import layout
 from analysis.errors import AnalysisInputError
-from analysis.gzfiles import GZIPPED_KINDS, gzip_copy
+from analysis.gzfiles import gzip_copy, kept_gzipped
 
 #: what a reference keeps: small raw captures. The .nsys-rep files are large and the
 #: SQLite export holds what the analysis reads. SQLite and ncu reports are gzipped (5-10x smaller).
@@ -113,7 +113,7 @@ def copy_captures(src: str, dst: str) -> list[str]:
             rel = os.path.relpath(os.path.join(root, name), src)
             target = os.path.join(dst, rel)
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            if name.endswith(GZIPPED_KINDS):
+            if kept_gzipped(name):
                 gzip_copy(os.path.join(root, name), target + layout.GZIP_SUFFIX)
                 rel += layout.GZIP_SUFFIX
             else:

@@ -18,10 +18,12 @@ import dataclasses
 import functools
 import json
 import os
+import zlib
 
 from analysis import layout, limiter, verdicts
 from analysis.errors import AnalysisInputError
 from analysis.floors import floor
+from analysis.gzfiles import open_capture_text
 from analysis.run_summary import summarize_run
 
 #: experiment folders hold timing records of other programs (allocator studies), not steps
@@ -47,9 +49,9 @@ class Step:
 
 def _load(path: str) -> dict:
     try:
-        with open(path) as f:
+        with open_capture_text(path) as f:
             return json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, EOFError, zlib.error, json.JSONDecodeError) as e:
         raise AnalysisInputError(path, f"cannot read JSON: {e}") from e
 
 
@@ -71,9 +73,11 @@ def load_steps(root: str) -> dict[tuple[str, str, int], list[Step]]:
     steps: dict[tuple[str, str, int], list[Step]] = {}
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS)
-        if "timing.json" not in files:
+        # a live run's record, or a reference's gzipped copy
+        name = next((n for n in (layout.TIMING, layout.TIMING + layout.GZIP_SUFFIX) if n in files), None)
+        if name is None:
             continue
-        path = os.path.join(folder, "timing.json")
+        path = os.path.join(folder, name)
         rec = _load(path)
         missing = [k for k in ("workload", "variant", "size", "times_ms", "work") if k not in rec]
         if missing:

@@ -24,6 +24,14 @@ def cmd_compare(a) -> int:
     return 1 if slower else 0
 
 
+def cmd_cross_gpu(a) -> int:
+    from analysis import cross_gpu
+
+    write_page(a.output_md, cross_gpu.markdown(compare.compare_folders(a.base, a.cand)))
+    print(f"wrote {a.output_md}")
+    return 0
+
+
 def add_parser(sub) -> None:
     s = sub.add_parser(
         "compare", help="two run folders or references: per step the speedup with its interval and verdict",
@@ -36,3 +44,13 @@ def add_parser(sub) -> None:
     s.add_argument("--output-md", help="write the markdown here (default: print it)")
     s.add_argument("--output-json", help="write the comparison as JSON here")
     s.set_defaults(func=cmd_compare)
+    s = sub.add_parser(
+        "cross-gpu", help="two references of two GPUs: which steps scale with bandwidth, compute rate or neither",
+        description="For every step both references hold: the speedup from GPU A to GPU B with its interval, the "
+                    "measured limiter on each, and the ratio of the rate of the limiter's resource measured on the "
+                    "two GPUs (their ceilings); a step scales with its limiter when its speedup matches that ratio. "
+                    "Exit status 0, 2 on bad input.")
+    s.add_argument("base", help="GPU A's reference (e.g. reports/reference/h200)")
+    s.add_argument("cand", help="GPU B's reference (e.g. reports/reference/h100)")
+    s.add_argument("--output-md", required=True, help="the page to write")
+    s.set_defaults(func=cmd_cross_gpu)

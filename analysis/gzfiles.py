@@ -12,8 +12,31 @@ from typing import Iterator
 
 from analysis.errors import AnalysisInputError
 
-#: capture files the reference keeps gzipped
+#: capture files the reference keeps gzipped: the binary captures, and the text records that grow
+#: with the samples (a timed record with NVML telemetry per sample is 0.1-0.4 MB; ncu's raw page
+#: ~0.2 MB per report); both shrink ~10x
 GZIPPED_KINDS = (".sqlite", ".ncu-rep")
+GZIPPED_TEXT_NAMES = ("ncu-raw.csv",)
+
+
+def kept_gzipped(name: str) -> bool:
+    """Whether a reference keeps capture file ``name`` gzipped (``.gz`` added)."""
+    return (name.endswith(GZIPPED_KINDS) or name in GZIPPED_TEXT_NAMES
+            or (name.startswith("timing") and name.endswith(".json")))
+
+
+def open_capture_text(path: str, newline: str | None = None):
+    """Open a text capture for reading: ``path`` itself, or its gzipped reference copy
+    (``path + ".gz"``) when only that exists; a path ending in ``.gz`` is read through gzip."""
+    if not path.endswith(".gz") and not os.path.exists(path) and os.path.exists(path + ".gz"):
+        path += ".gz"
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", newline=newline)
+    return open(path, newline=newline)
+
+
+def text_capture_exists(path: str) -> bool:
+    return os.path.isfile(path) or (not path.endswith(".gz") and os.path.isfile(path + ".gz"))
 
 
 def gunzip_to_temp(path: str, suffix: str) -> str:

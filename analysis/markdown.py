@@ -10,6 +10,7 @@ from analysis import report_model as rm
 from analysis import verdicts
 from analysis.outputs import write_text_atomic
 from workloads import sources
+from workloads.registry import BY_NAME
 
 NCU_COLUMNS = (
     ("gpu__time_duration.sum", "duration µs", lambda v: f"{v / 1e3:.1f}"),
@@ -445,17 +446,21 @@ def coldstart_section(rows: Sequence[dict]) -> list[str]:
 
 def index_report(models: Sequence[rm.ReportModel], ceilings_record: dict, preflight: dict,
                  coldstart_rows: Sequence[dict] = (), extra_pages: Sequence[tuple[str, str]] = (),
-                 later_runs: Sequence[str] = ()) -> str:
+                 later_runs: Sequence[str] = (), see_also: Sequence[tuple[str, str]] = ()) -> str:
     """``models``: each recipe's report model; ``later_runs``: recipes captured in a later run than the
-    rest, whose floors use that run's ceilings (in their reports)."""
+    rest, whose floors use that run's ceilings (in their reports); ``see_also``: (GPU, link) of the other
+    references' indexes."""
     ceilings = ceilings_record["ceilings"]
     rows = []
     for m in models:
         r = m.result
+        # a reference without the recipe's first step compares with the first step it has, and says so
+        first = BY_NAME[m.name].variants[0] if m.name in BY_NAME else r.baseline.variant
+        against = "" if r.baseline.variant == first else f" (vs `{r.baseline.variant}`: `{first}` not in this run)"
         rows.append((f"[{m.title}]({m.name}.md)", len(m.ladder[r.size]), r.size, f"`{r.best.variant}`",
                      f"{r.best.median_ms:.4f}",
-                     (r.best_vs_baseline.text or f"{r.best_vs_baseline.label} {rm.ratio_text(r.best_vs_baseline.speedup)}")
-                     if r.best_vs_baseline else "baseline is best",
+                     ((r.best_vs_baseline.text or f"{r.best_vs_baseline.label} {rm.ratio_text(r.best_vs_baseline.speedup)}")
+                      + against) if r.best_vs_baseline else "baseline is best" + against,
                      f"{rm.ratio_text(r.best.time_over_floor)} ({r.best.floor_resource})",
                      f"{r.best.limiter.what}"
                      + (f", {rm.ratio_text(r.best.time_over_limiter_floor)} its floor"
@@ -480,6 +485,9 @@ def index_report(models: Sequence[rm.ReportModel], ceilings_record: dict, prefli
         lines += [f"**Without performance counters** ({preflight['counters']['reason']}): no step ran under Nsight "
                   "Compute; each report's limiter goes only as far as the trace and the declared work reach "
                   "(\"evidence-limited\"), and lists what needs counters.", ""]
+    if see_also:
+        lines += ["The same recipes on another GPU: " + ", ".join(f"[{gpu}]({link})" for gpu, link in see_also)
+                  + ". Every number on a page comes from the GPU its provenance names.", ""]
     if extra_pages:
         lines += ["Also:", ""] + [f"- [{title}]({page})" for title, page in extra_pages] + [""]
     lines += coldstart_section(coldstart_rows)

@@ -12,9 +12,11 @@ import csv
 import dataclasses
 import os
 import re
+import zlib
 from typing import Any
 
 from analysis.errors import AnalysisInputError
+from analysis.gzfiles import open_capture_text, text_capture_exists
 from analysis.ncu_child import import_ncu_report, read_report
 
 #: the metrics every summary carries, named as ncu names them
@@ -255,10 +257,13 @@ def read_raw_csv(path: str | os.PathLike) -> list[Launch]:
     ``ncu-raw.csv``), with the same metric names and units as :func:`read_launches`. The raw page
     carries no rule results: every launch's ``findings`` is empty."""
     path = str(path)
-    if not os.path.isfile(path):
-        raise AnalysisInputError(path, "no such file")
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
+    if not text_capture_exists(path):
+        raise AnalysisInputError(path, "no such file (nor .gz)")
+    try:
+        with open_capture_text(path, newline="") as f:
+            rows = list(csv.reader(f))
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as e:
+        raise AnalysisInputError(path, f"not readable ({e})") from None
     if len(rows) < 3 or "ID" not in rows[0] or "Kernel Name" not in rows[0]:
         raise AnalysisInputError(path, "not ncu's raw page as CSV: no header with ID and Kernel Name, "
                                        "a units row and launch rows")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import zlib
 from typing import Iterable
 
 import numpy as np
@@ -19,7 +20,7 @@ from analysis import ncu as ncu_reader
 from analysis.nsys import columns as cols
 from analysis import layout
 from analysis.errors import AnalysisInputError, UnknownSchemaVersion
-from analysis.gzfiles import existing_capture
+from analysis.gzfiles import existing_capture, open_capture_text, text_capture_exists
 from analysis.nsys.trace import NvtxRange, Trace, api_base_name
 
 SUITE_DOMAIN = "cookbook"
@@ -29,11 +30,14 @@ PHASES = ("setup", "warmup", "compute", "transfer", "check")
 
 
 def load_json(path: str) -> dict:
-    if not os.path.isfile(path):
-        raise AnalysisInputError(path, "no such file")
+    """A JSON record: ``path``, or the gzipped copy a reference keeps (``path.gz``)."""
+    if not text_capture_exists(path):
+        raise AnalysisInputError(path, "no such file (nor .gz)")
     try:
-        with open(path) as f:
+        with open_capture_text(path) as f:
             return json.load(f)
+    except (OSError, EOFError, zlib.error) as e:
+        raise AnalysisInputError(path, f"not readable ({e})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise AnalysisInputError(path, f"not valid JSON ({e})") from None
 
@@ -313,7 +317,7 @@ def summarize_nsys(ex: Trace, workload: str, variant: str) -> dict:
 def summarize_ncu(path: str) -> list[dict]:
     """One record per profiled launch of an ncu report, or of ncu's raw page saved as CSV
     (``ncu-raw.csv``: the same metrics, no rule results) where the report itself was not kept."""
-    read = ncu_reader.read_raw_csv if path.endswith(".csv") else ncu_reader.read_launches
+    read = ncu_reader.read_raw_csv if path.endswith((".csv", ".csv.gz")) else ncu_reader.read_launches
     out = []
     for launch in read(path):
         m = launch.metrics
@@ -385,12 +389,12 @@ def summarize_run(run_dir: str) -> dict:
         # launch resources CUPTI records without counters, and the occupancy they imply (analysis.no_counters)
         record["counter_free"] = no_counters.kernel_evidence(ex.kernel_launch_resources(), record["nsys"])
     ncu_path = existing_capture(run_dir, layout.NCU_REPORT)
-    raw_path = os.path.join(run_dir, layout.NCU_RAW)
+    raw_path = existing_capture(run_dir, layout.NCU_RAW)
     record["ncu_source"] = None
     if ncu_path:
         record["ncu"] = summarize_ncu(ncu_path)
         record["ncu_source"] = layout.NCU_REPORT
-    elif os.path.isfile(raw_path):  # the report was not kept (size), its raw page was
+    elif raw_path:  # the report was not kept (size), its raw page was
         record["ncu"] = summarize_ncu(raw_path)
         record["ncu_source"] = layout.NCU_RAW
     record["findings"] = [f.as_dict() for f in findings.evaluate(record["nsys"], record["ncu"])]

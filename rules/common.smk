@@ -9,6 +9,7 @@ import shlex
 import sys
 
 from analysis import layout
+from analysis.gzfiles import existing_capture
 from workloads.frameworks import framework as FRAMEWORK
 from workloads.registry import BY_NAME as RECIPES
 
@@ -240,7 +241,8 @@ def l2_records(capture_set, workload):
     """The warm and cold-L2 timed records of a workload (``l2_modes``): this run's from the
     configuration, the reference's as its files are."""
     if capture_set != "live":
-        return sorted(glob.glob(f"{REF_DIR}/{workload}/{layout.L2_DIR}/*/n*/timing-*.json"))
+        return sorted(glob.glob(f"{REF_DIR}/{workload}/{layout.L2_DIR}/*/n*/timing-*.json")
+                      + glob.glob(f"{REF_DIR}/{workload}/{layout.L2_DIR}/*/n*/timing-*.json{layout.GZIP_SUFFIX}"))
     c = config["workloads"][workload].get("l2_modes") or {"sizes": [], "variants": []}
     return [f"{CAPTURES}/{workload}/{layout.L2_DIR}/{v}/n{s}/timing-{m}.json"
             for s in c["sizes"] for v in RECIPES[workload].variants if v in c["variants"] for m in ("warm", "cold-l2")]
@@ -275,7 +277,8 @@ def run_inputs(wc):
     # reference captures keep the SQLite export and the ncu report gzipped
     gz = "" if wc.set == "live" else layout.GZIP_SUFFIX
     files = {
-        "timing": f"{d}/{layout.TIMING}",
+        # a reference keeps the timed record gzipped too (analysis.gzfiles.kept_gzipped); older ones plain
+        "timing": f"{d}/{layout.TIMING}" if wc.set == "live" else existing_capture(d, layout.TIMING) or f"{d}/{layout.TIMING}",
         "sqlite": f"{d}/{layout.NSYS_EXPORT}{gz}",
         "nsys_run": f"{d}/{layout.NSYS_RUN}",
     }
@@ -286,17 +289,19 @@ def run_inputs(wc):
             files["ncu_raw_page"] = f"{d}/{layout.NCU_RAW}"
     elif os.path.exists(f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"):
         files["ncu"] = f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"
-    elif os.path.exists(f"{d}/{layout.NCU_RAW}"):
+    elif existing_capture(d, layout.NCU_RAW):
         # the report file was not kept (size): the summary reads ncu's raw page instead
-        files["ncu_raw"] = f"{d}/{layout.NCU_RAW}"
+        files["ncu_raw"] = existing_capture(d, layout.NCU_RAW)
     return files
 
 
 # Runs held in the reference folder, discovered from its files (config may have moved on).
-_ref = glob_wildcards(f"{layout.run_dir(REF_DIR, '{workload}', '{variant}', '{size}')}/{layout.TIMING}")
 REFERENCE_RUNS = {}
-for _w, _v, _s in zip(_ref.workload, _ref.variant, _ref.size):
-    REFERENCE_RUNS.setdefault(_w, []).append((_v, int(_s)))
+for _name in (layout.TIMING, layout.TIMING + layout.GZIP_SUFFIX):
+    _ref = glob_wildcards(f"{layout.run_dir(REF_DIR, '{workload}', '{variant}', '{size}')}/{_name}")
+    for _w, _v, _s in zip(_ref.workload, _ref.variant, _ref.size):
+        if "/" not in _w + _v + _s and (_v, int(_s)) not in REFERENCE_RUNS.get(_w, []):
+            REFERENCE_RUNS.setdefault(_w, []).append((_v, int(_s)))
 REFERENCE_WORKLOADS = [w for w in RECIPES if w in REFERENCE_RUNS]
 REFERENCE_HAS_COLDSTART = bool(glob.glob(f"{REF_DIR}/{layout.COLDSTART}/*.json"))
 REFERENCE_HAS_MULTIPROCESS = os.path.exists(f"{REF_DIR}/nvtx_multiprocess/{layout.NSYS_EXPORT}{layout.GZIP_SUFFIX}")
@@ -454,7 +459,7 @@ def report_inputs(wc):
         "analyses": analyses(wc.set, w),
         "ceilings": f"{CAPTURES}/ceilings.json" if live else reference_ceilings(w),
         # what the recipe's sections read (analysis/sections/<recipe>_<section>.py: INPUTS)
-        "sections": [f"{root}/{p}" for p in declared_inputs(RECIPES[w], with_experiments=EXPERIMENTS_ON or not live)],
+        "sections": [f"{root}/{p}" for p in declared_inputs(RECIPES[w], with_experiments=has_experiments(wc.set, w))],
         # the tool versions the report's provenance shows
         "preflight": f"{CAPTURES if live else REF_DIR}/preflight.json",
         # the steps timed warm and with L2 scrubbed (l2_modes)
@@ -469,11 +474,19 @@ def report_inputs(wc):
     return files
 
 
+def has_experiments(capture_set, workload) -> bool:
+    """Whether the capture set holds the recipe's experiments: this run's as configured; a
+    reference's when it kept them (a reference captured with experiments off has none)."""
+    if capture_set == "live":
+        return EXPERIMENTS_ON
+    return os.path.isdir(f"{REF_DIR}/{workload}/{layout.EXPERIMENTS}")
+
+
 def run_options(wc, sections=True) -> str:
     """What a live page says of its run (``run_label``) and whether it has the experiments'
-    sections; nothing for the reference pages, which are the full suite's."""
+    sections; a reference page says only the latter, when its reference has no experiments."""
     if wc.set != "live":
-        return ""
+        return "--without-experiments" if sections and not has_experiments(wc.set, wc.workload) else ""
     opts = ["--run-label", config["run_label"]] if config.get("run_label") else []
     if sections and not EXPERIMENTS_ON:
         opts.append("--without-experiments")

@@ -10,7 +10,8 @@ def _compare_side(key):
         folder = config.get(key)
         if not folder:
             raise ValueError(f"snakemake compare needs --config {key}=<folder of timed captures>")
-        return sorted(glob.glob(f"{folder.rstrip('/')}/**/timing.json", recursive=True))
+        return sorted(glob.glob(f"{folder.rstrip('/')}/**/timing.json", recursive=True)
+                      + glob.glob(f"{folder.rstrip('/')}/**/timing.json.gz", recursive=True))
 
     return inputs
 

@@ -56,11 +56,15 @@ rule index:
         ),
         multiprocess=lambda wc, input: "--multiprocess" if input.multiprocess else "",
         label=lambda wc: run_options(wc, sections=False),
+        # the reference's index links the pages of the other GPUs' references
+        see_also=lambda wc: "" if wc.set == "live" else " ".join(
+            f"--see-also {shlex.quote(s['label'] + '=' + s['link'])}" for s in config["reference"].get("see_also") or []),
     conda:
         CONDA_ENV
     shell:
         "{params.python:q} -m analysis index --ceilings {input.ceilings:q} --preflight {input.preflight:q}"
-        " {params.own_ceilings} {params.coldstart} {params.multiprocess} {params.label} --output {output:q}"
+        " {params.own_ceilings} {params.coldstart} {params.multiprocess} {params.label} {params.see_also}"
+        " --output {output:q}"
         " {input.analyses:q}"
         " > {log:q} 2>&1"
 
@@ -111,8 +115,9 @@ rule check_rebuild:
     params:
         python=PYTHON,
         rebuilt=lambda wc, output: os.path.dirname(output[0]),
+        committed=config["reference"].get("pages", "reports"),
     conda:
         CONDA_ENV
     shell:
-        "{params.python:q} -m analysis check-rebuild --rebuilt {params.rebuilt:q} --committed reports"
+        "{params.python:q} -m analysis check-rebuild --rebuilt {params.rebuilt:q} --committed {params.committed:q}"
         " 2>&1 | tee {log:q}"

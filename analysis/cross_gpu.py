@@ -1,0 +1,170 @@
+"""The same recipes on two GPUs: which steps scale with memory bandwidth, which with the compute
+rate, which with neither (host link, launches, synchronisation), told from the measured limiters.
+
+Input: the step comparison of two references (:func:`analysis.compare.compare_folders`, base = GPU A,
+candidate = GPU B) and each side's measured ceilings. For each step the measured limiter on GPU A
+names the resource that should set its time; the ratio of that resource's measured rate on the two
+GPUs (B / A, from each reference's ``ceilings.json``) is what the step's speedup A→B should be if the
+limiter is right. The page puts the two side by side:
+
+- **scales with its limiter**: the speedup's interval lies within ``AGREEMENT`` of the rate ratio;
+- **does not follow its limiter**: it lies outside (the limiter moved, or the step is not at that
+  resource's rate: clocks, caches, launch gaps);
+- **no single rate**: the limiter is latency/occupancy, launch/host, synchronisation or L2, for which
+  the suite measures no rate ceiling; the page shows the speedup and the limiter.
+
+Everything here is a measurement: the limiters from ncu/nsys, the rates from the ceilings each
+reference measured in its own run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from analysis import layout
+from analysis.compare import Comparison, StepComparison
+from analysis.errors import AnalysisInputError
+
+#: how far a speedup may sit from the rate ratio and still be said to scale with it: the rate
+#: ceilings themselves are medians of one run per GPU, and a step at 90% of a rate tracks it loosely
+AGREEMENT = 0.10
+
+#: measured limiter (its label's start) -> (ceiling names, the resource in words); first match wins
+RESOURCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("memory: DRAM", ("d2d_copy",), "device-memory bandwidth"),
+    ("host link", ("h2d_pinned", "d2h_pinned"), "host link (pinned copies)"),
+    ("compute: FP64", ("fp64_fma",), "FP64 FMA rate"),
+    ("compute: FP32", ("fp32_fma",), "FP32 FMA rate"),
+    ("compute: tensor pipe (BF16)", ("bf16_gemm",), "BF16 tensor-core GEMM rate"),
+    ("compute: tensor pipe (FP16)", ("fp16_gemm",), "FP16 tensor-core GEMM rate"),
+    ("compute: tensor pipe (TF32)", ("tf32_gemm",), "TF32 tensor-core GEMM rate"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class CrossStep:
+    workload: str
+    variant: str
+    size: int
+    speedup: float  # time on GPU A / time on GPU B (> 1: B is faster)
+    interval: tuple[float, float]
+    limiter_a: str | None
+    limiter_b: str | None
+    resource: str | None  # the resource the limiter on A names, in words; None: no rate for it
+    rate_ratio: float | None  # that resource's measured rate, B / A
+    verdict: str  # "scales with its limiter" | "does not follow its limiter" | "no single rate"
+
+
+def _rate(entry: dict) -> float | None:
+    for key in ("gb_per_s", "tflop_per_s"):
+        if isinstance(entry.get(key), (int, float)) and entry[key] > 0:
+            return float(entry[key])
+    return None
+
+
+def _ceilings_near(record_path: str, root: str) -> dict:
+    """The ceilings that apply to a timed record: the nearest ``ceilings.json`` above it within the
+    reference (a workload merged in from a later run keeps its own)."""
+    folder = os.path.dirname(record_path)
+    root = os.path.abspath(root)
+    while True:
+        path = os.path.join(folder, layout.CEILINGS)
+        if os.path.exists(path):
+            try:
+                with open(path) as f:
+                    return json.load(f).get("ceilings") or {}
+            except (OSError, ValueError) as e:
+                raise AnalysisInputError(path, f"cannot read the ceilings ({e})") from None
+        if os.path.abspath(folder) == root or os.path.dirname(folder) == folder:
+            return {}
+        folder = os.path.dirname(folder)
+
+
+def _resource(limiter: str | None) -> tuple[tuple[str, ...], str] | None:
+    if not limiter:
+        return None
+    for prefix, names, words in RESOURCES:
+        if limiter.startswith(prefix):
+            return names, words
+    return None
+
+
+def cross_step(s: StepComparison, root_a: str, root_b: str) -> CrossStep:
+    lim_a, lim_b = s.base.limiter, s.cand.limiter
+    lo, hi = s.verdict.interval
+    found = _resource(lim_a)
+    resource = ratio = None
+    verdict = "no single rate"
+    if found:
+        names, resource = found
+        ca, cb = _ceilings_near(s.base.path, root_a), _ceilings_near(s.cand.path, root_b)
+        ratios = [_rate(cb[n]) / _rate(ca[n]) for n in names
+                  if n in ca and n in cb and _rate(ca[n]) and _rate(cb[n])]
+        if ratios:
+            ratio = sum(ratios) / len(ratios)
+            inside = ratio * (1 - AGREEMENT) <= lo and hi <= ratio * (1 + AGREEMENT)
+            verdict = "scales with its limiter" if inside else "does not follow its limiter"
+        else:
+            resource = f"{resource} (not measured on both GPUs)"
+    return CrossStep(s.base.workload, s.base.variant, s.base.size, s.verdict.ratio, (lo, hi), lim_a, lim_b,
+                     resource, ratio, verdict)
+
+
+def cross_steps(c: Comparison) -> list[CrossStep]:
+    return [cross_step(s, c.base_root, c.cand_root) for s in c.steps]
+
+
+def _gpu(root: str) -> str:
+    path = os.path.join(root, "preflight.json")
+    try:
+        with open(path) as f:
+            gpus = (json.load(f).get("provenance") or {}).get("gpus") or []
+    except (OSError, ValueError):
+        gpus = []
+    return gpus[0]["name"] if gpus and gpus[0].get("name") else os.path.basename(root.rstrip("/"))
+
+
+def markdown(c: Comparison) -> str:
+    from analysis.markdown import table
+
+    steps = cross_steps(c)
+    gpu_a, gpu_b = _gpu(c.base_root), _gpu(c.cand_root)
+    rows = []
+    for x in steps:
+        rows.append((x.workload, f"`{x.variant}`", x.size,
+                     f"{x.speedup:.3g}× [{x.interval[0]:.3g}, {x.interval[1]:.3g}]",
+                     (x.limiter_a or "not captured") + ("" if x.limiter_b == x.limiter_a
+                                                        else f" → {x.limiter_b or 'not captured'}"),
+                     x.resource or "—", f"{x.rate_ratio:.3g}×" if x.rate_ratio else "—", f"**{x.verdict}**"))
+    counts = {k: sum(1 for x in steps if x.verdict == k)
+              for k in ("scales with its limiter", "does not follow its limiter", "no single rate")}
+    by_resource: dict[str, list[str]] = {}
+    for x in steps:
+        if x.verdict == "scales with its limiter":
+            by_resource.setdefault(x.resource, []).append(f"{x.workload}/`{x.variant}`")
+    lines = [
+        f"# The same recipes on two GPUs: {gpu_a} and {gpu_b}",
+        "",
+        f"Speedup = time on the {gpu_a} / time on the {gpu_b} (below 1: the {gpu_b} is slower), with the "
+        "interval of the verdict engine the reports use. The **rate ratio** is the measured rate of the "
+        f"resource that the step's limiter on the {gpu_a} names, {gpu_b} / {gpu_a}, from the ceilings each "
+        f"reference measured in its own run. A step **scales with its limiter** when its speedup's interval "
+        f"lies within ±{AGREEMENT:.0%} of that ratio; limiters with no rate ceiling (latency/occupancy, "
+        "launch/host, synchronisation, L2) have **no single rate**: their speedup follows clocks, SM count "
+        "and the host, not one number.",
+        "",
+        f"- base: `{c.base_root}`; candidate: `{c.cand_root}`; {len(steps)} steps in both: "
+        + ", ".join(f"{n} {k}" for k, n in counts.items()),
+    ]
+    for resource, names in sorted(by_resource.items()):
+        lines.append(f"- scale with the {resource}: " + ", ".join(names))
+    lines += [
+        "",
+        table(("recipe", "step", "size", f"speedup {gpu_a} → {gpu_b} [interval]", "measured limiter",
+               "resource", "rate ratio", "verdict"), rows),
+    ]
+    for title, keys in ((f"Only on the {gpu_a}", c.only_base), (f"Only on the {gpu_b}", c.only_cand)):
+        if keys:
+            lines += ["", f"{title}: " + ", ".join(f"{w}/{v}/n{n}" for w, v, n in keys)]
+    return "\n".join(lines) + "\n"
