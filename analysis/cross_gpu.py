@@ -115,21 +115,26 @@ def cross_steps(c: Comparison) -> list[CrossStep]:
     return [cross_step(s, c.base_root, c.cand_root) for s in c.steps]
 
 
-def _gpu(root: str) -> str:
+def _preflight(root: str) -> dict:
     path = os.path.join(root, "preflight.json")
     try:
         with open(path) as f:
-            gpus = (json.load(f).get("provenance") or {}).get("gpus") or []
-    except (OSError, ValueError):
-        gpus = []
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise AnalysisInputError(path, f"a reference's preflight record is needed for its GPU and tools ({e})") from None
+
+
+def _gpu(preflight: dict, root: str) -> str:
+    gpus = (preflight.get("provenance") or {}).get("gpus") or []
     return gpus[0]["name"] if gpus and gpus[0].get("name") else os.path.basename(root.rstrip("/"))
 
 
 def markdown(c: Comparison) -> str:
-    from analysis.markdown import table
+    from analysis.markdown import provenance_table, table
 
     steps = cross_steps(c)
-    gpu_a, gpu_b = _gpu(c.base_root), _gpu(c.cand_root)
+    pre_a, pre_b = _preflight(c.base_root), _preflight(c.cand_root)
+    gpu_a, gpu_b = _gpu(pre_a, c.base_root), _gpu(pre_b, c.cand_root)
     rows = []
     for x in steps:
         rows.append((x.workload, f"`{x.variant}`", x.size,
@@ -167,4 +172,7 @@ def markdown(c: Comparison) -> str:
     for title, keys in ((f"Only on the {gpu_a}", c.only_base), (f"Only on the {gpu_b}", c.only_cand)):
         if keys:
             lines += ["", f"{title}: " + ", ".join(f"{w}/{v}/n{n}" for w, v, n in keys)]
-    return "\n".join(lines) + "\n"
+    lines += ["", "## Provenance", ""]
+    for gpu, root, pre in ((gpu_a, c.base_root, pre_a), (gpu_b, c.cand_root, pre_b)):
+        lines += [f"{gpu} (`{root}`):", "", provenance_table(pre["provenance"], pre.get("tools")), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"

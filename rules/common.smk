@@ -430,6 +430,18 @@ def step_cold(wc):
     return f"{COLD} --shared-cache {shlex.quote(f'{wc.workload}+{wc.variant}+n{wc.size}')}"
 
 
+def compiled_before_ncu(wc):
+    """For a framework whose step's runs share one compilation cache (JAX): the step's timed run, so
+    that the cache is filled before ncu starts. Compiling under ncu (XLA's autotuning runs kernels
+    inside the profiled process) crashed the process with signal 11 on an H100 (ncu 2025.3), where the
+    same ncu run after a filled cache finished."""
+    if not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
+        return []
+    if (wc.variant, int(wc.size)) not in runs(wc.workload):
+        return []
+    return [f"{run_dir(CAPTURES, wc.workload, wc.variant, wc.size)}/{layout.TIMING}"]
+
+
 def profiler_env(wc):
     """``K=V ...`` the profiled runs of the workload's framework add (Framework.profiler_env)."""
     added = FRAMEWORK(RECIPES[wc.workload].framework).profiler_env

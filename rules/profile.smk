@@ -195,6 +195,7 @@ rule nsys_stats:
 rule ncu:
     input:
         rules.preflight.output,
+        compiled_first=compiled_before_ncu,
     output:
         rep=f"{LIVE_RUN}/{layout.NCU_REPORT}",
         run=f"{LIVE_RUN}/{layout.NCU_RUN}",

@@ -102,8 +102,9 @@ def test_a_new_reference_replaces_the_old_one_whole(tmp_path):
     (dst / "w" / "gone" / "n1").mkdir(parents=True)
     (dst / "w" / "gone" / "n1" / "timing.json").write_text("{}")
     copied = replace_reference(str(tmp_path / "captures"), str(dst))
-    # the per-launch trace CSV stays behind: the export holds the same rows
-    assert copied == ["w/v/n1/nsys-stats/stats_cuda_gpu_kern_sum.csv", "w/v/n1/timing.json"]
+    # the per-launch trace CSV stays behind: the export holds the same rows; the timed record is kept
+    # gzipped (its telemetry per sample makes it 0.1-0.4 MB)
+    assert copied == ["w/v/n1/nsys-stats/stats_cuda_gpu_kern_sum.csv", "w/v/n1/timing.json.gz"]
     assert not (dst / "w" / "gone").exists()
     with pytest.raises(AnalysisInputError, match="refusing"):
         replace_reference(str(tmp_path / "captures"), str(tmp_path / "reports"))
@@ -133,7 +134,7 @@ def test_a_partial_run_merges_into_the_reference_with_its_own_ceilings(tmp_path)
     (dst / "kernels" / "new_v_k" / "stale.json").write_text("{}")
     copied = merge_reference(str(src), str(dst), ["numba_ufunc"])
     assert copied == ["coldstart/numba_ufunc_v.json", "kernels/new_v_k/kernel-run.json", "numba_ufunc/ceilings.json",
-                      "numba_ufunc/v/n1/timing.json"]
+                      "numba_ufunc/v/n1/timing.json.gz"]
     assert not (dst / "kernels" / "new_v_k" / "stale.json").exists()
     # the merged workload is replaced whole and carries its run's ceilings; the others are untouched
     assert not (dst / "numba_ufunc" / "stale").exists()
