@@ -24,6 +24,7 @@ from analysis import layout, limiter, verdicts
 from analysis.errors import AnalysisInputError
 from analysis.floors import floor
 from analysis.gzfiles import open_capture_text
+from workloads.telemetry import energy_per_call
 from analysis.run_summary import summarize_run
 
 #: experiment folders hold timing records of other programs (allocator studies), not steps
@@ -87,7 +88,7 @@ def load_steps(root: str) -> dict[tuple[str, str, int], list[Step]]:
         ceilings = _nearest_ceilings(folder, root)
         tel = rec.get("telemetry") or {}
         step = Step(rec["workload"], rec["variant"], int(rec["size"]), path, [float(t) for t in rec["times_ms"]],
-                    None, tel.get("sm_clock_mhz_range"), tel.get("energy_per_call_j"))
+                    None, tel.get("sm_clock_mhz_range"), energy_per_call(tel)[0])
         if ceilings:
             try:
                 fl = floor(rec["work"], ceilings)

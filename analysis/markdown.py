@@ -9,7 +9,7 @@ from typing import Sequence
 from analysis import report_model as rm
 from analysis import verdicts
 from analysis.outputs import write_text_atomic
-from workloads import sources
+from workloads import sources, telemetry
 from workloads.registry import BY_NAME
 
 NCU_COLUMNS = (
@@ -168,7 +168,22 @@ def _limiter_floor_clause(s: rm.Step) -> str:
     """'; 1.82× the floor of that limiter (...)' or why there is none."""
     if s.time_over_limiter_floor is None:
         return f"; no floor of that limiter: {s.limiter.floor_what}" if s.limiter.floor_what else ""
-    return f"; {rm.ratio_text(s.time_over_limiter_floor)} the floor of that limiter ({s.limiter.floor_what})"
+    clause = f"; {rm.ratio_text(s.time_over_limiter_floor)} the floor of that limiter ({s.limiter.floor_what})"
+    return clause + _host_share_clause(s)
+
+
+#: below this share of the call the GPU is busy, the call's time is not the limiter's alone
+BUSY_SHARE_FOR_HOST_CLAUSE = 0.9
+
+
+def _host_share_clause(s: rm.Step) -> str:
+    """Where the GPU is idle for part of each call (nsys), how far the GPU's own busy time is from
+    the limiter's floor: the rest of the call waits on the host (launches, dispatch, the timer)."""
+    busy, floor_ms = s.busy.busy_ms, s.limiter.floor_ms
+    if not floor_ms or busy <= 0 or busy >= BUSY_SHARE_FOR_HOST_CLAUSE * s.median_ms:
+        return ""
+    return (f"; the GPU is busy {busy:.4g} ms of each call (nsys), {rm.ratio_text(busy / floor_ms)} that floor: "
+            f"the other {s.median_ms - busy:.3g} ms per call it waits on the host")
 
 
 def _floors_cell(s: rm.Step) -> str:
@@ -221,12 +236,8 @@ def rests_on(s: rm.Step) -> str:
         return head + "; NVML not recorded"
     lo, hi = t.get("sm_clock_mhz_range") or (None, None)
     clocks = "—" if lo is None else f"{lo}" if lo == hi else f"{lo}–{hi}"
-    if t.get("energy_per_call_j") is not None:
-        joules = f"{t['energy_per_call_j']:.3g} J"
-    elif t.get("loop_energy_per_call_j") is not None:
-        joules = f"{t['loop_energy_per_call_j']:.3g} J (loop)"
-    else:
-        joules = "— J"
+    energy, how = telemetry.energy_per_call(t)
+    joules = "— J" if energy is None else f"{energy:.3g} J ({how})"
     return f"{head}; {clocks} MHz, {t.get('throttled_samples', '—')} throttled, {joules}"
 
 

@@ -248,3 +248,42 @@ def test_energy_per_call_from_samples_the_counter_moved_across():
     assert t["energy_note"] is None and all(d > 0 for d in deltas)
     assert t["energy_per_call_j"] == pytest.approx(sum(deltas) / 1e3 / len(deltas))
     assert 5 < t["energy_per_call_j"] < 50  # an H200 at 134-156 W for ~80 ms: about 10 J
+
+
+def test_a_short_calls_energy_comes_from_calls_back_to_back_not_from_the_timed_loop(monkeypatch):
+    """The counter cannot resolve one short call; the timed loop's energy includes its gaps (NVML
+    reads, the sampling rule's statistics), so it is never shown as the call's. Calls run back to
+    back for a second after the samples are measured instead, each synchronized like a sample."""
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+    gpu = telemetry.Telemetry.open(pci_bus_id=lambda: "00000000:19:00.0")
+    log = Log()
+    out = runner.timed_calls(FakeVariant(log), _ph, sampling.SamplingRule.fixed(10), "warm", gpu=gpu,
+                             clock=FakeClock(1e-3), energy_burst_s=0.05)
+    burst = out["telemetry"]["burst"]
+    # after the 10 samples: steps each followed by a synchronize until 50 ms of the clock passed
+    tail = log[log.index("step", len(log) - 2 * burst["calls"] - 1):]
+    assert tail == ["step", "sync"] * burst["calls"] and burst["calls"] >= 2
+    assert burst["energy_per_call_j"] == pytest.approx(burst["energy_j"] / burst["calls"])
+    assert burst["mean_power_w"] == pytest.approx(burst["energy_j"] / burst["wall_s"])
+    # the burst wins over the samples' own differences (a sample's window holds the host's share too)
+    assert out["telemetry"]["energy_per_call_j"] is not None
+    assert telemetry.energy_per_call(out["telemetry"]) == (burst["energy_per_call_j"],
+                                                           f"{burst['calls']} calls back to back")
+    t = dict(out["telemetry"], burst=None)
+    assert telemetry.energy_per_call(t) == (out["telemetry"]["energy_per_call_j"], telemetry.SAMPLE_WINDOWS)
+    # a loop figure alone is not an energy per call
+    alone = {"available": True, "energy_per_call_j": None, "loop_energy_per_call_j": 8.8, "burst": None,
+             "energy_note": "the energy counter moved during 1 of 30 samples: too coarse for calls this short"}
+    assert telemetry.energy_per_call(alone) == (None, alone["energy_note"])
+
+
+def test_no_burst_without_nvml_or_in_cold_l2_mode(monkeypatch):
+    log = Log()
+    out = runner.timed_calls(FakeVariant(log), _ph, sampling.SamplingRule.fixed(10), "warm",
+                             gpu=_no_nvml(monkeypatch), clock=FakeClock(1e-3))
+    assert log == ["event start", "step", "event stop", "sync"] * 10 and "burst" not in out["telemetry"]
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+    gpu = telemetry.Telemetry.open(pci_bus_id=lambda: "00000000:19:00.0")
+    out = runner.timed_calls(FakeVariant(log), _ph, sampling.SamplingRule.fixed(10), "cold-l2", gpu=gpu,
+                             scrubber=FakeScrubber(Log()), clock=FakeClock(1e-3))
+    assert out["telemetry"]["burst"] is None

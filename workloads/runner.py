@@ -168,8 +168,32 @@ def timed_step(v: Variant, ph, i: int) -> float:
         return ev.elapsed_ms()
 
 
+def energy_burst(v, gpu, min_s: float, clock=time.perf_counter) -> dict | None:
+    """The energy of calls run back to back, each followed by a synchronize as in the timed samples,
+    for at least ``min_s`` seconds: NVML's energy counter advances in steps tens of ms apart, so a
+    call of a few ms needs many in a row to be measured. None without NVML or an energy counter."""
+    if min_s <= 0 or not gpu.available:
+        return None
+    v.synchronize()
+    before = gpu.snapshot() or {}
+    if before.get("energy_mj") is None:
+        return None
+    t0, calls = clock(), 0
+    while calls < 1 or clock() - t0 < min_s:
+        v.step()
+        v.synchronize()
+        calls += 1
+    wall_s = clock() - t0
+    after = gpu.snapshot() or {}
+    if after.get("energy_mj") is None:
+        return None
+    joules = (after["energy_mj"] - before["energy_mj"]) / 1e3
+    return {"calls": calls, "wall_s": wall_s, "energy_j": joules, "energy_per_call_j": joules / calls,
+            "mean_power_w": joules / wall_s if wall_s > 0 else None}
+
+
 def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=None, gpu=None,
-                clock=time.perf_counter) -> dict:
+                clock=time.perf_counter, energy_burst_s: float = telemetry.ENERGY_BURST_S) -> dict:
     """The timed samples of one variant and what was recorded around them.
 
     Each sample: (cold-l2) the L2 scrub, timed apart; an NVML snapshot; the call between device
@@ -209,6 +233,8 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
 
     result = sampling.sample_adaptively(take_sample, rule, clock)
     energy_end = gpu.snapshot()
+    # outside the samples: calls back to back, for an energy per call the counter can resolve
+    burst = energy_burst(v, gpu, energy_burst_s, clock) if l2_mode == "warm" else None
     out = {
         "times_ms": result.samples,
         "timing": _summary_ms(result.samples),
@@ -218,7 +244,8 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
         "host_synced_ms": host_synced_ms,
         "l2_mode": l2_mode,
         "telemetry": telemetry.summarize(per_sample, ((energy_start or {}).get("energy_mj"),
-                                                      (energy_end or {}).get("energy_mj")), len(result.samples))
+                                                      (energy_end or {}).get("energy_mj")), len(result.samples),
+                                          burst)
         if gpu.available else telemetry.not_available(gpu.reason),
         "_gpu_state_start": state_start,
         "_gpu_state_end": gpu.device_state(),

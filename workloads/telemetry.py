@@ -8,7 +8,9 @@ Per snapshot: SM and memory clocks (MHz), temperature (°C), power (mW), the clo
 Volta and later). A sample's energy is the counter's difference across it; the counter moves
 in steps, so a single short sample's difference means little: ``energy_per_call_j`` is the sum
 of the differences over all samples divided by their number, and ``loop_energy_per_call_j``
-the whole timed loop's energy (idle gaps between samples included) over its calls.
+the whole timed loop's energy (idle gaps between samples included) over its calls. Where the
+samples are too short for the counter, ``burst`` holds the energy of calls run back to back for
+a second after them: the call's energy, measured (:func:`energy_per_call` picks).
 """
 from __future__ import annotations
 
@@ -113,8 +115,36 @@ class Telemetry:
 MIN_ENERGY_STEPS = 10
 
 
-def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | None], calls: int) -> dict:
-    """The record's telemetry: per-sample snapshots, and what the reports show."""
+#: seconds of back-to-back calls whose energy the counter measures when the samples' own is too
+#: coarse (workloads.runner.energy_burst): tens of the counter's steps
+ENERGY_BURST_S = 1.0
+
+
+#: how an energy from the samples' own counter differences is labelled
+SAMPLE_WINDOWS = "sample windows, host share included"
+
+
+def energy_per_call(t: dict | None) -> tuple[float | None, str]:
+    """A record's energy per call in joules and how it was measured: across the calls run back to
+    back after the samples (nothing but the call and its synchronize between counter reads), else
+    across the timed samples when the counter moved in enough of them; (None, why) when neither.
+    A sample's window runs from one NVML read to the next and holds the host's share of the call too
+    (on an H100, JAX's 0.41 ms tf32 call read 0.71 J a sample); the timed loop's own energy
+    (``loop_energy_per_call_j``) also holds the sampling rule's statistics: never the call's."""
+    if not t or not t.get("available", True):
+        return None, "NVML not recorded"
+    burst = t.get("burst") or {}
+    if burst.get("energy_per_call_j") is not None:
+        return burst["energy_per_call_j"], f"{burst['calls']} calls back to back"
+    if t.get("energy_per_call_j") is not None:
+        return t["energy_per_call_j"], SAMPLE_WINDOWS
+    return None, t.get("energy_note") or "no energy counter"
+
+
+def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | None], calls: int,
+              burst: dict | None = None) -> dict:
+    """The record's telemetry: per-sample snapshots, and what the reports show; ``burst``: the
+    energy of calls run back to back after the samples (workloads.runner.energy_burst)."""
     def values(key):
         return [s[side][key] for s in per_sample for side in ("before", "after")
                 if s.get(side) and s[side].get(key) is not None]
@@ -129,7 +159,7 @@ def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | No
     energy_note = None
     if complete and moved < MIN_ENERGY_STEPS:
         energy_note = (f"the energy counter moved during {moved} of {len(deltas)} samples: too coarse for calls this "
-                       "short; loop_energy_per_call_j covers the whole timed loop, its gaps included")
+                       "short")
     return {
         "available": True,
         "per_sample": per_sample,
@@ -141,4 +171,5 @@ def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | No
         "energy_per_call_j": sum(deltas) / 1e3 / len(deltas) if complete and energy_note is None else None,
         "energy_note": energy_note,
         "loop_energy_per_call_j": (end - start) / 1e3 / calls if start is not None and end is not None and calls else None,
+        "burst": burst,
     }
