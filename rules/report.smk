@@ -52,7 +52,6 @@ rule index:
             f"--workload-ceilings {w}={reference_ceilings(w)}"
             for w in REFERENCE_WORKLOADS
             if reference_ceilings(w) != f"{REF_DIR}/ceilings.json"
-            for arg in ("--workload-ceilings", f"{w}={reference_ceilings(w)}")
         ),
         multiprocess=lambda wc, input: "--multiprocess" if input.multiprocess else "",
         label=lambda wc: run_options(wc, sections=False),
