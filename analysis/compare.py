@@ -56,7 +56,9 @@ def _load(path: str) -> dict:
         raise AnalysisInputError(path, f"cannot read JSON: {e}") from e
 
 
-def _nearest_ceilings(folder: str, root: str) -> dict | None:
+def nearest_ceilings(folder: str, root: str) -> dict | None:
+    """The ceilings a record in ``folder`` uses: the nearest ``ceilings.json`` above it, up to ``root``
+    (a workload merged in from a later run keeps its own)."""
     while True:
         path = os.path.join(folder, "ceilings.json")
         if os.path.exists(path):
@@ -85,7 +87,7 @@ def load_steps(root: str) -> dict[tuple[str, str, int], list[Step]]:
             raise AnalysisInputError(path, f"not a timed record: missing {', '.join(missing)}")
         if len(rec["times_ms"]) < verdicts.MIN_SAMPLES:
             raise AnalysisInputError(path, f"{len(rec['times_ms'])} samples, need at least {verdicts.MIN_SAMPLES}")
-        ceilings = _nearest_ceilings(folder, root)
+        ceilings = nearest_ceilings(folder, root)
         tel = rec.get("telemetry") or {}
         step = Step(rec["workload"], rec["variant"], int(rec["size"]), path, [float(t) for t in rec["times_ms"]],
                     None, tel.get("sm_clock_mhz_range"), energy_per_call(tel)[0])

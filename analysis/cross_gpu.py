@@ -19,12 +19,10 @@ reference measured in its own run.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
-from analysis import layout
-from analysis.compare import Comparison, StepComparison
-from analysis.errors import AnalysisInputError
+from analysis.compare import Comparison, StepComparison, nearest_ceilings
+from analysis.run_summary import load_json
 
 #: how far a speedup may sit from the rate ratio and still be said to scale with it: the rate
 #: ceilings themselves are medians of one run per GPU, and a step at 90% of a rate tracks it loosely
@@ -63,24 +61,6 @@ def _rate(entry: dict) -> float | None:
     return None
 
 
-def _ceilings_near(record_path: str, root: str) -> dict:
-    """The ceilings that apply to a timed record: the nearest ``ceilings.json`` above it within the
-    reference (a workload merged in from a later run keeps its own)."""
-    folder = os.path.dirname(record_path)
-    root = os.path.abspath(root)
-    while True:
-        path = os.path.join(folder, layout.CEILINGS)
-        if os.path.exists(path):
-            try:
-                with open(path) as f:
-                    return json.load(f).get("ceilings") or {}
-            except (OSError, ValueError) as e:
-                raise AnalysisInputError(path, f"cannot read the ceilings ({e})") from None
-        if os.path.abspath(folder) == root or os.path.dirname(folder) == folder:
-            return {}
-        folder = os.path.dirname(folder)
-
-
 def _resource(limiter: str | None) -> tuple[tuple[str, ...], str] | None:
     if not limiter:
         return None
@@ -98,7 +78,8 @@ def cross_step(s: StepComparison, root_a: str, root_b: str) -> CrossStep:
     verdict = "no single rate"
     if found:
         names, resource = found
-        ca, cb = _ceilings_near(s.base.path, root_a), _ceilings_near(s.cand.path, root_b)
+        ca = nearest_ceilings(os.path.dirname(s.base.path), root_a) or {}
+        cb = nearest_ceilings(os.path.dirname(s.cand.path), root_b) or {}
         ratios = [_rate(cb[n]) / _rate(ca[n]) for n in names
                   if n in ca and n in cb and _rate(ca[n]) and _rate(cb[n])]
         if ratios:
@@ -116,12 +97,7 @@ def cross_steps(c: Comparison) -> list[CrossStep]:
 
 
 def _preflight(root: str) -> dict:
-    path = os.path.join(root, "preflight.json")
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        raise AnalysisInputError(path, f"a reference's preflight record is needed for its GPU and tools ({e})") from None
+    return load_json(os.path.join(root, "preflight.json"))
 
 
 def _gpu(preflight: dict, root: str) -> str:

@@ -28,15 +28,16 @@ def kept_gzipped(name: str) -> bool:
 def open_capture_text(path: str, newline: str | None = None):
     """Open a text capture for reading: ``path`` itself, or its gzipped reference copy
     (``path + ".gz"``) when only that exists; a path ending in ``.gz`` is read through gzip."""
-    if not path.endswith(".gz") and not os.path.exists(path) and os.path.exists(path + ".gz"):
-        path += ".gz"
+    if not path.endswith(".gz"):
+        path = existing_capture(os.path.dirname(path), os.path.basename(path)) or path
     if path.endswith(".gz"):
         return gzip.open(path, "rt", newline=newline)
     return open(path, newline=newline)
 
 
 def text_capture_exists(path: str) -> bool:
-    return os.path.isfile(path) or (not path.endswith(".gz") and os.path.isfile(path + ".gz"))
+    return os.path.isfile(path) or (not path.endswith(".gz")
+                                    and existing_capture(os.path.dirname(path), os.path.basename(path)) is not None)
 
 
 def gunzip_to_temp(path: str, suffix: str) -> str:

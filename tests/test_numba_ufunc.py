@@ -35,19 +35,24 @@ def _simulate(code: str) -> str:
     return r.stdout
 
 
-@pytest.mark.parametrize("mode", ["run", "timed"])
-def test_streams_variant_runs_and_checks_under_the_simulator(tmp_path, mode):
-    # 3001 elements: chunks of unequal length, every stream used more than once
+def _run_recipe_on_cpu(tmp_path, variant: str, mode: str) -> dict:
+    """``python -m workloads.numba_ufunc --device cpu`` at 3001 elements (the simulator turns itself
+    on); its record."""
     out = tmp_path / "rec.json"
-    # --device cpu turns the simulator on by itself (workloads/frameworks.py)
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    args = [sys.executable, "-m", "workloads.numba_ufunc", "--device", "cpu", "--variant", "streams", "--size", "3001",
+    args = [sys.executable, "-m", "workloads.numba_ufunc", "--device", "cpu", "--variant", variant, "--size", "3001",
             "--mode", mode, "--output", str(out)]
     if mode == "timed":
         args += ["--warmup", "1", "--repeats", "3"]
     r = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    rec = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("mode", ["run", "timed"])
+def test_streams_variant_runs_and_checks_under_the_simulator(tmp_path, mode):
+    # 3001 elements: chunks of unequal length, every stream used more than once
+    rec = _run_recipe_on_cpu(tmp_path, "streams", mode)
     assert rec["relative_error"] <= 1e-13
     assert rec["work"]["bytes_h2d"] == rec["work"]["bytes_d2h"] == 8 * 3001
 
@@ -133,15 +138,7 @@ def test_float32_cpu_ufunc_stays_within_the_bound_element_by_element(fastmath):
 @pytest.mark.parametrize("variant", ["float32", "fastmath"])
 @pytest.mark.parametrize("mode", ["run", "timed"])
 def test_float32_steps_run_and_check_under_the_simulator(tmp_path, variant, mode):
-    out = tmp_path / "rec.json"
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    args = [sys.executable, "-m", "workloads.numba_ufunc", "--device", "cpu", "--variant", variant, "--size", "3001",
-            "--mode", mode, "--output", str(out)]
-    if mode == "timed":
-        args += ["--warmup", "1", "--repeats", "3"]
-    r = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    rec = json.loads(out.read_text())
+    rec = _run_recipe_on_cpu(tmp_path, variant, mode)
     assert rec["tolerance"] == rounding.tolerance(body.FILL_MAX_ABS, fastmath=variant == "fastmath")
     # the simulator evaluates the math in Python floats and stores float32: the output's rounding only
     assert 0 < rec["relative_error"] < U32
