@@ -287,3 +287,39 @@ def test_no_burst_without_nvml_or_in_cold_l2_mode(monkeypatch):
     out = runner.timed_calls(FakeVariant(log), _ph, sampling.SamplingRule.fixed(10), "cold-l2", gpu=gpu,
                              scrubber=FakeScrubber(Log()), clock=FakeClock(1e-3))
     assert out["telemetry"]["burst"] is None
+
+
+def _real_h100_timing(name: str) -> dict:
+    """A timed run's record as the runner wrote it on an H100, with its energy burst (tests/data/telemetry_h100)."""
+    import gzip
+    import json
+    import os
+
+    with gzip.open(os.path.join(os.path.dirname(__file__), "data", "telemetry_h100", name), "rt") as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("name, calls_at_least, watts", [
+    ("cupy_fused_16384.json.gz", 400, (300, 700)),      # 2.3 ms DRAM-bound calls
+    ("numba_float32.json.gz", 2000, (300, 700)),        # 0.57 ms
+    ("pycuda_vectorized.json.gz", 4000, (300, 700)),    # 0.27 ms
+    ("jax_float32_8192.json.gz", 35, (300, 700)),       # 25 ms FFMA-bound GEMMs
+])
+def test_real_records_take_joules_per_call_from_their_burst(name, calls_at_least, watts):
+    """Four recipes on an H100: every sample's clocks and throttle flags are recorded, and the joules
+    per call shown are the burst's (energy over a second of calls back to back, divided by the calls),
+    which agree with the burst's mean power times the call's time within the calls' spread."""
+    rec = _real_h100_timing(name)
+    t = rec["telemetry"]
+    assert len(t["per_sample"]) == rec["samples"] >= 10
+    for s in t["per_sample"]:
+        for side in ("before", "after"):
+            assert {"sm_clock_mhz", "mem_clock_mhz", "power_mw", "temperature_c", "throttled"} <= set(s[side])
+    assert t["throttled_samples"] == 0 and t["sm_clock_mhz_range"] == [1980, 1980]
+    joules, source = telemetry.energy_per_call(t)
+    burst = t["burst"]
+    assert burst["calls"] >= calls_at_least and source == f"{burst['calls']} calls back to back"
+    assert joules == pytest.approx(burst["energy_j"] / burst["calls"])
+    assert watts[0] < burst["mean_power_w"] < watts[1]
+    # a call back to back takes about what a timed sample took: power x median time ~ joules per call
+    assert joules == pytest.approx(burst["mean_power_w"] * rec["timing"]["median_ms"] / 1e3, rel=0.25)

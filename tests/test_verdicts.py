@@ -4,8 +4,9 @@ The A/A calibration runs the verdict engine on pairs drawn from one distribution
 "faster"/"slower" is a false call) and on pairs with a planted 3% slowdown (it must be
 found), on synthetic distributions and on real repeated runs: 16 timed processes of one
 step (CuPy ``fused`` at 4096, tests/data/aa_h200/, NVIDIA H200; and at 16384, tests/data/aa_h100/,
-NVIDIA H100), where the process-to-process spread is what decides which changes can be seen (see
-analysis/verdicts.py for why the process is the unit there).
+NVIDIA H100) and 21 of JAX ``float32`` at 8192 (tests/data/aa_h100_jax/, NVIDIA H100), where the
+process-to-process spread is what decides which changes can be seen (see analysis/verdicts.py for why
+the process is the unit there).
 """
 from __future__ import annotations
 
@@ -230,6 +231,41 @@ def test_real_dram_bound_runs_resolve_a_10_percent_change_never_a_false_one():
     assert ten["slower"] / sum(ten.values()) >= 0.95, ten
     three = _split_rates(processes, 1.03, pairs=200)
     assert three["faster"] == 0 and three["slower"] / sum(three.values()) < 0.5, three
+
+
+AA_RUNS_H100_JAX = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "aa_h100_jax", "*.json.gz")))
+
+
+def _real_processes_h100_jax() -> list[list[float]]:
+    """21 timed processes of JAX ``float32`` at 8192 (25 ms calls of FFMA-bound GEMMs) on an NVIDIA
+    H100, one after the other through the suite's cold wrapper with one shared compile cache, each
+    with its NVML telemetry (every sample at SM 1980 MHz, none throttled)."""
+    out = []
+    for path in AA_RUNS_H100_JAX:
+        with gzip.open(path, "rt") as f:
+            record = json.load(f)
+        assert record["workload"] == "jax_matmul" and record["variant"] == "float32" and record["size"] == 8192
+        assert "H100" in record["provenance"]["gpus"][0]["name"]
+        assert record["telemetry"]["sm_clock_mhz_range"] == [1980, 1980]
+        assert record["telemetry"]["throttled_samples"] == 0
+        out.append(record["times_ms"])
+    return out
+
+
+def test_real_compute_bound_runs_meet_both_calibration_rates():
+    """Where the processes agree (medians' standard deviation 0.43% of 25.1 ms), 10 processes a side
+    are enough for both of the calibration's rates on real runs: identical code is called faster or
+    slower in at most 1% of pairs, and a planted 3% slowdown, or speedup, is found in at least 95%."""
+    processes = _real_processes_h100_jax()
+    assert len(processes) == 21 and all(len(p) >= 30 for p in processes)
+    medians = np.array([np.median(p) for p in processes])
+    assert medians.std(ddof=1) / medians.mean() < 0.01
+    same = _split_rates(processes, 1.0, pairs=300, per_side=10)
+    assert (same["faster"] + same["slower"]) / 300 <= 0.01, same
+    slower = _split_rates(processes, 1.03, pairs=300, per_side=10)
+    assert slower["slower"] / 300 >= 0.95 and slower["faster"] == 0, slower
+    faster = _split_rates(processes, 1 / 1.03, pairs=300, per_side=10)
+    assert faster["faster"] / 300 >= 0.95 and faster["slower"] == 0, faster
 
 
 def test_real_aa_pairs_are_called_faster_or_slower_in_at_most_1_percent():
