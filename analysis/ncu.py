@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import os
 import re
+import shutil
+import subprocess
 import zlib
 from typing import Any
 
 from analysis.errors import AnalysisInputError
-from analysis.gzfiles import open_capture_text, text_capture_exists
+from analysis.gzfiles import open_capture_text, plain_file, text_capture_exists
 from analysis.ncu_child import import_ncu_report, read_report
 
 #: the metrics every summary carries, named as ncu names them
@@ -81,20 +84,32 @@ class Finding:
     estimated_speedup_pct: float | None
 
 
+#: where a launch's ``kernel_name`` came from (see :func:`printed_kernel_names`)
+NAMES_FROM_RAW_PAGE = "ncu's raw page"
+NAMES_FROM_NCU = "ncu --import"
+NAMES_FROM_REPORT_MODULE = "ncu_report's demangled name, shortened by the suite"
+
+
 @dataclasses.dataclass(frozen=True)
 class Launch:
     id: int
+    #: the name as ncu prints it (its raw page), unless ``name_source`` says otherwise
     kernel_name: str
     demangled_name: str
     metrics: dict[str, float | int | None]
     findings: tuple[Finding, ...]
+    name_source: str = NAMES_FROM_RAW_PAGE
+    #: the kernel's symbol (what nsys' kernel table also records); empty when read from a raw page
+    mangled_name: str = ""
 
 
 def cli_kernel_name(demangled: str) -> str:
-    """The kernel name as ``ncu --page raw`` prints it (Nsight Compute 2025.3): the demangled name
-    without the function's namespace, ABI tags ("abi:") or casts on integer template arguments
-    ("(int)1"). The ncu_report module's own demangler keeps all three; for extern "C" kernels
-    (CuPy, PyCUDA) every form is the same."""
+    """The suite's shortening of a demangled name toward the form ``ncu --page raw`` prints
+    (Nsight Compute 2025.3): without the function's namespace, ABI tags ("abi:") or casts on
+    integer template arguments ("(int)1"), which ncu_report's own demangler keeps. It equals ncu's
+    name for C-named kernels (CuPy, PyCUDA, Warp, XLA, cuBLAS) and Numba's; ncu shortens C++
+    namespaces in a way no rule over the name reproduces (see :func:`raw_page_beside`), so it is
+    the fallback where :func:`printed_kernel_names` has nothing."""
     name = demangled.replace("abi:", "")
     name = re.sub(r"\((?:unsigned )?(?:int|long|long long|short|char|bool)\)(?=-?\d)", "", name)
     depth, cut = 0, 0
@@ -165,9 +180,83 @@ def _findings(action) -> tuple[Finding, ...]:
     return tuple(out)
 
 
-def read_launches(path: str | os.PathLike) -> list[Launch]:
-    """Every profiled launch in the report, in profiling order (ncu's ID)."""
-    return read_report("launches", path)
+def read_launches(path: str | os.PathLike, raw_page: str | None = None) -> list[Launch]:
+    """Every profiled launch in the report, in profiling order (ncu's ID), named as ncu prints
+    them where ncu's own names can be had (:func:`printed_kernel_names`)."""
+    path = str(path)
+    launches = read_report("launches", path)
+    names, source = printed_kernel_names(path, raw_page)
+    if names is None:
+        return [dataclasses.replace(x, name_source=NAMES_FROM_REPORT_MODULE) for x in launches]
+    if [i for i, _ in names] != [x.id for x in launches]:
+        raise AnalysisInputError(source, f"its launches (IDs {_id_span([i for i, _ in names])}) are not those of "
+                                         f"{path} (IDs {_id_span([x.id for x in launches])}): a raw page of "
+                                         "another report?")
+    return [dataclasses.replace(x, kernel_name=name, name_source=NAMES_FROM_NCU if source == "ncu" else
+                                NAMES_FROM_RAW_PAGE) for x, (_, name) in zip(launches, names)]
+
+
+def _id_span(ids: list[int]) -> str:
+    return f"{ids[0]}-{ids[-1]}, {len(ids)} launches" if ids else "none"
+
+
+# Why ncu's printed names are read, not derived: ncu 2025.3 shortens the C++ namespaces of a
+# demangled name with state of its own. One kernel symbol,
+# _ZN2at6native29vectorized_elementwise_kernelILi8EZNS0_25bfloat16_copy_kernel_cudaE..., printed as
+# "void at::vectorized_elementwise_kernel<8, at::bfloat16_copy_kernel_cuda(..." in one report and as
+# "void native::vectorized_elementwise_kernel<8, native::bfloat16_copy_kernel_cuda(..." in another,
+# from the same ncu on the same GPU (tests/test_thirdparty_captures.py shows it). No rule over the
+# symbol alone can give both; ncu_report's name API has no base that gives either.
+def raw_page_beside(path: str) -> str | None:
+    """ncu's raw page saved next to the report: ``<stem>-raw.csv`` (the pipeline's ``ncu-raw.csv``
+    beside ``ncu.ncu-rep``) or ``<stem>_raw.csv``, plain or gzipped; None when there is none."""
+    folder, base = os.path.split(path)
+    stem = re.sub(r"\.ncu-rep(\.gz)?$", "", base)
+    for name in (f"{stem}-raw.csv", f"{stem}_raw.csv"):
+        candidate = os.path.join(folder, name)
+        if text_capture_exists(candidate):
+            return candidate
+    return None
+
+
+def parse_raw_page_names(text: str, source: str) -> list[tuple[int, str]]:
+    """(ID, Kernel Name) of each launch row of ncu's raw page as CSV text (header, units, rows)."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if len(rows) < 3 or "ID" not in rows[0] or "Kernel Name" not in rows[0]:
+        raise AnalysisInputError(source, "not ncu's raw page as CSV: no header with ID and Kernel Name, "
+                                         "a units row and launch rows")
+    i, k = rows[0].index("ID"), rows[0].index("Kernel Name")
+    try:
+        return [(int(r[i]), r[k]) for r in rows[2:]]
+    except (ValueError, IndexError) as e:
+        raise AnalysisInputError(source, f"a launch row without an integer ID and a name ({e})") from None
+
+
+def printed_kernel_names(path: str, raw_page: str | None = None) -> tuple[list[tuple[int, str]] | None, str]:
+    """The kernel names ncu prints for the report at ``path``, by launch ID, and where they came
+    from: ``raw_page`` if given, else the raw page saved beside the report, else the installed
+    ``ncu`` (``ncu --import``). ``(None, "")`` where neither exists: the caller keeps the suite's
+    shortening of ncu_report's demangled name, which matches ncu for C-named kernels (CuPy, PyCUDA,
+    Warp, XLA, cuBLAS) and Numba's, not always for C++ namespaces."""
+    page = raw_page or raw_page_beside(path)
+    if page:
+        if not text_capture_exists(page):
+            raise AnalysisInputError(page, "no such file (nor .gz)")
+        with open_capture_text(page, newline="") as f:
+            return parse_raw_page_names(f.read(), page), page
+    exe = shutil.which("ncu")
+    if exe is None:
+        return None, ""
+    with plain_file(path) as plain:
+        try:
+            done = subprocess.run([exe, "--import", plain, "--page", "raw", "--csv", "--metrics", "launch__grid_size"],
+                                  capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            raise AnalysisInputError(path, "ncu --import took over 300 s") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise AnalysisInputError(path, f"ncu --import exited {done.returncode}: {last}")
+    return parse_raw_page_names(done.stdout, f"{path} (ncu --import)"), "ncu"
 
 
 def load_actions(path: str, plain: str) -> tuple[Any, list]:
@@ -204,6 +293,7 @@ def _read_plain(path: str, plain: str) -> list[Launch]:
             demangled_name=action.name(action.NameBase_DEMANGLED),
             metrics=metrics,
             findings=_findings(action),
+            mangled_name=action.name(action.NameBase_MANGLED) or "",
         ))
     if not launches:
         raise AnalysisInputError(path, "report holds no profiled kernel launches (check ncu's -k/-c filters)")
@@ -279,7 +369,7 @@ def read_raw_csv(path: str | os.PathLike) -> list[Launch]:
             raise AnalysisInputError(path, f"row {len(launches) + 3} has {len(row)} cells, the header {len(header)}")
         name = row[col["Kernel Name"]]
         metrics = {n: (_raw_value(row[col[n]], units[col[n]]) if n in col else None) for n in wanted}
-        launches.append(Launch(id=int(row[col["ID"]]), kernel_name=cli_kernel_name(name), demangled_name=name,
+        launches.append(Launch(id=int(row[col["ID"]]), kernel_name=name, demangled_name=name,
                                metrics=metrics, findings=()))
     if not launches:
         raise AnalysisInputError(path, "raw page holds no profiled kernel launches")

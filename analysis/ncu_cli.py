@@ -1,6 +1,8 @@
 """``python -m analysis ncu-summary``: one row per profiled launch of an Nsight Compute report.
 
-Columns: ``ID``, ``Kernel Name`` (as ``ncu --page raw`` prints them), the metrics of
+Columns: ``ID``, ``Kernel Name`` (as ``ncu --page raw`` prints it: from the raw page saved beside
+the report or given with ``--raw-page``, else from the installed ``ncu``; without either, the suite's
+shortening of the demangled name, and a note on stderr says so), the metrics of
 :data:`analysis.ncu.SUMMARY_METRICS` named as ncu names them, in the suite's units (durations in
 ns, percentages 0-100, counts as integers), and ``Findings``: the rule results ncu attached to the
 launch (rule id, severity, estimated speedup in %).
@@ -14,7 +16,7 @@ import json
 import sys
 from typing import Any, Callable
 
-from analysis.ncu import SUMMARY_METRICS, Launch, read_launches
+from analysis.ncu import NAMES_FROM_REPORT_MODULE, SUMMARY_METRICS, Launch, read_launches
 
 HEADER = ["ID", "Kernel Name", *SUMMARY_METRICS, "Findings"]
 
@@ -24,10 +26,14 @@ def finding_records(launch: Launch) -> list[dict]:
              "title": f.title} for f in launch.findings]
 
 
-def summary_rows(path: str) -> list[dict[str, Any]]:
+def summary_rows(path: str, raw_page: str | None = None) -> list[dict[str, Any]]:
     """One dict per launch, in launch order, keyed by :data:`HEADER`."""
     rows = []
-    for launch in read_launches(path):
+    launches = read_launches(path, raw_page)
+    if launches and launches[0].name_source == NAMES_FROM_REPORT_MODULE:
+        print(f"ncu-summary: kernel names are {NAMES_FROM_REPORT_MODULE} (no raw page beside {path} and no ncu "
+              "installed); ncu prints some C++ namespaces differently", file=sys.stderr)
+    for launch in launches:
         row: dict[str, Any] = {"ID": launch.id, "Kernel Name": launch.kernel_name}
         row.update({m: launch.metrics.get(m) for m in SUMMARY_METRICS})
         row["Findings"] = finding_records(launch)
@@ -88,7 +94,7 @@ FORMATS: dict[str, Callable[[list[dict]], str]] = {"csv": format_csv, "json": fo
 
 
 def cmd_ncu_summary(a: argparse.Namespace) -> int:
-    sys.stdout.write(FORMATS[a.format](summary_rows(a.report)))
+    sys.stdout.write(FORMATS[a.format](summary_rows(a.report, a.raw_page)))
     return 0
 
 
@@ -101,5 +107,8 @@ def add_parser(subparsers) -> None:
                     "attached (rule:severity:estimated speedup %). Reads .ncu-rep or gzipped .ncu-rep.gz; needs "
                     "the ncu_report module (pip install ncu-report).")
     s.add_argument("--format", choices=list(FORMATS), default="csv", help="csv (the default), json or md")
+    s.add_argument("--raw-page", metavar="RAW.csv[.gz]", default=None,
+                   help="ncu's raw page of this report (ncu --import FILE --page raw --csv), whose kernel names are "
+                        "used; default: <stem>-raw.csv or <stem>_raw.csv beside the report, else the installed ncu")
     s.add_argument("report", metavar="FILE.ncu-rep[.gz]", help="an Nsight Compute report")
     s.set_defaults(func=cmd_ncu_summary)

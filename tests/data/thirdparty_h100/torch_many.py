@@ -1,0 +1,32 @@
+"""Many C++-templated PyTorch kernels (ATen, cuDNN, cuBLAS, cub/thrust inside ATen), for ncu's names."""
+import torch, torch.nn.functional as F
+torch.manual_seed(0)
+d = "cuda"
+x = torch.randn(1 << 16, device=d)
+y = torch.rand(1 << 16, device=d)
+i = torch.randint(0, 1000, (1 << 16,), device=d)
+for dt in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+    a = x.to(dt); b = y.to(dt)
+    _ = a + b; _ = a * 2; _ = a.sum(); _ = a.mean(); _ = a.max(); _ = a.abs(); _ = torch.exp(a)
+    _ = torch.sort(a); _ = torch.topk(a, 10); _ = torch.cumsum(a, 0); _ = torch.argmax(a)
+    _ = torch.where(a > 0, a, b); _ = F.relu(a); _ = F.gelu(a); _ = torch.sigmoid(a); _ = torch.tanh(a)
+    _ = F.softmax(a.view(256, 256), dim=1); _ = F.log_softmax(a.view(256, 256), dim=0)
+    _ = F.layer_norm(a.view(256, 256), (256,))
+    _ = a.view(256, 256) @ b.view(256, 256) if dt != torch.float64 else a.view(256, 256).t().contiguous()
+    _ = torch.cat([a, b]); _ = a[i % a.numel()]; _ = torch.clamp(a, -1, 1); _ = a.to(torch.float32)
+    _ = torch.norm(a); _ = torch.var(a); _ = torch.std_mean(a.view(256, 256), dim=1)
+    _ = F.dropout(a, 0.5, training=True)
+    _ = torch.zeros_like(a).index_add_(0, i % a.numel(), a)
+    _ = torch.zeros(1000, device=d, dtype=dt).scatter_add_(0, i, a)
+_ = torch.unique(i); _ = torch.bincount(i); _ = torch.histc(x, 10); _ = torch.nonzero(x > 1)
+_ = torch.sort(i); _ = torch.argsort(x); _ = torch.randperm(1000, device=d); _ = torch.multinomial(y[:100], 10)
+img = torch.randn(8, 16, 32, 32, device=d)
+conv = torch.nn.Conv2d(16, 32, 3, padding=1).to(d); bn = torch.nn.BatchNorm2d(32).to(d)
+out = bn(conv(img)); out = F.max_pool2d(out, 2); out = F.avg_pool2d(out, 2); out = F.interpolate(out, scale_factor=2)
+out = F.adaptive_avg_pool2d(out, 1)
+loss = F.cross_entropy(torch.randn(64, 10, device=d, requires_grad=True), torch.randint(0, 10, (64,), device=d))
+loss.backward()
+emb = torch.nn.Embedding(1000, 64).to(d); e = emb(i[:512]); e.sum().backward()
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    o = bn(conv(img)); o.float().sum().backward()
+torch.cuda.synchronize(); print("torch_many done")
