@@ -50,10 +50,24 @@ rule profile_all:
 
 rule rebuild_reports:
     """Rebuild the reports from the committed reference captures (no GPU needed) and check
-    that they equal the committed reports/*.md."""
+    that they equal the committed reports/*.md; then the same for every reference in
+    more_references: this workflow run again under that reference's config file, whose work folder
+    and pages are its own. (A rule without output runs every time it is asked for, so the other
+    references are checked every time too.)"""
     input:
         f"{REPORTS}/reference/CHECKED",
         rules.rebuild_kernel_pages.input,
+    params:
+        python=PYTHON,
+        config_files=list((config.get("more_references") or {}).values()),
+        logs=[f"{WORK}/logs/rebuild_reference_{name}.log" for name in config.get("more_references") or {}],
+    threads: workflow.cores
+    shell:
+        # --nolock: this run holds the working directory's lock; the runs write disjoint files
+        "set -- {params.logs:q}; for file in {params.config_files:q}; do log=$1; shift; mkdir -p $(dirname $log);"
+        " echo \"rebuild_reports: the reference of $file (log: $log)\";"
+        " {params.python:q} -m snakemake rebuild_reports --configfile $file --cores {threads} --nolock > $log 2>&1"
+        " || {{ tail -20 $log; exit 1; }}; done"
 
 
 rule capture_reference:

@@ -99,6 +99,10 @@ def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (repo / "results" / "reports" / "reference" / "CHECKED").exists()
     assert "equal the committed ones" in r.stdout + r.stderr
+    # the same command rebuilds and checks the other GPU's reference (rules/config.yaml: more_references)
+    assert "rebuild_reports: the reference of rules/reference_h100.yaml" in r.stdout + r.stderr
+    assert (repo / "results" / "h100" / "reports" / "reference" / "CHECKED").exists()
+    assert "equal the committed ones" in (repo / "results" / "logs" / "rebuild_reference_h100.log").read_text()
     # and it would notice a difference: the check run again on the same rebuilt pages (-F would rebuild
     # every page, the same bytes, for another minute)
     md = repo / "reports" / "cupy_sqdiff.md"
