@@ -47,8 +47,26 @@ def test_the_section_shows_both_times_and_says_the_floor_is_the_cold_l2_ones():
     for r in rows:
         assert f"| `{r.variant}` | 1024 | 24 MiB / 60 MiB | {r.warm_median_ms:.4g} ({r.warm_samples}) | " \
                f"{r.cold_median_ms:.4g} ({r.cold_samples}) |" in md
-    # at 1024^2 both calls take 10-20x their floor: launch-sized calls, so the modes cannot differ much
-    assert md.count("is not set by the bytes it moves") == 2
+    # at 1024^2 the host takes longer to submit each call (median host_call_ms) than the events time:
+    # the windows hold the launch, and the section says so instead of reading the verdict as L2's
+    for r in rows:
+        assert r.launch_bound and r.warm_host_call_ms > r.warm_median_ms
+        assert (f"- `{r.variant}` at 1024: the host takes {r.warm_host_call_ms:.3g} ms to submit each call "
+                f"(median of the warm samples), {r.warm_host_call_ms / r.warm_median_ms:.2f}× the "
+                f"{r.warm_median_ms:.3g} ms the CUDA events time") in md
+    assert md.count("compares launch gaps, not L2 hits") == 2
+    assert "what L2 hits save" not in md
+
+
+def test_a_window_is_the_launchs_only_where_the_host_takes_half_of_it_to_submit():
+    row = l2_modes.rows(_records(), _ceilings())[1]
+    import dataclasses
+
+    assert not dataclasses.replace(row, warm_host_call_ms=None).launch_bound  # older records: no host time
+    assert not dataclasses.replace(row, warm_host_call_ms=0.49 * row.warm_median_ms).launch_bound
+    assert dataclasses.replace(row, warm_host_call_ms=0.5 * row.warm_median_ms).launch_bound
+    md = l2_modes.section([dataclasses.replace(row, warm_host_call_ms=0.01 * row.warm_median_ms)], "CUDA events")
+    assert "compares launch gaps" not in md and "is not set by the bytes it moves" in md
 
 
 def test_a_step_timed_in_one_mode_only_is_refused_by_name():
