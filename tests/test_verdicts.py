@@ -166,18 +166,22 @@ def test_verdict_record_round_trips_to_json():
 
 # --- A/A calibration on real repeated runs ------------------------------------------------------
 
-AA_RUNS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "aa_h200", "*.json.gz")))
+def _aa_records(folder: str, step: tuple[str, str, int], gpu: str | None = None) -> list[dict]:
+    """The timed records of one A/A set (tests/data/<folder>), each checked to be of ``step``
+    (workload, variant, size) and, where given, of a GPU whose name holds ``gpu``."""
+    records = []
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", folder, "*.json.gz"))):
+        with gzip.open(path, "rt") as f:
+            record = json.load(f)
+        assert (record["workload"], record["variant"], record["size"]) == step, path
+        assert gpu is None or gpu in record["provenance"]["gpus"][0]["name"], path
+        records.append(record)
+    return records
 
 
 def _real_processes() -> list[list[float]]:
     """The timed samples of each of the 16 processes (same code, same GPU, one after the other)."""
-    out = []
-    for path in AA_RUNS:
-        with gzip.open(path, "rt") as f:
-            record = json.load(f)
-        assert record["workload"] == "cupy_sqdiff" and record["variant"] == "fused" and record["size"] == 4096
-        out.append(record["times_ms"])
-    return out
+    return [r["times_ms"] for r in _aa_records("aa_h200", ("cupy_sqdiff", "fused", 4096))]
 
 
 def _split_rates(processes, factor: float, pairs: int = 300, per_side: int = 8) -> dict[str, int]:
@@ -201,20 +205,10 @@ def test_real_repeated_runs_are_16_processes_of_the_same_step():
     assert (max(medians) - min(medians)) / float(np.median(medians)) > 0.10
 
 
-AA_RUNS_H100 = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "aa_h100", "*.json.gz")))
-
-
 def _real_processes_h100() -> list[list[float]]:
     """16 timed processes of CuPy ``fused`` at 16384 (2.1 ms calls, DRAM-bound) on an NVIDIA H100,
     one after the other through the suite's cold wrapper, each with its NVML telemetry."""
-    out = []
-    for path in AA_RUNS_H100:
-        with gzip.open(path, "rt") as f:
-            record = json.load(f)
-        assert record["workload"] == "cupy_sqdiff" and record["variant"] == "fused" and record["size"] == 16384
-        assert "H100" in record["provenance"]["gpus"][0]["name"]
-        out.append(record["times_ms"])
-    return out
+    return [r["times_ms"] for r in _aa_records("aa_h100", ("cupy_sqdiff", "fused", 16384), "H100")]
 
 
 def test_real_dram_bound_runs_resolve_a_10_percent_change_never_a_false_one():
@@ -233,23 +227,14 @@ def test_real_dram_bound_runs_resolve_a_10_percent_change_never_a_false_one():
     assert three["faster"] == 0 and three["slower"] / sum(three.values()) < 0.5, three
 
 
-AA_RUNS_H100_JAX = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "aa_h100_jax", "*.json.gz")))
-
-
 def _real_processes_h100_jax() -> list[list[float]]:
     """21 timed processes of JAX ``float32`` at 8192 (25 ms calls of FFMA-bound GEMMs) on an NVIDIA
     H100, one after the other through the suite's cold wrapper with one shared compile cache, each
     with its NVML telemetry (every sample at SM 1980 MHz, none throttled)."""
-    out = []
-    for path in AA_RUNS_H100_JAX:
-        with gzip.open(path, "rt") as f:
-            record = json.load(f)
-        assert record["workload"] == "jax_matmul" and record["variant"] == "float32" and record["size"] == 8192
-        assert "H100" in record["provenance"]["gpus"][0]["name"]
-        assert record["telemetry"]["sm_clock_mhz_range"] == [1980, 1980]
-        assert record["telemetry"]["throttled_samples"] == 0
-        out.append(record["times_ms"])
-    return out
+    records = _aa_records("aa_h100_jax", ("jax_matmul", "float32", 8192), "H100")
+    for r in records:
+        assert r["telemetry"]["sm_clock_mhz_range"] == [1980, 1980] and r["telemetry"]["throttled_samples"] == 0
+    return [r["times_ms"] for r in records]
 
 
 def test_real_compute_bound_runs_meet_both_calibration_rates():
