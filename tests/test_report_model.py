@@ -277,3 +277,20 @@ def test_model_figures_are_deterministic(tmp_path, draw):
         getattr(figures, draw)(_model("numba_ufunc"), str(p))
     assert paths[0].read_bytes() == paths[1].read_bytes()
     assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_steps_rests_on_cell_shows_clocks_and_the_bursts_joules_of_a_real_run():
+    """The per-step "rests on" cell fed the telemetry of a real H100 timed run that has its energy
+    burst (tests/data/telemetry_h100): SM clock, throttled samples and joules per call from the burst."""
+    import dataclasses
+    import gzip
+
+    from analysis import markdown
+
+    with gzip.open(REPO / "tests" / "data" / "telemetry_h100" / "cupy_fused_16384.json.gz", "rt") as f:
+        record = json.load(f)
+    model = _model("cupy_sqdiff")
+    step = next(s for s in model.ladder[max(model.sizes)] if s.variant == "fused")
+    cell = markdown.rests_on(dataclasses.replace(step, telemetry=record["telemetry"], samples=record["samples"]))
+    assert cell.startswith(f"{record['samples']}")
+    assert cell.endswith("; 1980 MHz, 0 throttled, 1.09 J (458 calls back to back)")
