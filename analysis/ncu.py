@@ -220,8 +220,12 @@ def raw_page_beside(path: str) -> str | None:
 
 
 def parse_raw_page_names(text: str, source: str) -> list[tuple[int, str]]:
-    """(ID, Kernel Name) of each launch row of ncu's raw page as CSV text (header, units, rows)."""
-    rows = list(csv.reader(io.StringIO(text)))
+    """(ID, Kernel Name) of each launch row of ncu's raw page as CSV text (header, units, rows);
+    lines ncu writes before the table (``==PROF==``, ``==WARNING==``) are skipped."""
+    lines = text.splitlines(keepends=True)
+    while lines and lines[0].startswith("=="):
+        lines.pop(0)
+    rows = list(csv.reader(io.StringIO("".join(lines))))
     if len(rows) < 3 or "ID" not in rows[0] or "Kernel Name" not in rows[0]:
         raise AnalysisInputError(source, "not ncu's raw page as CSV: no header with ID and Kernel Name, "
                                          "a units row and launch rows")

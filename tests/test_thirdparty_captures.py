@@ -216,3 +216,14 @@ def test_ncu_summary_names_keep_the_kernel_and_its_template_arguments():
         function = mine.split("<")[0].split("(")[0]
         assert function and function in theirs, (mine, theirs)
         assert not re.search(r"\((?:unsigned )?(?:int|long)\)\d", mine), mine  # "(int)8" is ncu_report's form
+
+
+def test_lines_ncu_prints_before_the_table_are_skipped():
+    from analysis.ncu import parse_raw_page_names
+
+    page = (DATA / "torch_kernels_raw.csv").read_text()
+    header, _, data = _raw()
+    names = [(int(r[header.index("ID")]), r[header.index("Kernel Name")]) for r in data]
+    assert parse_raw_page_names("==PROF== Disconnected\n==WARNING== a note\n" + page, "x") == names
+    with pytest.raises(Exception, match="not ncu's raw page"):
+        parse_raw_page_names("==PROF== Disconnected\n", "x")
