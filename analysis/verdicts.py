@@ -30,6 +30,7 @@ most ``(1 - confidence)`` of pairs however noisy the runs are (tests/test_verdic
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Literal, Sequence
 
 import numpy as np
@@ -179,8 +180,52 @@ def compare_processes(before_medians: Sequence[float], after_medians: Sequence[f
     ci = stats.ttest_ind(lb, la, equal_var=False).confidence_interval(confidence)
     lo, hi = float(np.exp(ci.low)), float(np.exp(ci.high))
     kind = _kind(lo, hi, threshold)
+    if kind == "uncertain":
+        detail += "; " + _processes_needed(lb, la, threshold, confidence)
     return Verdict(kind, ratio, (lo, hi), (lb.size, la.size), f"{_explain(kind, threshold, confidence)}; {detail}",
                    "Welch interval over processes", confidence, threshold)
+
+
+#: the share of repeated comparisons that :func:`_processes_needed` sizes for
+POWER = 0.95
+
+
+@functools.lru_cache(maxsize=None)
+def _noncentrality(df: int, confidence: float) -> float:
+    """The noncentrality at which a one-sided t test at the interval's level (``df`` degrees of
+    freedom) passes ``POWER`` of the time: the noncentral t, since the SD is estimated too."""
+    from scipy import optimize, stats  # noqa: PLC0415
+
+    t_crit = float(stats.t.ppf(0.5 + confidence / 2, df))
+    return float(optimize.brentq(lambda x: stats.nct.sf(t_crit, df, x) - POWER, 0.0, 1e3))
+
+
+def _processes_needed(log_before: np.ndarray, log_after: np.ndarray, threshold: float, confidence: float) -> str:
+    """What these processes can resolve, at their spread: the smallest change beyond the threshold band
+    that ``POWER`` of repeated comparisons of this many processes would call, and, where the measured
+    change lies beyond the band, how many processes a side would call one of that size. With s the
+    pooled SD of the log medians and n processes a side, the interval's half-width is
+    t_conf s' sqrt(2/n) with s' estimated from the same processes: the power of that test follows the
+    noncentral t with 2n - 2 degrees of freedom."""
+    def margin(n: int) -> float:
+        return _noncentrality(2 * n - 2, confidence) * spread * np.sqrt(2 / n)
+
+    n_now = min(log_before.size, log_after.size)
+    spread = float(np.sqrt((log_before.var(ddof=1) + log_after.var(ddof=1)) / 2))
+    edge = float(np.log1p(threshold))
+    text = (f"the process medians spread {spread:.2%} (pooled SD), so {n_now} processes a side call changes beyond "
+            f"about {np.expm1(edge + margin(n_now)):.1%} ({POWER:.0%} of the time)")
+    measured = abs(float(log_before.mean() - log_after.mean()))
+    if measured > edge + 1e-3:
+        # margin(n) falls with n: double, then halve the bracket
+        lo, hi = MIN_PROCESSES, MIN_PROCESSES
+        while margin(hi) > measured - edge and hi < 1_000_000:
+            lo, hi = hi, hi * 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if margin(mid) <= measured - edge else (mid, hi)
+        text += f"; a {np.expm1(measured):.1%} change needs about {hi} a side"
+    return text
 
 
 def compare_runs(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]], **kw) -> Verdict:

@@ -276,3 +276,21 @@ def test_real_runs_find_a_planted_50_percent_slowdown_but_not_a_3_percent_one():
     small = _split_rates(processes, 1.03)
     assert small["uncertain"] / sum(small.values()) >= 0.95, small
     assert small["faster"] / sum(small.values()) <= 0.01, small
+
+
+@pytest.mark.parametrize("loader, per_side", [(_real_processes_h100, 8), (_real_processes_h100_jax, 5)])
+def test_an_uncertain_process_verdict_says_what_these_processes_can_resolve(loader, per_side):
+    """On real runs: an uncertain verdict over processes names the smallest change that many processes
+    call 95% of the time at their spread; planted at that size, the change is called in about that
+    share of splits of the same processes (noncentral t: at least 90% here)."""
+    import re
+
+    processes = loader()
+    v = compare_runs(processes[:per_side], [[x * 1.03 for x in p] for p in processes[per_side:2 * per_side]])
+    assert v.kind == "uncertain"
+    m = re.search(rf"so {per_side} processes a side call changes beyond about ([\d.]+)% \(95% of the time\)", v.reason)
+    assert m, v.reason
+    resolvable = float(m.group(1)) / 100
+    assert 0.02 < resolvable < 0.10
+    called = _split_rates(processes, 1 + resolvable, pairs=300, per_side=per_side)
+    assert called["slower"] / 300 >= 0.90 and called["faster"] == 0, called
