@@ -276,6 +276,10 @@ def markdown(c: Comparison) -> str:
         table(("recipe", "variant", "size", "samples base / cand", "verdict, speedup [interval]",
                "time / floor base / cand", "measured limiter base → cand", "SM clock base / cand"), rows),
     ]
+    unresolved = [s for s in c.steps if s.verdict.resolution]
+    if unresolved:
+        lines += ["", "What the uncertain steps' processes can resolve:", ""]
+        lines += [f"- {s.base.workload}/`{s.base.variant}`/n{s.base.size}: {s.verdict.resolution}" for s in unresolved]
     for title, keys in (("Only in the base", c.only_base), ("Only in the candidate", c.only_cand)):
         if keys:
             lines += ["", f"{title}: " + ", ".join(f"{w}/{v}/n{n}" for w, v, n in keys)]

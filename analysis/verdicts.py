@@ -85,6 +85,8 @@ class Verdict:
     method: str = "bootstrap"
     confidence: float = CONFIDENCE
     threshold: float = THRESHOLD
+    #: for an uncertain verdict over processes: what changes these processes can resolve at their spread
+    resolution: str = ""
 
     # the names the reports used before the interval existed
     @property
@@ -98,7 +100,7 @@ class Verdict:
     def as_dict(self) -> dict:
         return {"kind": self.kind, "ratio": self.ratio, "interval": list(self.interval),
                 "samples": list(self.samples), "reason": self.reason, "method": self.method,
-                "confidence": self.confidence, "threshold": self.threshold}
+                "confidence": self.confidence, "threshold": self.threshold, "resolution": self.resolution}
 
 
 def _number(x: float) -> str:
@@ -180,10 +182,11 @@ def compare_processes(before_medians: Sequence[float], after_medians: Sequence[f
     ci = stats.ttest_ind(lb, la, equal_var=False).confidence_interval(confidence)
     lo, hi = float(np.exp(ci.low)), float(np.exp(ci.high))
     kind = _kind(lo, hi, threshold)
-    if kind == "uncertain":
-        detail += "; " + _processes_needed(lb, la, threshold, confidence)
+    resolution = _processes_needed(lb, la, threshold, confidence) if kind == "uncertain" else ""
+    if resolution:
+        detail += "; " + resolution
     return Verdict(kind, ratio, (lo, hi), (lb.size, la.size), f"{_explain(kind, threshold, confidence)}; {detail}",
-                   "Welch interval over processes", confidence, threshold)
+                   "Welch interval over processes", confidence, threshold, resolution)
 
 
 #: the share of repeated comparisons that :func:`_processes_needed` sizes for

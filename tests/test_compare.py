@@ -165,3 +165,21 @@ def test_each_side_names_its_measured_limiter_and_a_change_is_flagged(tmp_path):
     c = compare_folders(REF, str(timed_only))
     assert {s.limiter_changed for s in c.steps} == {None}
     assert c.as_dict()["steps"][0]["cand"]["limiter"] is None
+
+
+def test_an_uncertain_step_over_processes_says_what_its_processes_can_resolve(tmp_path):
+    from analysis.compare import markdown
+
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    _scaled_runs(base, (1.00, 1.01, 0.99))
+    _scaled_runs(cand, (0.99, 1.00, 1.01), planted_factors=(1.00, 1.05, 1.02))
+    c = compare_folders(str(base), str(cand))
+    planted = next(s for s in c.steps if (s.base.workload, s.base.variant, s.base.size) == PLANTED)
+    assert planted.verdict.kind == "uncertain"
+    assert planted.verdict.resolution.startswith("the process medians spread ")
+    assert "3 processes a side call changes beyond about" in planted.verdict.resolution
+    md = markdown(c)
+    assert "What the uncertain steps' processes can resolve:" in md
+    assert f"/n{PLANTED[2]}: {planted.verdict.resolution}" in md
+    # the steps called "same" carry none
+    assert all(not s.verdict.resolution for s in c.steps if s.verdict.kind != "uncertain")
