@@ -59,3 +59,47 @@ def test_command_line_prints_the_tables_and_refuses_a_folder_without_records(tmp
     bad = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", str(tmp_path)],
                          cwd=REPO, capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no GPU job records" in bad.stderr
+
+
+H100_REFERENCE = REPO / "reports" / "reference" / "h100"
+
+
+def _record_files(kind_file: str) -> list[str]:
+    return sorted(glob.glob(str(H100_REFERENCE / "*" / "*" / "n*" / f"{kind_file}*")))
+
+
+def test_phases_add_up_to_the_run_records_of_the_h100_reference():
+    """The phase tables of one real run (the H100 reference's records): one row per kind with as many
+    runs as it has records, each phase the records' own seconds summed, the same total by recipe."""
+    import gzip
+
+    by_kind, by_recipe = pipeline_time.phases(str(H100_REFERENCE))
+    kinds = {r.key: r for r in by_kind}
+    assert set(kinds) == {"timed", "nsys", "ncu"}
+    for name, kind in pipeline_time.RECORD_KINDS.items():
+        files = _record_files(name)
+        assert kinds[kind].runs == len(files) > 10
+        records = [json.load(gzip.open(f, "rt") if f.endswith(".gz") else open(f)) for f in files]
+        assert kinds[kind].seconds["setup"] == pytest.approx(sum(r["host_wall_s"]["setup"] for r in records))
+    timed = [json.load(gzip.open(f, "rt")) for f in _record_files("timing.json")]
+    assert kinds["timed"].seconds["sampling"] == pytest.approx(sum(r["sampling"]["elapsed_s"] for r in timed))
+    # profiled calls only where a profiler ran them; ncu's replays make them its largest phase
+    assert kinds["timed"].seconds["compute"] == 0 and kinds["ncu"].seconds["compute"] == max(kinds["ncu"].seconds.values())
+    total = sum(sum(r.seconds.values()) for r in by_kind)
+    assert sum(sum(r.seconds.values()) for r in by_recipe) == pytest.approx(total)
+    assert {r.key for r in by_recipe} == {"cudf_groupby", "cupy_sqdiff", "jax_matmul", "numba_ufunc",
+                                          "pycuda_kernel", "warp_sph"}
+
+
+def test_command_line_prints_the_phases_of_a_reference_alone(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", "--captures", str(H100_REFERENCE)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("## Phases inside the runs")
+    assert "| kind | runs | setup s | warm-up s | timed samples s |" in r.stdout
+    empty = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", "--captures", str(tmp_path)],
+                           capture_output=True, text=True, cwd=REPO)
+    assert empty.returncode == 2 and "no run records" in empty.stderr
+    neither = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time"], capture_output=True, text=True,
+                             cwd=REPO)
+    assert neither.returncode == 2 and "give RESULTS_DIR, --captures DIR, or both" in neither.stderr

@@ -3,12 +3,19 @@ and the run's wall time, from the GPU job records every GPU job writes (workload
 
     python -m workloads.tools.pipeline_time results            # the latest run in results/gpu-jobs
     python -m workloads.tools.pipeline_time results --all-runs # every run the folder holds
+    python -m workloads.tools.pipeline_time --captures reports/reference/h100   # phases only
 
 The records say when each job started and ended and what it ran, so the tables are the jobs' own
 wall times: a job's setup (imports, input generation, the float64 check) counts with its
 measurement, which is what a budget has to pay for. *Wall* is the first job's start to the last
 job's end; *GPU busy* is the union of the jobs' intervals (jobs on several GPUs overlap); what lies
 between jobs on one GPU is Snakemake, analysis and scheduling.
+
+Inside the jobs, the runs' own records (``timing.json``, ``nsys-run.json``, ``ncu-run.json`` in
+the capture folder) say how long each phase of the program took on the host (``host_wall_s``: setup,
+warm-up, the calls, transfer and check; the timed runs' sampling and energy burst): the *phases*
+tables. A job's time beyond its phases is the interpreter, imports, CUDA context and the profiler's
+own start and finish.
 """
 from __future__ import annotations
 
@@ -20,7 +27,7 @@ from typing import Iterable, Sequence
 
 from analysis import gpu_jobs
 from analysis.errors import AnalysisInputError
-from analysis.run_summary import union_ns
+from analysis.run_summary import load_json, union_ns
 
 
 @dataclass(frozen=True)
@@ -97,25 +104,100 @@ def format_budget(b: Budget, heading: str) -> str:
     return "\n".join(lines)
 
 
+#: a run record's file name -> the kind of GPU job that wrote it
+RECORD_KINDS = {"timing.json": "timed", "nsys-run.json": "nsys", "ncu-run.json": "ncu"}
+#: the phases, in program order: the records' host_wall_s keys, then the timed runs' sampling and burst
+PHASES = ("setup", "warmup", "sampling", "energy burst", "compute", "transfer_and_check")
+PHASE_TITLES = {"setup": "setup", "warmup": "warm-up", "sampling": "timed samples", "energy burst": "energy burst",
+                "compute": "calls (profiled)", "transfer_and_check": "transfer + check"}
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    key: str
+    runs: int
+    #: phase -> seconds summed over the runs
+    seconds: dict[str, float]
+
+
+def phase_seconds(record: dict) -> dict[str, float]:
+    """Host seconds per phase of one run record."""
+    out = {k: float(v) for k, v in (record.get("host_wall_s") or {}).items()}
+    sampling = (record.get("sampling") or {}).get("elapsed_s")
+    if sampling is not None:
+        out["sampling"] = float(sampling)
+    burst = ((record.get("telemetry") or {}).get("burst") or {}).get("wall_s")
+    if burst is not None:
+        out["energy burst"] = float(burst)
+    return out
+
+
+def phases(captures_dir: str) -> tuple[tuple[PhaseRow, ...], tuple[PhaseRow, ...]]:
+    """Phase seconds by kind of run and by recipe, from every run record under ``captures_dir``
+    (``<recipe>/<variant>/n<size>/``; plain or gzipped, as a reference keeps them)."""
+    by_kind: dict[str, list[dict]] = {}
+    by_recipe: dict[str, list[dict]] = {}
+    for folder, _, files in sorted(os.walk(captures_dir)):
+        rel = os.path.relpath(folder, captures_dir).split(os.sep)
+        if len(rel) != 3 or not rel[2].startswith("n"):
+            continue
+        for name, kind in RECORD_KINDS.items():
+            if name in files or f"{name}.gz" in files:
+                seconds = phase_seconds(load_json(os.path.join(folder, name)))
+                by_kind.setdefault(kind, []).append(seconds)
+                by_recipe.setdefault(rel[0], []).append(seconds)
+    if not by_kind:
+        raise AnalysisInputError(captures_dir, "no run records (<recipe>/<variant>/n<size>/timing.json, "
+                                               "nsys-run.json, ncu-run.json)")
+
+    def rows(groups: dict[str, list[dict]]) -> tuple[PhaseRow, ...]:
+        out = [PhaseRow(k, len(rs), {p: sum(r.get(p, 0.0) for r in rs) for p in PHASES}) for k, rs in groups.items()]
+        return tuple(sorted(out, key=lambda r: (-sum(r.seconds.values()), r.key)))
+
+    return rows(by_kind), rows(by_recipe)
+
+
+def format_phases(by_kind: Sequence[PhaseRow], by_recipe: Sequence[PhaseRow], heading: str) -> str:
+    def table(title: str, rows: Sequence[PhaseRow]) -> list[str]:
+        head = f"| {title} | runs | " + " | ".join(f"{PHASE_TITLES[p]} s" for p in PHASES) + " | phases s |"
+        out = [head, "|---|---|" + "---|" * (len(PHASES) + 1)]
+        out += [f"| {r.key} | {r.runs} | " + " | ".join(f"{r.seconds[p]:.1f}" for p in PHASES)
+                + f" | {sum(r.seconds.values()):.1f} |" for r in rows]
+        return out + [""]
+
+    return "\n".join([f"## {heading}", ""] + table("kind", by_kind) + table("recipe", by_recipe))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.tools.pipeline_time", description=__doc__.split("\n\n")[0])
-    p.add_argument("results_dir", help="the pipeline's work folder (config work_dir, e.g. results): its gpu-jobs/ "
-                                       "holds the records; a folder of records is taken as it is")
+    p.add_argument("results_dir", nargs="?", default=None,
+                   help="the pipeline's work folder (config work_dir, e.g. results): its gpu-jobs/ holds the GPU job "
+                        "records (a folder of records is taken as it is), its captures/ the runs' own records")
+    p.add_argument("--captures", default=None,
+                   help="the run records whose phases to sum (default: RESULTS_DIR/captures where it exists); a "
+                        "reference folder works too, alone: then only the phases are printed")
     p.add_argument("--all-runs", action="store_true",
                    help="one budget per run the folder holds (runs are split at pauses of over 30 minutes), "
                         "not only the latest")
     a = p.parse_args(argv)
-    folder = os.path.join(a.results_dir, "gpu-jobs")
-    if not os.path.isdir(folder):
-        folder = a.results_dir
+    if a.results_dir is None and a.captures is None:
+        p.error("give RESULTS_DIR, --captures DIR, or both")
+    captures = a.captures or (os.path.join(a.results_dir, "captures")
+                              if os.path.isdir(os.path.join(a.results_dir, "captures")) else None)
     try:
-        runs = gpu_jobs.split_runs(gpu_jobs.load_gpu_jobs(folder))
+        if a.results_dir is not None:
+            folder = os.path.join(a.results_dir, "gpu-jobs")
+            if not os.path.isdir(folder):
+                folder = a.results_dir
+            runs = gpu_jobs.split_runs(gpu_jobs.load_gpu_jobs(folder))
+            chosen = list(enumerate(runs, 1)) if a.all_runs else [(len(runs), runs[-1])]
+            for number, jobs in chosen:
+                print(format_budget(budget(jobs), f"Run {number} of {len(runs)} in {folder}"))
+        if captures is not None:
+            print(format_phases(*phases(captures), f"Phases inside the runs, from the records in {captures}"))
     except AnalysisInputError as e:
         print(f"pipeline_time: {e}", file=sys.stderr)
         return 2
-    chosen = list(enumerate(runs, 1)) if a.all_runs else [(len(runs), runs[-1])]
-    for number, jobs in chosen:
-        print(format_budget(budget(jobs), f"Run {number} of {len(runs)} in {folder}"))
     return 0
 
 
