@@ -23,6 +23,10 @@ The reports use ``compare``: each step of the committed captures was timed in on
 process, so the process cannot be the unit there, and their reasons say so. ``compare_runs``
 picks the process rule wherever each side has at least ``MIN_PROCESSES`` timed processes.
 
+An uncertain verdict over processes also says what its processes can resolve at their spread
+(``Verdict.resolution``): the smallest change they would call 95% of the time, and how many processes
+a side a change of the measured size needs (the power of the Welch test, from the noncentral t).
+
 The default confidence is 99%: with a threshold band, a false "faster"/"slower" between
 identical code needs the interval to miss 1 by more than the threshold, which happens in at
 most ``(1 - confidence)`` of pairs however noisy the runs are (tests/test_verdicts.py measures it).
