@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
-import zlib
 
 from analysis import layout, limiter, verdicts
 from analysis.errors import AnalysisInputError
 from analysis.floors import floor
-from analysis.gzfiles import open_capture_text
 from workloads.telemetry import energy_per_call
-from analysis.run_summary import summarize_run
+from analysis.run_summary import load_json, summarize_run
 
 #: experiment folders hold timing records of other programs (allocator studies), not steps
 SKIPPED_FOLDERS = ("experiments",)
@@ -48,21 +45,13 @@ class Step:
         return (self.workload, self.variant, self.size)
 
 
-def _load(path: str) -> dict:
-    try:
-        with open_capture_text(path) as f:
-            return json.load(f)
-    except (OSError, EOFError, zlib.error, json.JSONDecodeError) as e:
-        raise AnalysisInputError(path, f"cannot read JSON: {e}") from e
-
-
 def nearest_ceilings(folder: str, root: str) -> dict | None:
     """The ceilings a record in ``folder`` uses: the nearest ``ceilings.json`` above it, up to ``root``
     (a workload merged in from a later run keeps its own)."""
     while True:
         path = os.path.join(folder, "ceilings.json")
         if os.path.exists(path):
-            return _load(path).get("ceilings")
+            return load_json(path).get("ceilings")
         if os.path.samefile(folder, root) or os.path.dirname(folder) == folder:
             return None
         folder = os.path.dirname(folder)
@@ -81,7 +70,7 @@ def load_steps(root: str) -> dict[tuple[str, str, int], list[Step]]:
         if name is None:
             continue
         path = os.path.join(folder, name)
-        rec = _load(path)
+        rec = load_json(path)
         missing = [k for k in ("workload", "variant", "size", "times_ms", "work") if k not in rec]
         if missing:
             raise AnalysisInputError(path, f"not a timed record: missing {', '.join(missing)}")
@@ -280,7 +269,14 @@ def markdown(c: Comparison) -> str:
     if unresolved:
         lines += ["", "What the uncertain steps' processes can resolve:", ""]
         lines += [f"- {s.base.workload}/`{s.base.variant}`/n{s.base.size}: {s.verdict.resolution}" for s in unresolved]
-    for title, keys in (("Only in the base", c.only_base), ("Only in the candidate", c.only_cand)):
+    lines += only_on_one_side(c, "Only in the base", "Only in the candidate")
+    return "\n".join(lines) + "\n"
+
+
+def only_on_one_side(c: Comparison, base_title: str, cand_title: str) -> list[str]:
+    """Markdown lines naming the steps only one side holds (none when both hold the same)."""
+    lines = []
+    for title, keys in ((base_title, c.only_base), (cand_title, c.only_cand)):
         if keys:
             lines += ["", f"{title}: " + ", ".join(f"{w}/{v}/n{n}" for w, v, n in keys)]
-    return "\n".join(lines) + "\n"
+    return lines

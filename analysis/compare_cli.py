@@ -32,6 +32,12 @@ def cmd_cross_gpu(a) -> int:
     return 0
 
 
+def _two_folders(s, base_help: str, cand_help: str) -> None:
+    """The two positional folders both commands compare: base, then candidate."""
+    s.add_argument("base", help=base_help)
+    s.add_argument("cand", help=cand_help)
+
+
 def add_parser(sub) -> None:
     s = sub.add_parser(
         "compare", help="two run folders or references: per step the speedup with its interval and verdict",
@@ -39,8 +45,8 @@ def add_parser(sub) -> None:
                     "its confidence interval and verdict (the reports' verdict engine), time/floor, the measured "
                     "limiter (where the folders hold the nsys and ncu captures) and clocks on each side. Exit status: 1 when any step is slower with confidence, 0 otherwise, "
                     "2 on bad input.")
-    s.add_argument("base", help="folder of the base run's captures (e.g. reports/reference/h200)")
-    s.add_argument("cand", help="folder of the candidate run's captures")
+    _two_folders(s, "folder of the base run's captures (e.g. reports/reference/h200)",
+                 "folder of the candidate run's captures")
     s.add_argument("--output-md", help="write the markdown here (default: print it)")
     s.add_argument("--output-json", help="write the comparison as JSON here")
     s.set_defaults(func=cmd_compare)
@@ -50,7 +56,6 @@ def add_parser(sub) -> None:
                     "measured limiter on each, and the ratio of the rate of the limiter's resource measured on the "
                     "two GPUs (their ceilings); a step scales with its limiter when its speedup matches that ratio. "
                     "Exit status 0, 2 on bad input.")
-    s.add_argument("base", help="GPU A's reference (e.g. reports/reference/h200)")
-    s.add_argument("cand", help="GPU B's reference (e.g. reports/reference/h100)")
+    _two_folders(s, "GPU A's reference (e.g. reports/reference/h200)", "GPU B's reference (e.g. reports/reference/h100)")
     s.add_argument("--output-md", required=True, help="the page to write")
     s.set_defaults(func=cmd_cross_gpu)

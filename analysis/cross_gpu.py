@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from analysis.compare import Comparison, StepComparison, nearest_ceilings
+from analysis.compare import Comparison, StepComparison, nearest_ceilings, only_on_one_side
 from analysis.run_summary import load_json
 
 #: how far a speedup may sit from the rate ratio and still be said to scale with it: the rate
@@ -145,9 +145,7 @@ def markdown(c: Comparison) -> str:
         table(("recipe", "step", "size", f"speedup {gpu_a} → {gpu_b} [interval]", "measured limiter",
                "resource", "rate ratio", "verdict"), rows),
     ]
-    for title, keys in ((f"Only on the {gpu_a}", c.only_base), (f"Only on the {gpu_b}", c.only_cand)):
-        if keys:
-            lines += ["", f"{title}: " + ", ".join(f"{w}/{v}/n{n}" for w, v, n in keys)]
+    lines += only_on_one_side(c, f"Only on the {gpu_a}", f"Only on the {gpu_b}")
     lines += ["", "## Provenance", ""]
     for gpu, root, pre in ((gpu_a, c.base_root, pre_a), (gpu_b, c.cand_root, pre_b)):
         lines += [f"{gpu} (`{root}`):", "", provenance_table(pre["provenance"], pre.get("tools")), ""]

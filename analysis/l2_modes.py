@@ -45,9 +45,8 @@ class L2Row:
     floor_resource: str
     #: warm against cold: "faster" when warm samples are faster beyond noise
     verdict: verdicts.Verdict
-    #: median host time to submit one call (the runner's host_call_ms) in each mode; None if not recorded
+    #: median host time to submit one call in the warm samples (the runner's host_call_ms); None if not recorded
     warm_host_call_ms: float | None = None
-    cold_host_call_ms: float | None = None
 
     @property
     def launch_bound(self) -> bool:
@@ -90,7 +89,6 @@ def rows(records: Sequence[dict], ceilings: dict, where: str = "L2 records") -> 
             floor_ms=fl.ms, floor_resource=fl.binding.resource,
             verdict=verdicts.compare(cold["times_ms"], warm["times_ms"]),
             warm_host_call_ms=_median_or_none(warm.get("host_call_ms")),
-            cold_host_call_ms=_median_or_none(cold.get("host_call_ms")),
         ))
     return out
 

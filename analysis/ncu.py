@@ -205,7 +205,7 @@ def _id_span(ids: list[int]) -> str:
 # _ZN2at6native29vectorized_elementwise_kernelILi8EZNS0_25bfloat16_copy_kernel_cudaE..., printed as
 # "void at::vectorized_elementwise_kernel<8, at::bfloat16_copy_kernel_cuda(..." in one report and as
 # "void native::vectorized_elementwise_kernel<8, native::bfloat16_copy_kernel_cuda(..." in another,
-# from the same ncu on the same GPU (tests/test_thirdparty_captures.py shows it). No rule over the
+# from the same ncu version on the same GPU model (tests/test_thirdparty_captures.py shows it). No rule over the
 # symbol alone can give both; ncu_report's name API has no base that gives either.
 def raw_page_beside(path: str) -> str | None:
     """ncu's raw page saved next to the report: ``<stem>-raw.csv`` (the pipeline's ``ncu-raw.csv``

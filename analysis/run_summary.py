@@ -37,9 +37,9 @@ def load_json(path: str) -> dict:
         with open_capture_text(path) as f:
             return json.load(f)
     except (OSError, EOFError, zlib.error) as e:
-        raise AnalysisInputError(path, f"not readable ({e})") from None
+        raise AnalysisInputError(path, f"cannot read JSON: not readable ({e})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise AnalysisInputError(path, f"not valid JSON ({e})") from None
+        raise AnalysisInputError(path, f"cannot read JSON: not valid JSON ({e})") from None
 
 
 def load_summary(path: str) -> dict:

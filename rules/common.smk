@@ -432,9 +432,10 @@ def step_cold(wc):
 
 def compiled_before_ncu(wc):
     """For a framework whose step's runs share one compilation cache (JAX): the step's timed run, so
-    that the cache is filled before ncu starts. Compiling under ncu (XLA's autotuning runs kernels
-    inside the profiled process) crashed the process with signal 11 on an H100 (ncu 2025.3), where the
-    same ncu run after a filled cache finished."""
+    that the cache is filled before ncu starts. Three JAX ncu runs that compiled under ncu (XLA's
+    autotuning runs kernels inside the profiled process) ended with signal 11 on an H100 (ncu 2025.3);
+    the H100 reference's JAX ncu runs all started after their step's cache was filled. That compiling
+    is the cause is inferred from those runs, not proven."""
     if not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
         return []
     if (wc.variant, int(wc.size)) not in runs(wc.workload):

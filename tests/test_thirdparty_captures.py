@@ -148,7 +148,7 @@ def test_the_name_corpus_is_hundreds_of_templated_kernels_of_four_libraries():
 
 def test_one_kernel_symbol_is_printed_two_ways_by_one_ncu():
     """Why ncu-summary takes ncu's printed names instead of deriving them: the same symbol, from the
-    same ncu 2025.3.1 on the same H100, prints with ``at::`` in one report and ``native::`` in another,
+    same ncu 2025.3.1 on the same GPU model (H100, two machines a day apart), prints with ``at::`` in one report and ``native::`` in another,
     so no rule over the symbol can give ncu's name (analysis.ncu.raw_page_beside)."""
     from analysis.ncu import read_launches
 
