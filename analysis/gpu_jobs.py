@@ -4,9 +4,13 @@ Reads the records :mod:`workloads.tools.gpu_jobs` writes, one JSON file per job,
 ``<work-dir>/gpu-jobs/``. Pure functions of those files; the markdown is in
 :mod:`analysis.gpu_jobs_markdown`, the figure in :func:`analysis.figures.gpu_jobs_figure`.
 
-Two jobs *overlap* when their [start, end) intervals intersect on one host. An overlap on one
-physical GPU (same UUID) is a *shared GPU*: two profilers measured each other. An overlap where a
-GPU is unknown (no nvidia-smi, or several GPUs and nobody chose) cannot be judged and says so.
+A job *holds* its GPU from its start to its end, except a measurement run that takes turns on a
+GPU it shares with other jobs (``assigned_by: turns``, :mod:`workloads.gpu_turn`): that one holds
+it only during the turns its record lists (``gpu_turns``), and its imports and the profiler's start
+and finish run beside another job's turn by design. Two jobs *overlap* when the times they hold
+the GPU intersect on one host. An overlap on one physical GPU (same UUID) is a *shared GPU*: two
+profilers measured each other. An overlap where a GPU is unknown (no nvidia-smi, or several GPUs
+and nobody chose) cannot be judged and says so.
 """
 from __future__ import annotations
 
@@ -47,6 +51,9 @@ RECORD_SCHEMA = {
         "slurm_job_id": _TEXT_OR_NULL,
         "git_commit": _TEXT_OR_NULL,
         "killed_by": _TEXT_OR_NULL,
+        "gpu_turns": {"type": "array", "items": {
+            "type": "object", "required": ["started_unix_ns", "ended_unix_ns"],
+            "properties": {"started_unix_ns": _NS, "ended_unix_ns": _NS, "waited_s": {"type": "number"}}}},
     },
 }
 #: a pause longer than this between jobs starts a new run (a pipeline resumed another day)
@@ -69,10 +76,21 @@ class GpuJob:
     slurm_job_id: str | None
     driver_version: str | None = None   # absent from the first records (optional fields)
     git_commit: str | None = None
+    #: (start, end) ns of the turns a job that takes turns held the GPU in; None: the whole job
+    turns: tuple[tuple[int, int], ...] | None = None
 
     @property
     def duration_s(self) -> float:
         return (self.ended_ns - self.started_ns) / 1e9
+
+    @property
+    def held(self) -> tuple[tuple[int, int], ...]:
+        """When the job held its GPU: its turns, or its whole run."""
+        return ((self.started_ns, self.ended_ns),) if self.turns is None else self.turns
+
+    @property
+    def held_s(self) -> float:
+        return sum(end - start for start, end in self.held) / 1e9
 
 
 def describe_command(argv: list[str]) -> str:
@@ -119,12 +137,18 @@ def parse_record(path: str) -> GpuJob:
     if record["ended_unix_ns"] < record["started_unix_ns"]:
         raise AnalysisInputError(path, "the job ends before it starts")
     gpu = record["gpu"]
+    turns = record.get("gpu_turns")
+    if turns is not None:
+        turns = tuple((t["started_unix_ns"], t["ended_unix_ns"]) for t in turns)
+        if any(end < start for start, end in turns):
+            raise AnalysisInputError(path, "a GPU turn ends before it starts")
     return GpuJob(path=path, tool=record["tag"], what=describe_command(record["argv"]), host=record["host"],
                   gpu_uuid=gpu["uuid"] if gpu else None, gpu_label=_gpu_label(record),
                   gpu_name=gpu["name"] if gpu else None, assigned_by=record["assigned_by"],
                   started_ns=record["started_unix_ns"], ended_ns=record["ended_unix_ns"],
                   returncode=record["returncode"], slurm_job_id=record.get("slurm_job_id"),
-                  driver_version=gpu.get("driver_version") if gpu else None, git_commit=record.get("git_commit"))
+                  driver_version=gpu.get("driver_version") if gpu else None, git_commit=record.get("git_commit"),
+                  turns=turns)
 
 
 def load_gpu_jobs(folder: str) -> list[GpuJob]:
@@ -157,12 +181,14 @@ class Overlap:
 
 
 def overlaps(jobs: list[GpuJob]) -> list[Overlap]:
-    """Every pair of jobs on one host whose run times intersect, with a verdict on their GPUs."""
+    """Every pair of jobs on one host that held a GPU at the same time (:attr:`GpuJob.held`), with
+    a verdict on their GPUs."""
     out = []
     for a, b in combinations(sorted(jobs, key=lambda j: j.started_ns), 2):
         if a.host != b.host:
             continue
-        seconds = (min(a.ended_ns, b.ended_ns) - max(a.started_ns, b.started_ns)) / 1e9
+        seconds = sum(max(0, min(a_end, b_end) - max(a_start, b_start))
+                      for a_start, a_end in a.held for b_start, b_end in b.held) / 1e9
         if seconds <= 0:
             continue
         if a.gpu_uuid is None or b.gpu_uuid is None:
@@ -196,7 +222,7 @@ def per_gpu(jobs: list[GpuJob]) -> list[GpuUse]:
     rows: dict[str, list[GpuJob]] = {}
     for j in jobs:
         rows.setdefault(j.gpu_label, []).append(j)
-    return [GpuUse(label, js[0].gpu_name, len(js), union_ns((j.started_ns, j.ended_ns) for j in js) / 1e9)
+    return [GpuUse(label, js[0].gpu_name, len(js), union_ns(span for j in js for span in j.held) / 1e9)
             for label, js in sorted(rows.items(), key=lambda kv: gpu_label_order(kv[0]))]
 
 

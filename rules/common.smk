@@ -422,12 +422,15 @@ REFERENCE_KERNEL_PAGES = sorted(REFERENCE_KERNEL_DIRS)
 
 def step_cold(wc):
     """The cold wrapper (COLD) for one of a step's measurement runs (timed, timed_l2, nsys, ncu):
-    with ``--shared-cache <step>`` when the step's framework compiles in setup, outside everything
+    with ``--turns`` (on one GPU the run takes the GPU only from its setup to its exit,
+    workloads/gpu_turn.py: other runs' imports and profiler start-up and shutdown go on beside it),
+    and ``--shared-cache <step>`` when the step's framework compiles in setup, outside everything
     measured (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise), so that those runs
-    compile once. Cold/warm starts and the suite's own runs use COLD as it is."""
+    compile once. Cold/warm starts and the suite's own runs use COLD as it is: they hold the GPU
+    throughout."""
     if not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
-        return COLD
-    return f"{COLD} --shared-cache {shlex.quote(f'{wc.workload}+{wc.variant}+n{wc.size}')}"
+        return f"{COLD} --turns"
+    return f"{COLD} --turns --shared-cache {shlex.quote(f'{wc.workload}+{wc.variant}+n{wc.size}')}"
 
 
 def compiled_before_ncu(wc):

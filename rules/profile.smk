@@ -52,7 +52,7 @@ TIMED_SHELL = (
     "{params.cold} --tag timed -- {params.python:q} -m workloads.{wildcards.workload}"
     " --variant {wildcards.variant} --size {wildcards.size} --mode timed --l2 {params.l2}"
     " --warmup {params.warmup:q} --min-samples {params.repeats:q} --budget-s {params.budget:q}"
-    " --output {output:q} > {log:q} 2>&1"
+    " --energy-burst-s {params.burst:q} --output {output:q} > {log:q} 2>&1"
 )
 
 
@@ -72,6 +72,7 @@ rule timed:
         warmup=timing_setting("warmup"),
         repeats=timing_setting("repeats"),
         budget=timing_setting("budget_s"),
+        burst=timing_setting("energy_burst_s"),
         l2="warm",
     resources:
         gpu=1,
@@ -102,6 +103,7 @@ rule timed_l2:
         warmup=timing_setting("warmup"),
         repeats=timing_setting("repeats"),
         budget=timing_setting("budget_s"),
+        burst=timing_setting("energy_burst_s"),
         l2=lambda wc: wc.l2mode,
     resources:
         gpu=1,

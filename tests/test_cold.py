@@ -1,6 +1,7 @@
 """Cold runs get private cache folders; deletion never leaves the suite's cache folder."""
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -8,6 +9,7 @@ import platform
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -344,3 +346,90 @@ def test_only_a_jax_steps_measurement_runs_are_given_its_shared_folder(tmp_path)
     others = [c for c in commands if c not in jax]
     assert any("workloads.tools.coldwarm" in c for c in others) and any("cupy_sqdiff" in c for c in others)
     assert not any("--shared-cache" in c for c in others)
+
+
+# a workload-like child: imports (here a sleep) beside the others, then its turn on the GPU until it exits
+_TURN_CHILD = ("import sys, time; time.sleep({before}); from workloads import gpu_turn; "
+               "t = gpu_turn.take_turn('probe'); print(t['waited_s'] if t else 'none'); time.sleep({inside})")
+
+
+def _cold_turns(work_dir, before, inside, env, *extra):
+    return subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(work_dir), "--gpus", "1",
+                             *extra, "--", sys.executable, "-c", _TURN_CHILD.format(before=before, inside=inside)],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_with_turns_jobs_run_at_once_but_hold_the_gpu_one_after_the_other(tmp_path):
+    """Three measurement runs let through at once: all three start together, their turns do not
+    overlap, and each job's record lists its turn inside the job."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    procs = [_cold_turns(tmp_path, 0.3, 0.7, env, "--turns") for _ in range(3)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [e for _, e in outs]
+    assert sum("waiting for the GPU's turn" in e for _, e in outs) == 2
+    records = sorted(_job_records(tmp_path), key=lambda r: r["gpu_turns"][0]["started_unix_ns"])
+    assert {r["assigned_by"] for r in records} == {"turns"}
+    # the jobs overlap: they all started before the first turn ended
+    assert max(r["started_unix_ns"] for r in records) < records[0]["gpu_turns"][0]["ended_unix_ns"]
+    turns = [r["gpu_turns"][0] for r in records]
+    for r, t in zip(records, turns):
+        assert r["started_unix_ns"] <= t["started_unix_ns"] < t["ended_unix_ns"] <= r["ended_unix_ns"]
+    for a, b in zip(turns, turns[1:]):
+        assert a["ended_unix_ns"] <= b["started_unix_ns"]
+    assert turns[2]["waited_s"] > 1.0  # it waited for the other two 0.7 s turns
+    # nothing is left behind for the records
+    assert not list((tmp_path / "gpu-locks" / platform.node()).glob("turn-*"))
+    # the reader agrees: three jobs at once, never two on the GPU
+    from analysis import gpu_jobs as reader
+
+    s = reader.summarize(reader.load_gpu_jobs(str(tmp_path / "gpu-jobs")))
+    assert s.max_concurrent == 3 and s.overlaps == []
+    # and would flag turns that did overlap (a job holding the GPU throughout, pinned by hand)
+    held_throughout = dataclasses.replace(s.jobs[0], turns=None, path="whole")
+    assert {o.verdict for o in reader.overlaps([*s.jobs, held_throughout])} == {"GPU unknown"}
+
+
+def test_a_job_holding_the_gpu_throughout_keeps_turn_takers_off_it(tmp_path):
+    """A cold/warm start or experiment (no --turns) holds GPU 0's lock for its whole run: a run
+    that takes turns waits for it, and a run inside such a job never waits for its own wrapper."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    whole = _cold_turns(tmp_path, 0.0, 1.0, env)  # take_turn inside a job without --turns: a no-op
+    time.sleep(0.5)
+    turn = _cold_turns(tmp_path, 0.0, 0.1, env, "--turns")
+    first_out, _ = whole.communicate(timeout=60)
+    turn_out, turn_err = turn.communicate(timeout=60)
+    assert whole.returncode == 0 and turn.returncode == 0, turn_err
+    assert first_out.strip() == "none"
+    assert float(turn_out.strip()) > 0.2 and "waiting for the GPU's turn" in turn_err
+    records = {r["assigned_by"]: r for r in _job_records(tmp_path)}
+    assert records["turns"]["gpu_turns"][0]["started_unix_ns"] >= records["default"]["ended_unix_ns"]
+    assert "gpu_turns" not in records["default"]
+
+
+def test_a_run_that_fails_before_its_turn_records_none(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--gpus", "1",
+                        "--turns", "--", sys.executable, "-c", "raise SystemExit(3)"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3
+    [record] = _job_records(tmp_path)
+    assert record["assigned_by"] == "turns" and record["gpu_turns"] == []
+
+
+def test_a_step_measurement_runs_take_turns_and_cold_warm_starts_do_not(tmp_path):
+    from test_preflight_and_pipeline import _repo_copy
+
+    repo = _repo_copy(tmp_path)
+    targets = ["results/captures/cupy_sqdiff/fused/n4096/timing.json",
+               "results/captures/cupy_sqdiff/fused/n4096/nsys-run.json",
+               "results/captures/cupy_sqdiff/fused/n16384/ncu-run.json",
+               "results/captures/coldstart/cupy_sqdiff_fused.json"]
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", *targets], cwd=repo,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    commands = [line for line in r.stdout.splitlines() if "workloads.cupy_sqdiff " in line]
+    cold = [c for c in commands if "workloads.tools.cold " in c]
+    assert {c.split("--tag ")[1].split()[0] for c in cold} == {"timed", "nsys", "ncu"}
+    assert all(" --turns " in c for c in cold)
+    warm = [c for c in commands if "workloads.tools.coldwarm" in c]
+    assert warm and not any("--turns" in c for c in warm)

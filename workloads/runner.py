@@ -40,7 +40,7 @@ from typing import Sequence
 import numpy as np
 
 from analysis import outputs
-from workloads import annotate, frameworks, l2, provenance, sampling, settings, sources, telemetry
+from workloads import annotate, frameworks, gpu_turn, l2, provenance, sampling, settings, sources, telemetry
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
 
@@ -92,6 +92,9 @@ def _parser(recipe: Recipe) -> argparse.ArgumentParser:
                    help="timed mode: stop when the median's 95%% interval is within this fraction of it")
     p.add_argument("--budget-s", type=float, default=20.0,
                    help="timed mode: stop after this many seconds of sampling (the minimum is always taken)")
+    p.add_argument("--energy-burst-s", type=float, default=telemetry.ENERGY_BURST_S,
+                   help="timed mode: seconds of calls back to back after the samples, whose energy per call NVML's "
+                        "coarse counter can resolve (0: none)")
     p.add_argument("--l2", choices=l2.L2_MODES, default="warm",
                    help="timed mode: warm = samples back to back; cold-l2 = scrub L2 before each sample "
                         "(outside the timed window, timed apart)")
@@ -293,6 +296,9 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         return annotate.phase(recipe.name, v.name, name, payload)
 
     wall_s: dict[str, float] = {}
+    # from here to the process's exit this run uses the GPU: on a GPU shared by the pipeline's
+    # runs, wait for its turn (a no-op otherwise; workloads/gpu_turn.py)
+    turn = gpu_turn.take_turn(f"{recipe.name}/{v.name} size {v.size}")
     t0 = time.perf_counter()
     with ph("setup"):
         v.setup()
@@ -310,6 +316,8 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         "work": v.work().as_dict(),
         "annotated_functions": annotated,
     }
+    if turn is not None:
+        record["gpu_turn_waited_s"] = turn["waited_s"]
     if args.mode == "first":
         with ph("compute", payload=0):
             v.step()
@@ -343,7 +351,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
             v.synchronize()
         wall_s["warmup"] = time.perf_counter() - t0
         record["warmup_calls"] = args.warmup
-        record.update(timed_calls(v, ph, sampling_rule(args), args.l2))
+        record.update(timed_calls(v, ph, sampling_rule(args), args.l2, energy_burst_s=args.energy_burst_s))
     t0 = time.perf_counter()
     record["relative_error"], record["check"] = _check(v, recipe, ph, args.check)
     wall_s["transfer_and_check"] = time.perf_counter() - t0

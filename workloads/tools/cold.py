@@ -194,7 +194,7 @@ def run_command(cmd: Sequence[str], env: Mapping[str, str], record: dict, label:
 
 
 def run_cold(cmd: Sequence[str], work_dir: str, tag: str, keep: bool = False, gpus: int = 1,
-             shared_key: str | None = None) -> int:
+             shared_key: str | None = None, turns: bool = False) -> int:
     check_tag(tag)
     root = check_cache_root(work_dir)
     env, run_dir = fresh_cache_env(work_dir, tag, os.environ, shared_key)
@@ -202,7 +202,7 @@ def run_cold(cmd: Sequence[str], work_dir: str, tag: str, keep: bool = False, gp
     print(f"cold: caches in {run_dir}{shared}", file=sys.stderr, flush=True)
     try:
         # the GPU is let go when this block ends: after the command exited and its record is written
-        with gpu_job(work_dir, gpus, env, tag, cmd) as record:
+        with gpu_job(work_dir, gpus, env, tag, cmd, turns=turns) as record:
             returncode = run_command(cmd, env, record, tag)
             killed_by = record.get("killed_by")
     finally:
@@ -224,6 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--shared-cache", metavar="KEY", default=None,
                    help="share the compile caches of frameworks that compile in setup (JAX) with the other "
                         "runs given this KEY, in <work-dir>/cache/shared/KEY (one step's timed, nsys and ncu runs)")
+    p.add_argument("--turns", action="store_true",
+                   help="one GPU: do not hold it for the whole command; the workload run inside takes it for its "
+                        "GPU part (workloads.gpu_turn), so that several such jobs start and finish beside each other")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the command")
     args = p.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -238,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_cache_root(args.work_dir)
     except UnsafePathError as e:
         p.error(str(e))
-    return run_cold(cmd, args.work_dir, args.tag, args.keep, args.gpus, args.shared_cache)
+    return run_cold(cmd, args.work_dir, args.tag, args.keep, args.gpus, args.shared_cache, args.turns)
 
 
 if __name__ == "__main__":

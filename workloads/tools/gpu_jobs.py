@@ -11,6 +11,10 @@ goes through :func:`gpu_job`. It picks the GPU:
   profilers never share one.
 - ``default``: one GPU (config ``gpus: 1``): CUDA's device 0, one job at a time (the lock of
   GPU 0), whatever Snakemake's ``--resources gpu=K`` lets through.
+- ``turns``: one GPU, and the job is one of a step's measurement runs (``turns=True``): the job does
+  not hold GPU 0's lock; the run inside takes it for its GPU part (:mod:`workloads.gpu_turn`), so
+  that K jobs let through at once start and finish beside each other and take turns on the GPU.
+  Its record lists the turns (``gpu_turns``).
 
 When the job ends (also when it fails), one JSON file per job is written to
 ``<work-dir>/gpu-jobs/``: when it started and ended (Unix ns), the command, how the GPU was chosen,
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import platform
 import sys
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Iterator, MutableMapping, Sequence
 
 from analysis.outputs import write_json_atomic
+from workloads import gpu_turn
 from workloads.provenance import git_commit, tool_output
 
 #: the format of a job record; analysis/gpu_jobs.py refuses others
@@ -37,13 +43,19 @@ RECORD_VERSION = 1
 RECORDS_FOLDER = "gpu-jobs"
 
 
+def lock_folder(work_dir: str | os.PathLike) -> Path:
+    """``<work-dir>/gpu-locks/<host>`` (per host: a work folder on a shared file system serves
+    several nodes, each with its own GPU 0)."""
+    lock_dir = Path(work_dir).resolve() / "gpu-locks" / platform.node()
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    return lock_dir
+
+
 @contextlib.contextmanager
 def gpu_slot(work_dir: str | os.PathLike, n_gpus: int, poll_s: float = 0.5) -> Iterator[int]:
     """Hold one of ``n_gpus`` GPUs of this host for the duration: an exclusive lock on
-    ``<work-dir>/gpu-locks/<host>/gpu<i>.lock`` (per host: a work folder on a shared file system
-    serves several nodes, each with its own GPU 0)."""
-    lock_dir = Path(work_dir).resolve() / "gpu-locks" / platform.node()
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    ``<work-dir>/gpu-locks/<host>/gpu<i>.lock``."""
+    lock_dir = lock_folder(work_dir)
     said = False
     while True:
         for i in range(n_gpus):
@@ -121,15 +133,34 @@ def _write_record(work_dir: str | os.PathLike, record: dict) -> Path:
     return folder / name
 
 
+def _read_turn(path: Path) -> list[dict]:
+    """The turn the run wrote (workloads.gpu_turn), as the record's ``gpu_turns``; [] when the run
+    ended before its turn. A turn without an end (the run was killed) ends when the job does."""
+    try:
+        with open(path) as f:
+            turn = json.load(f)
+    except FileNotFoundError:
+        return []
+    finally:
+        path.unlink(missing_ok=True)
+    return [{"started_unix_ns": turn["started_unix_ns"], "ended_unix_ns": turn.get("ended_unix_ns", time.time_ns()),
+             "waited_s": turn["waited_s"]}]
+
+
 @contextlib.contextmanager
 def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, str], tag: str,
-            argv: Sequence[str]) -> Iterator[dict]:
+            argv: Sequence[str], turns: bool = False) -> Iterator[dict]:
     """Choose the job's GPU (setting ``env``), and write its record when the block ends. The
     caller sets ``record["returncode"]``; a block left by an exception is recorded with
-    returncode None."""
+    returncode None. ``turns``: on one GPU, the run inside takes the GPU's lock itself for its GPU
+    part (:mod:`workloads.gpu_turn`) instead of this job holding it throughout."""
     if n_gpus < 1:
         raise ValueError(f"gpus must be at least 1, got {n_gpus}")
     gpus = physical_gpus()
+    # a turn is only ever taken inside a job that does not hold the lock itself (else it would wait
+    # for its own wrapper)
+    env.pop(gpu_turn.LOCK_VARIABLE, None)
+    env.pop(gpu_turn.RECORD_VARIABLE, None)
     with contextlib.ExitStack() as stack:
         if env.get("CUDA_VISIBLE_DEVICES") is not None:
             assigned_by = "scheduler"
@@ -137,6 +168,11 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             assigned_by = "lock"
             check_gpu_count(n_gpus, gpus, platform.node())
             env["CUDA_VISIBLE_DEVICES"] = str(stack.enter_context(gpu_slot(work_dir, n_gpus)))
+        elif turns:
+            assigned_by = "turns"
+            turn_record = lock_folder(work_dir) / f"turn-{os.getpid()}-{time.time_ns()}.json"
+            env[gpu_turn.LOCK_VARIABLE] = str(lock_folder(work_dir) / "gpu0.lock")
+            env[gpu_turn.RECORD_VARIABLE] = str(turn_record)
         else:
             assigned_by = "default"
             # one GPU: jobs still take turns on it, even if more were let through at once
@@ -170,4 +206,6 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             yield record
         finally:
             record["ended_unix_ns"] = time.time_ns()
+            if assigned_by == "turns":
+                record["gpu_turns"] = _read_turn(turn_record)
             _write_record(work_dir, record)

@@ -8,8 +8,11 @@ and the run's wall time, from the GPU job records every GPU job writes (workload
 The records say when each job started and ended and what it ran, so the tables are the jobs' own
 wall times: a job's setup (imports, input generation, the float64 check) counts with its
 measurement, which is what a budget has to pay for. *Wall* is the first job's start to the last
-job's end; *GPU busy* is the union of the jobs' intervals (jobs on several GPUs overlap); what lies
-between jobs on one GPU is Snakemake, analysis and scheduling.
+job's end; *GPU held* is how long a job held its GPU: the whole job, or, for a measurement run that
+takes turns on a shared GPU (workloads.gpu_turn), its turn, from its setup to its exit; *GPU busy*
+is the union of those times (jobs on several GPUs overlap). What lies outside them on one GPU is
+Snakemake, analysis, scheduling, and the imports and profiler start and finish of runs waiting for
+their turn.
 
 Inside the jobs, the runs' own records (``timing.json``, ``nsys-run.json``, ``ncu-run.json`` in
 the capture folder) say how long each phase of the program took on the host (``host_wall_s``: setup,
@@ -37,6 +40,7 @@ class Row:
     job_s: float
     slowest_s: float
     failed: int
+    held_s: float  # the jobs' time holding the GPU (GpuJob.held)
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class Budget:
     jobs: int
     wall_s: float
     job_s: float  # the jobs' durations summed: their time one after the other
-    busy_s: float  # the union of the jobs' intervals
+    busy_s: float  # the union of the times the jobs held a GPU
     gpus: int
     by_kind: tuple[Row, ...]
     by_recipe: tuple[Row, ...]
@@ -53,7 +57,7 @@ class Budget:
 
 def _rows(groups: dict[str, list[gpu_jobs.GpuJob]]) -> tuple[Row, ...]:
     rows = [Row(k, len(js), sum(j.duration_s for j in js), max(j.duration_s for j in js),
-                sum(1 for j in js if j.returncode != 0)) for k, js in groups.items()]
+                sum(1 for j in js if j.returncode != 0), sum(j.held_s for j in js)) for k, js in groups.items()]
     return tuple(sorted(rows, key=lambda r: (-r.job_s, r.key)))
 
 
@@ -80,15 +84,16 @@ def budget(jobs: Sequence[gpu_jobs.GpuJob]) -> Budget:
     start = min(j.started_ns for j in jobs)
     end = max(j.ended_ns for j in jobs)
     return Budget(jobs=len(jobs), wall_s=(end - start) / 1e9, job_s=sum(j.duration_s for j in jobs),
-                  busy_s=union_ns((j.started_ns, j.ended_ns) for j in jobs) / 1e9,
+                  busy_s=union_ns(span for j in jobs for span in j.held) / 1e9,
                   gpus=len({j.gpu_label for j in jobs}),
                   by_kind=_rows(by_kind), by_recipe=_rows(by_recipe), by_variant=_rows(by_variant))
 
 
 def _table(title: str, rows: Iterable[Row], total_s: float) -> list[str]:
-    out = [f"| {title} | jobs | GPU-job s | share | slowest job s | failed |", "|---|---|---|---|---|---|"]
-    out += [f"| {r.key} | {r.jobs} | {r.job_s:.1f} | {r.job_s / total_s:.0%} | {r.slowest_s:.1f} | {r.failed} |"
-            for r in rows]
+    out = [f"| {title} | jobs | GPU-job s | share | slowest job s | GPU held s | failed |",
+           "|---|---|---|---|---|---|---|"]
+    out += [f"| {r.key} | {r.jobs} | {r.job_s:.1f} | {r.job_s / total_s:.0%} | {r.slowest_s:.1f} | {r.held_s:.1f} "
+            f"| {r.failed} |" for r in rows]
     return out + [""]
 
 
@@ -96,8 +101,8 @@ def format_budget(b: Budget, heading: str) -> str:
     lines = [f"## {heading}", "",
              f"{b.jobs} GPU jobs on {b.gpus} GPU(s): wall {b.wall_s:.0f} s ({b.wall_s / 60:.1f} min) from the first "
              f"job's start to the last one's end; GPU-job time {b.job_s:.0f} s one after the other; GPU busy "
-             f"(union of the jobs) {b.busy_s:.0f} s, so {max(b.wall_s - b.busy_s, 0.0):.0f} s of the wall had no "
-             "GPU job running.", ""]
+             f"(union of the times jobs held it) {b.busy_s:.0f} s, so {max(b.wall_s - b.busy_s, 0.0):.0f} s of the "
+             "wall had no job on the GPU.", ""]
     lines += _table("kind", b.by_kind, b.job_s)
     lines += _table("recipe", b.by_recipe, b.job_s)
     lines += _table("recipe/variant", b.by_variant, b.job_s)
