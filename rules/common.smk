@@ -433,12 +433,15 @@ def step_cold(wc):
     return f"{COLD} --turns --shared-cache {shlex.quote(f'{wc.workload}+{wc.variant}+n{wc.size}')}"
 
 
-def compiled_before_ncu(wc):
+def compiled_first(wc):
     """For a framework whose step's runs share one compilation cache (JAX): the step's timed run, so
-    that the cache is filled before ncu starts. Three JAX ncu runs that compiled under ncu (XLA's
-    autotuning runs kernels inside the profiled process) ended with signal 11 on an H100 (ncu 2025.3);
-    the H100 reference's JAX ncu runs all started after their step's cache was filled. That compiling
-    is the cause is inferred from those runs, not proven."""
+    that the cache is filled before its nsys and ncu runs start, which then load the programs
+    instead of compiling under the profiler. Under ncu, three JAX runs that compiled (XLA's
+    autotuning runs kernels inside the profiled process) ended with signal 11 on an H100 (ncu 2025.3),
+    while the H100 reference's JAX ncu runs, all started after their step's cache was filled, did
+    not: that compiling is the cause is inferred from those runs, not proven. Under nsys, JAX's runs
+    held the GPU 10.6 s on average in the H100 lab profile, its timed runs 3.2 s; compiling under
+    CUDA tracing is part of that."""
     if not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
         return []
     if (wc.variant, int(wc.size)) not in runs(wc.workload):
