@@ -120,15 +120,14 @@ rule timed_l2:
 rule nsys:
     input:
         rules.preflight.output,
-        compiled_first=compiled_first,
     output:
         rep=f"{LIVE_RUN}/{layout.NSYS_REPORT}",
         run=f"{LIVE_RUN}/{layout.NSYS_RUN}",
     log:
         f"{WORK}/logs/nsys/{{workload}}_{{variant}}_n{{size}}.log",
     params:
-        # a step's measurement runs: see step_cold (rules/common.smk)
-        cold=step_cold,
+        # takes turns, loads no shared cache: see nsys_cold (rules/common.smk)
+        cold=nsys_cold,
         python=PYTHON,
         nsys=NSYS,
         flags=nsys_flags,
@@ -142,8 +141,8 @@ rule nsys:
         *ENVMODULES,
     conda:
         CONDA_ENV
-    # nsys exits 0 when it could not turn the raw events into a report (the H100 lab profile's JAX
-    # baseline: "Cannot find string for an exterior index", a report with no CUDA tables): fail the
+    # nsys exits 0 when it could not turn the raw events into a report ("Cannot find string for an
+    # exterior index": a report with no CUDA tables, JAX's now and then, see nsys_cold): fail the
     # job on nsys' own message so that the capture is taken again, once
     retries: 1
     # a seeded sample of the result is checked here; the timed run checks every element

@@ -8,12 +8,16 @@ fresh folders live under ``<work-dir>/cache/`` and are removed afterwards;
 :func:`safe_rmtree` refuses any path outside that folder. The tag and the cache
 root are checked before anything runs.
 
-``--shared-cache KEY`` (the measurement runs of one step: timed, nsys, ncu) is
+``--shared-cache KEY`` (the timed and ncu runs of one step) is
 the one exception: the compile caches of frameworks that compile in setup,
 outside everything measured (``Framework.shared_compile_cache``: JAX), go to
 ``<work-dir>/cache/shared/KEY/`` and stay there, so that the step's first run
 compiles and its other runs load the programs. Every other cache is still fresh.
 Deleting ``<work-dir>/cache/shared`` between runs is always safe.
+
+``--turns`` (a step's timed, nsys and ncu runs, on one GPU): the wrapper does not hold the GPU;
+the workload inside takes it from its setup to its exit (``workloads/gpu_turn.py``), so that
+several such commands start and finish beside each other while one uses the GPU.
 
 The command runs in its own process group. SIGINT, SIGTERM and SIGHUP sent to
 this wrapper are forwarded to that group; the wrapper waits for the command to
@@ -223,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "(CUDA_VISIBLE_DEVICES) unless CUDA_VISIBLE_DEVICES is already set")
     p.add_argument("--shared-cache", metavar="KEY", default=None,
                    help="share the compile caches of frameworks that compile in setup (JAX) with the other "
-                        "runs given this KEY, in <work-dir>/cache/shared/KEY (one step's timed, nsys and ncu runs)")
+                        "runs given this KEY, in <work-dir>/cache/shared/KEY (one step's timed and ncu runs)")
     p.add_argument("--turns", action="store_true",
                    help="one GPU: do not hold it for the whole command; the workload run inside takes it for its "
                         "GPU part (workloads.gpu_turn), so that several such jobs start and finish beside each other")
