@@ -351,14 +351,20 @@ def test_only_a_jax_steps_measurement_runs_are_given_its_shared_folder(tmp_path)
     assert not any("--shared-cache" in c for c in others)
 
 
-# a workload-like child: imports (here a sleep) beside the others, then its turn on the GPU until it exits
-_TURN_CHILD = ("import sys, time; time.sleep({before}); from workloads import gpu_turn; "
+# a workload-like child: imports (here a sleep) beside the others, then its turn on the GPU until it
+# exits; with a barrier folder, it first waits until `count` children have started (a loaded test
+# machine may start them seconds apart)
+_TURN_CHILD = ("import os, sys, time; time.sleep({before}); b = {barrier!r}\n"
+               "if b:\n os.makedirs(b, exist_ok=True); open(os.path.join(b, str(os.getpid())), 'w').close()\n"
+               " while len(os.listdir(b)) < {count}: time.sleep(0.02)\n"
+               "from workloads import gpu_turn\n"
                "t = gpu_turn.take_turn('probe'); print(t['waited_s'] if t else 'none'); time.sleep({inside})")
 
 
-def _cold_turns(work_dir, before, inside, env, *extra):
+def _cold_turns(work_dir, before, inside, env, *extra, barrier="", count=0):
+    code = _TURN_CHILD.format(before=before, inside=inside, barrier=str(barrier), count=count)
     return subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(work_dir), "--gpus", "1",
-                             *extra, "--", sys.executable, "-c", _TURN_CHILD.format(before=before, inside=inside)],
+                             *extra, "--", sys.executable, "-c", code],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -366,7 +372,9 @@ def test_with_turns_jobs_run_at_once_but_hold_the_gpu_one_after_the_other(tmp_pa
     """Three measurement runs let through at once: all three start together, their turns do not
     overlap, and each job's record lists its turn inside the job."""
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    procs = [_cold_turns(tmp_path, 0.3, 0.7, env, "--turns") for _ in range(3)]
+    barrier = tmp_path / "started"
+    procs = [_cold_turns(tmp_path / "work", 0.0, 0.7, env, "--turns", barrier=barrier, count=3) for _ in range(3)]
+    tmp_path = tmp_path / "work"
     outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [e for _, e in outs]
     assert sum("waiting for the GPU's turn" in e for _, e in outs) == 2
@@ -397,7 +405,17 @@ def test_a_job_holding_the_gpu_throughout_keeps_turn_takers_off_it(tmp_path):
     that takes turns waits for it, and a run inside such a job never waits for its own wrapper."""
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     whole = _cold_turns(tmp_path, 0.0, 1.0, env)  # take_turn inside a job without --turns: a no-op
-    time.sleep(0.5)
+    lock = tmp_path / "gpu-locks" / platform.node() / "gpu0.lock"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # until the whole-job wrapper holds GPU 0
+        if lock.exists():
+            with open(lock) as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(f, fcntl.LOCK_UN)
+                except BlockingIOError:
+                    break
+        time.sleep(0.02)
     turn = _cold_turns(tmp_path, 0.0, 0.1, env, "--turns")
     first_out, _ = whole.communicate(timeout=60)
     turn_out, turn_err = turn.communicate(timeout=60)

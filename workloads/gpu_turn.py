@@ -29,6 +29,8 @@ import os
 import sys
 import time
 
+from workloads import settings
+
 LOCK_VARIABLE = "COOKBOOK_GPU_TURN_LOCK"
 RECORD_VARIABLE = "COOKBOOK_GPU_TURN_RECORD"
 
@@ -48,7 +50,7 @@ def take_turn(what: str, environ=os.environ) -> dict | None:
     exits. Returns the turn (``started_unix_ns``, ``waited_s``), or None when no lock is named.
     A second call in the same process returns the turn already held."""
     global _held
-    lock_path = environ.get(LOCK_VARIABLE)
+    lock_path = settings.text(LOCK_VARIABLE, environ)
     if not lock_path:
         return None
     if _held is not None:
@@ -63,7 +65,7 @@ def take_turn(what: str, environ=os.environ) -> dict | None:
     turn = {"asked_unix_ns": asked, "started_unix_ns": time.time_ns()}
     turn["waited_s"] = (turn["started_unix_ns"] - asked) / 1e9
     _held = (f, turn)
-    record_path = environ.get(RECORD_VARIABLE)
+    record_path = settings.text(RECORD_VARIABLE, environ)
     if record_path:
         _write(record_path, turn)
 

@@ -63,6 +63,11 @@ SETTINGS: Mapping[str, Setting] = {s.name: s for s in (
             "(`--device cpu` sets `pandas`).", "user"),
     Setting("COOKBOOK_LAUNCH_UNIX_NS", "", "When the parent started the process (ns since the epoch), "
             "for the time to first result.", "tools"),
+    Setting("COOKBOOK_GPU_TURN_LOCK", "", "The lock file of the GPU a measurement run takes its turn on, "
+            "from its setup to its exit (`workloads/gpu_turn.py`); set by `workloads.tools.cold --turns`.",
+            "pipeline"),
+    Setting("COOKBOOK_GPU_TURN_RECORD", "", "File the run writes its GPU turn's start and end to, for the "
+            "GPU job record; set by `workloads.tools.cold --turns`.", "pipeline"),
     Setting("COOKBOOK_GIT_COMMIT", "", "The suite's commit, for records written on a copy without `.git`.",
             "user"),
     Setting("COOKBOOK_SLURM_PARTITION", "gpu", "SLURM partition with the GPUs (profiles/slurm).", "user"),
