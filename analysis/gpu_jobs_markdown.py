@@ -36,7 +36,7 @@ def _verdict_lines(s: RunSummary) -> list[str]:
         lines.append("- **One job at a time:** no two GPU jobs overlapped.")
     else:
         lines.append(f"- **Up to {s.max_concurrent} jobs at once; never two on one GPU:** {separate} pairs of "
-                     "jobs overlapped in time, each pair on separate GPUs (by UUID).")
+                     "jobs held GPUs at the same time, each pair on separate GPUs (by UUID).")
     if s.unknown:
         lines.append(f"- **{len(s.unknown)} overlapping pairs could not be checked:** a job's GPU is not known "
                      "(no `nvidia-smi`, or several GPUs and no `CUDA_VISIBLE_DEVICES`).")

@@ -420,25 +420,23 @@ REFERENCE_KERNEL_DIRS = _reference_kernel_pages()
 REFERENCE_KERNEL_PAGES = sorted(REFERENCE_KERNEL_DIRS)
 
 
-def step_cold(wc):
-    """The cold wrapper (COLD) for a step's timed and ncu runs: with ``--turns`` (on one GPU the run
-    takes the GPU only from its setup to its exit, workloads/gpu_turn.py: other runs' imports and
-    profiler start-up and shutdown go on beside it), and ``--shared-cache <step>`` when the step's
-    framework compiles in setup, outside everything measured (Framework.shared_compile_cache: JAX,
-    up to 25 s per process otherwise), so that those runs compile once. Cold/warm starts and the
-    suite's own runs use COLD as it is: they hold the GPU throughout."""
-    if not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
+def step_cold(wc, shared_cache=True):
+    """The cold wrapper (COLD) for one of a step's measurement runs (timed, timed_l2, nsys, ncu):
+    with ``--turns`` (on one GPU the run takes the GPU only from its setup to its exit,
+    workloads/gpu_turn.py: other runs' imports and profiler start-up and shutdown go on beside it),
+    and ``--shared-cache <step>`` when the step's framework compiles in setup, outside everything
+    measured (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise), so that those
+    runs compile once. Cold/warm starts and the suite's own runs use COLD as it is: they hold the GPU
+    throughout.
+
+    ``shared_cache=False`` (the nsys run): no shared cache. On an H100 (the nsys inside Nsight
+    Compute 2025.3.1), a JAX run under nsys with a capture range that loaded its programs from JAX's
+    persistent cache left a capture nsys could not process ("Cannot find string for an exterior
+    index") 2 times of 2; the same run compiling did not. So it compiles in setup, before the capture
+    range opens."""
+    if not shared_cache or not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
         return f"{COLD} --turns"
     return f"{COLD} --turns --shared-cache {shlex.quote(f'{wc.workload}+{wc.variant}+n{wc.size}')}"
-
-
-def nsys_cold(wc):
-    """The cold wrapper for a step's nsys run: it takes turns, but never loads a shared cache. On an
-    H100 (the nsys inside Nsight Compute 2025.3.1), a JAX run under nsys with a capture range that
-    loaded its programs from JAX's persistent cache left a capture nsys could not process ("Cannot
-    find string for an exterior index") 2 times of 2; the same run compiling did not. So it compiles
-    in setup, before the capture range opens."""
-    return f"{COLD} --turns"
 
 
 def compiled_first(wc):
@@ -447,7 +445,7 @@ def compiled_first(wc):
     compiling under ncu. Three JAX ncu runs that compiled (XLA's autotuning runs kernels inside the
     profiled process) ended with signal 11 on an H100 (ncu 2025.3), while the H100 reference's JAX
     ncu runs, all started after their step's cache was filled, did not: that compiling is the cause
-    is inferred from those runs, not proven. (The nsys run does not share the cache: nsys_cold.)"""
+    is inferred from those runs, not proven. (The nsys run does not share the cache: step_cold.)"""
     if not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
         return []
     if (wc.variant, int(wc.size)) not in runs(wc.workload):

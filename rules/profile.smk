@@ -126,8 +126,8 @@ rule nsys:
     log:
         f"{WORK}/logs/nsys/{{workload}}_{{variant}}_n{{size}}.log",
     params:
-        # takes turns, loads no shared cache: see nsys_cold (rules/common.smk)
-        cold=nsys_cold,
+        # takes turns, loads no shared cache: see step_cold (rules/common.smk)
+        cold=lambda wc: step_cold(wc, shared_cache=False),
         python=PYTHON,
         nsys=NSYS,
         flags=nsys_flags,
@@ -142,7 +142,7 @@ rule nsys:
     conda:
         CONDA_ENV
     # nsys exits 0 when it could not turn the raw events into a report ("Cannot find string for an
-    # exterior index": a report with no CUDA tables, JAX's now and then, see nsys_cold): fail the
+    # exterior index": a report with no CUDA tables, JAX's now and then, see step_cold): fail the
     # job on nsys' own message so that the capture is taken again, once
     retries: 1
     # a seeded sample of the result is checked here; the timed run checks every element

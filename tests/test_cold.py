@@ -372,13 +372,12 @@ def test_with_turns_jobs_run_at_once_but_hold_the_gpu_one_after_the_other(tmp_pa
     """Three measurement runs let through at once: all three start together, their turns do not
     overlap, and each job's record lists its turn inside the job."""
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    barrier = tmp_path / "started"
-    procs = [_cold_turns(tmp_path / "work", 0.0, 0.7, env, "--turns", barrier=barrier, count=3) for _ in range(3)]
-    tmp_path = tmp_path / "work"
+    work = tmp_path / "work"
+    procs = [_cold_turns(work, 0.0, 0.7, env, "--turns", barrier=tmp_path / "started", count=3) for _ in range(3)]
     outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [e for _, e in outs]
     assert sum("waiting for the GPU's turn" in e for _, e in outs) == 2
-    records = sorted(_job_records(tmp_path), key=lambda r: r["gpu_turns"][0]["started_unix_ns"])
+    records = sorted(_job_records(work), key=lambda r: r["gpu_turns"][0]["started_unix_ns"])
     assert {r["assigned_by"] for r in records} == {"turns"}
     # the jobs overlap: they all started before the first turn ended
     assert max(r["started_unix_ns"] for r in records) < records[0]["gpu_turns"][0]["ended_unix_ns"]
@@ -389,11 +388,11 @@ def test_with_turns_jobs_run_at_once_but_hold_the_gpu_one_after_the_other(tmp_pa
         assert a["ended_unix_ns"] <= b["started_unix_ns"]
     assert turns[2]["waited_s"] > 1.0  # it waited for the other two 0.7 s turns
     # nothing is left behind for the records
-    assert not list((tmp_path / "gpu-locks" / platform.node()).glob("turn-*"))
+    assert not list((work / "gpu-locks" / platform.node()).glob("turn-*"))
     # the reader agrees: three jobs at once, never two on the GPU
     from analysis import gpu_jobs as reader
 
-    s = reader.summarize(reader.load_gpu_jobs(str(tmp_path / "gpu-jobs")))
+    s = reader.summarize(reader.load_gpu_jobs(str(work / "gpu-jobs")))
     assert s.max_concurrent == 3 and s.overlaps == []
     # and would flag turns that did overlap (a job holding the GPU throughout, pinned by hand)
     held_throughout = dataclasses.replace(s.jobs[0], turns=None, path="whole")

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import atexit
 import fcntl
-import json
 import os
 import sys
 import time
 
+from analysis.outputs import write_json_atomic
 from workloads import settings
 
 LOCK_VARIABLE = "COOKBOOK_GPU_TURN_LOCK"
@@ -36,13 +36,6 @@ RECORD_VARIABLE = "COOKBOOK_GPU_TURN_RECORD"
 
 #: the open lock file of this process's turn (kept open, so locked, until the process exits)
 _held = None
-
-
-def _write(path: str, turn: dict) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(turn, f)
-    os.replace(tmp, path)
 
 
 def take_turn(what: str, environ=os.environ) -> dict | None:
@@ -67,11 +60,11 @@ def take_turn(what: str, environ=os.environ) -> dict | None:
     _held = (f, turn)
     record_path = settings.text(RECORD_VARIABLE, environ)
     if record_path:
-        _write(record_path, turn)
+        write_json_atomic(record_path, turn)
 
         def _ended() -> None:
             # as late as Python lets us write: the lock itself goes with the process, just after
-            _write(record_path, {**turn, "ended_unix_ns": time.time_ns()})
+            write_json_atomic(record_path, {**turn, "ended_unix_ns": time.time_ns()})
 
         atexit.register(_ended)
     return turn

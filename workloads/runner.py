@@ -113,6 +113,14 @@ def _importable(name: str) -> bool:
         return False
 
 
+def required_packages(recipe: Recipe, device: str) -> tuple[str, ...]:
+    """The import names a run of ``recipe`` on ``device`` needs: the framework's CPU set for
+    ``cpu`` where it has one, else the recipe's own."""
+    if device == "cpu":
+        return frameworks.framework(recipe.framework).cpu_requires or recipe.requires
+    return recipe.requires
+
+
 def device_problem(recipe: Recipe, device: str) -> str | None:
     """Why ``recipe`` cannot run on ``device`` here, in one line; None when it can. For ``cpu``,
     applies the framework's CPU switch to this process's environment first (before any import of
@@ -123,12 +131,12 @@ def device_problem(recipe: Recipe, device: str) -> str | None:
         if fw.cpu_env is None:
             return f"{fw.title} has no CPU path: this recipe needs a CUDA GPU (--device cuda)"
         os.environ.update(fw.cpu_env)
-        missing = [m for m in (fw.cpu_requires or recipe.requires) if not _importable(m)]
+        missing = [m for m in required_packages(recipe, device) if not _importable(m)]
         if missing:
             return f"its CPU path needs the Python package(s) {', '.join(missing)}, not importable here"
         return None
     cpu_hint = f"; its CPU path: {command}" if fw.cpu_env is not None else "; it has no CPU path"
-    missing = [m for m in recipe.requires if not _importable(m)]
+    missing = [m for m in required_packages(recipe, device) if not _importable(m)]
     if missing:
         return f"needs the Python package(s) {', '.join(missing)}, not importable here{cpu_hint}"
     reason = frameworks.driver_problem() or fw.cuda_problem()
@@ -297,9 +305,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
 
     wall_s: dict[str, float] = {}
     # the packages first: importing them is CPU work that need not hold a GPU other runs wait for
-    # (cuDF's setup, its import included, held the GPU 8.5 s a run in the H100 lab profile)
-    fw = frameworks.framework(recipe.framework)
-    for name in (fw.cpu_requires or recipe.requires) if args.device == "cpu" else recipe.requires:
+    for name in required_packages(recipe, args.device):
         importlib.import_module(name)
     # from here to the process's exit this run uses the GPU: on a GPU shared by the pipeline's
     # runs, wait for its turn (a no-op otherwise; workloads/gpu_turn.py)

@@ -170,8 +170,9 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             env["CUDA_VISIBLE_DEVICES"] = str(stack.enter_context(gpu_slot(work_dir, n_gpus)))
         elif turns:
             assigned_by = "turns"
-            turn_record = lock_folder(work_dir) / f"turn-{os.getpid()}-{time.time_ns()}.json"
-            env[gpu_turn.LOCK_VARIABLE] = str(lock_folder(work_dir) / "gpu0.lock")
+            locks = lock_folder(work_dir)
+            turn_record = locks / f"turn-{os.getpid()}-{time.time_ns()}.json"
+            env[gpu_turn.LOCK_VARIABLE] = str(locks / "gpu0.lock")
             env[gpu_turn.RECORD_VARIABLE] = str(turn_record)
         else:
             assigned_by = "default"
