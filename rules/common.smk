@@ -424,23 +424,23 @@ def step_cold(wc, shared_cache=True):
     """The cold wrapper (COLD) for one of a step's measurement runs (timed, timed_l2, nsys, ncu):
     with ``--turns`` (on one GPU the run takes the GPU only from its setup to its exit,
     workloads/gpu_turn.py: other runs' imports and profiler start-up and shutdown go on beside it),
-    and ``--shared-cache <step>`` when the step's framework compiles in setup, outside everything
-    measured (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise), so that those
-    runs compile once. Cold/warm starts and the suite's own runs use COLD as it is: they hold the GPU
-    throughout.
+    and ``--shared-cache <recipe>`` when the recipe's framework compiles outside what its timed and
+    ncu runs measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp),
+    so that a program is compiled once per pipeline run, not once per process. Cold/warm starts and
+    the suite's own runs use COLD as it is: they hold the GPU throughout.
 
-    ``shared_cache=False`` (the nsys run): no shared cache. On an H100 (the nsys inside Nsight
-    Compute 2025.3.1), a JAX run under nsys with a capture range that loaded its programs from JAX's
-    persistent cache left a capture nsys could not process ("Cannot find string for an exterior
-    index") 2 times of 2; the same run compiling did not. So it compiles in setup, before the capture
-    range opens."""
+    ``shared_cache=False`` (the nsys run): no shared cache. Its first call is the cold-start page's
+    "first call of a cold process". And on an H100 (the nsys inside Nsight Compute 2025.3.1), a JAX
+    run under nsys with a capture range that loaded its programs from JAX's persistent cache left a
+    capture nsys could not process ("Cannot find string for an exterior index") 2 times of 2; the
+    same run compiling did not."""
     if not shared_cache or not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
         return f"{COLD} --turns"
-    return f"{COLD} --turns --shared-cache {shlex.quote(f'{wc.workload}+{wc.variant}+n{wc.size}')}"
+    return f"{COLD} --turns --shared-cache {shlex.quote(wc.workload)}"
 
 
 def compiled_first(wc):
-    """For a framework whose step's runs share one compilation cache (JAX): the step's timed run, so
+    """For a framework whose runs share one compilation cache (JAX, Warp): the step's timed run, so
     that the cache is filled before its ncu run starts, which then loads the programs instead of
     compiling under ncu. Three JAX ncu runs that compiled (XLA's autotuning runs kernels inside the
     profiled process) ended with signal 11 on an H100 (ncu 2025.3), while the H100 reference's JAX

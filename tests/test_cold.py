@@ -291,7 +291,8 @@ def test_a_cache_root_that_is_a_symlink_is_refused_before_anything_runs(tmp_path
 
 def test_a_steps_runs_share_the_compile_cache_they_are_given_and_nothing_else(tmp_path):
     """--shared-cache: JAX's compile cache is on and in <work>/cache/shared/KEY for every run given
-    KEY, and kept; every other cache is still private and removed; without it JAX's cache is off."""
+    KEY, and kept, and so is Warp's kernel cache; every other cache is still private and removed;
+    without it JAX's cache is off."""
     probe = ("import json, os, sys; env = {v: os.environ.get(v) for v in %r}; "
              "d = env['JAX_COMPILATION_CACHE_DIR']; d and open(os.path.join(d, sys.argv[2]), 'w'); "
              "env['seen'] = sorted(os.listdir(d)) if d else None; json.dump(env, open(sys.argv[1], 'w'))"
@@ -304,20 +305,22 @@ def test_a_steps_runs_share_the_compile_cache_they_are_given_and_nothing_else(tm
         assert rc == 0
         return json.loads((tmp_path / f"{name}.json").read_text())
 
-    first = run("timed", "--shared-cache", "jax_matmul+jit+n512")
-    second = run("nsys", "--shared-cache", "jax_matmul+jit+n512")
-    other = run("ncu", "--shared-cache", "jax_matmul+jit+n8192")
+    first = run("timed", "--shared-cache", "jax_matmul")
+    second = run("ncu", "--shared-cache", "jax_matmul")
+    other = run("ncu-warp", "--shared-cache", "warp_sph")
     alone = run("coldwarm")
-    shared = cache_root(tmp_path) / "shared" / "jax_matmul+jit+n512" / "jax"
+    shared = cache_root(tmp_path) / "shared" / "jax_matmul" / "jax"
     assert first["JAX_COMPILATION_CACHE_DIR"] == second["JAX_COMPILATION_CACHE_DIR"] == str(shared)
     assert first["JAX_ENABLE_COMPILATION_CACHE"] == "true"
-    assert second["seen"] == ["nsys", "timed"]  # the second run sees what the first stored
-    assert other["seen"] == ["ncu"]  # another step's runs have their own
+    assert second["seen"] == ["ncu", "timed"]  # the second run sees what the first stored
+    assert other["seen"] == ["ncu-warp"]  # another recipe's runs have their own
     assert alone["JAX_ENABLE_COMPILATION_CACHE"] == "false" and alone["JAX_COMPILATION_CACHE_DIR"] is None
-    for var in CACHE_VARIABLES:
+    assert first["WARP_CACHE_PATH"] == second["WARP_CACHE_PATH"] == str(shared.parent / "warp")
+    for var in set(CACHE_VARIABLES) - {"WARP_CACHE_PATH"}:
         assert len({first[var], second[var], other[var], alone[var]}) == 4
+    assert len({first["WARP_CACHE_PATH"], other["WARP_CACHE_PATH"], alone["WARP_CACHE_PATH"]}) == 3
     assert sorted(p.name for p in cache_root(tmp_path).iterdir()) == ["shared"]
-    assert sorted(os.listdir(shared)) == ["nsys", "timed"]
+    assert sorted(os.listdir(shared)) == ["ncu", "timed"]
 
 
 def test_a_shared_cache_key_that_is_not_one_folder_name_is_refused(tmp_path):
@@ -327,25 +330,32 @@ def test_a_shared_cache_key_that_is_not_one_folder_name_is_refused(tmp_path):
     assert r.returncode == 2 and "--shared-cache '../x'" in r.stderr and not (tmp_path / "cache").exists()
 
 
-def test_only_a_jax_steps_measurement_runs_are_given_its_shared_folder(tmp_path):
-    """The rules: a JAX step's timed and ncu runs name the step's shared folder; its nsys run, a
-    CuPy step's runs (CuPy compiles at the first call, which the nsys page reports) and cold/warm
-    starts do not."""
+def test_only_jax_and_warp_timed_and_ncu_runs_are_given_their_recipes_shared_folder(tmp_path):
+    """The rules: a JAX or Warp step's timed and ncu runs name the recipe's shared folder; their
+    nsys runs, a CuPy step's runs (CuPy compiles at the first call, which the nsys page reports)
+    and cold/warm starts do not."""
     from test_preflight_and_pipeline import _repo_copy
 
     repo = _repo_copy(tmp_path)
     targets = ["results/captures/jax_matmul/jit/n8192/timing.json", "results/captures/jax_matmul/jit/n8192/nsys-run.json",
                "results/captures/jax_matmul/jit/n8192/ncu-run.json", "results/captures/coldstart/jax_matmul_jit.json",
+               "results/captures/warp_sph/pruned/n62500/timing.json",
+               "results/captures/warp_sph/pruned/n62500/nsys-run.json",
+               "results/captures/warp_sph/pruned/n62500/ncu-run.json",
                "results/captures/cupy_sqdiff/fused/n4096/timing.json"]
     r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", *targets], cwd=repo,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     commands = [line for line in r.stdout.splitlines() if "workloads." in line and " --variant " in line]
-    jax = [c for c in commands if "workloads.jax_matmul " in c and "workloads.tools.cold " in c]
-    assert {c.split("--tag ")[1].split()[0] for c in jax} == {"timed", "nsys", "ncu"}
-    # nsys compiles: a JAX capture that loaded its programs from the cache could not be processed
-    shared = [c for c in jax if "--tag nsys " not in c]
-    assert len(shared) == 2 and all("--shared-cache jax_matmul+jit+n8192 " in c for c in shared)
+    shared = []
+    for workload in ("jax_matmul", "warp_sph"):
+        runs = [c for c in commands if f"workloads.{workload} " in c and "workloads.tools.cold " in c]
+        assert {c.split("--tag ")[1].split()[0] for c in runs} == {"timed", "nsys", "ncu"}
+        # nsys compiles: its first call is the cold-start page's, and a JAX capture that loaded its
+        # programs from the cache could not be processed
+        mine = [c for c in runs if "--tag nsys " not in c]
+        assert len(mine) == 2 and all(f"--shared-cache {workload} " in c for c in mine)
+        shared += mine
     others = [c for c in commands if c not in shared]
     assert any("workloads.tools.coldwarm" in c for c in others) and any("cupy_sqdiff" in c for c in others)
     assert not any("--shared-cache" in c for c in others)

@@ -8,11 +8,11 @@ fresh folders live under ``<work-dir>/cache/`` and are removed afterwards;
 :func:`safe_rmtree` refuses any path outside that folder. The tag and the cache
 root are checked before anything runs.
 
-``--shared-cache KEY`` (the timed and ncu runs of one step) is
-the one exception: the compile caches of frameworks that compile in setup,
-outside everything measured (``Framework.shared_compile_cache``: JAX), go to
-``<work-dir>/cache/shared/KEY/`` and stay there, so that the step's first run
-compiles and its other runs load the programs. Every other cache is still fresh.
+``--shared-cache KEY`` (the timed and ncu runs of one recipe) is
+the one exception: the compile caches of frameworks that compile outside what
+those runs measure (``Framework.shared_compile_cache``: JAX, Warp), go to
+``<work-dir>/cache/shared/KEY/`` and stay there, so that the first run that
+needs a program compiles it and the others load it. Every other cache is still fresh.
 Deleting ``<work-dir>/cache/shared`` between runs is always safe.
 
 ``--turns`` (a step's timed, nsys and ncu runs, on one GPU): the wrapper does not hold the GPU;
@@ -70,7 +70,7 @@ def cache_root(work_dir: str | os.PathLike) -> Path:
 
 
 def check_tag(tag: str, option: str = "--tag") -> str:
-    """``tag`` names the run's cache folder (``--shared-cache``: the step's shared one): one plain
+    """``tag`` names the run's cache folder (``--shared-cache``: the recipe's shared one): one plain
     path component, nothing that climbs out."""
     if not _TAG.fullmatch(tag) or ".." in tag:
         raise UnsafePathError(f"{option} {tag!r}: use letters, digits and _.+=- only (one folder name, no '..')")
@@ -106,7 +106,7 @@ def safe_rmtree(path: str | os.PathLike, allowed_root: str | os.PathLike) -> Non
     shutil.rmtree(target)
 
 
-#: sub-folder of the cache root that holds the steps' shared compile caches (--shared-cache)
+#: sub-folder of the cache root that holds the recipes' shared compile caches (--shared-cache)
 SHARED = "shared"
 
 
@@ -226,8 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="GPUs on this machine; with more than one, each run takes a free one "
                         "(CUDA_VISIBLE_DEVICES) unless CUDA_VISIBLE_DEVICES is already set")
     p.add_argument("--shared-cache", metavar="KEY", default=None,
-                   help="share the compile caches of frameworks that compile in setup (JAX) with the other "
-                        "runs given this KEY, in <work-dir>/cache/shared/KEY (one step's timed and ncu runs)")
+                   help="share the compile caches of frameworks that compile outside what is measured (JAX, Warp) with the other "
+                        "runs given this KEY, in <work-dir>/cache/shared/KEY (one recipe's timed and ncu runs)")
     p.add_argument("--turns", action="store_true",
                    help="one GPU: do not hold it for the whole command; the workload run inside takes it for its "
                         "GPU part (workloads.gpu_turn), so that several such jobs start and finish beside each other")
