@@ -10,7 +10,7 @@ import sys
 
 from analysis import layout
 from analysis.gzfiles import existing_capture
-from workloads.frameworks import framework as FRAMEWORK
+from workloads.frameworks import framework as FRAMEWORK, nsys_nvtx_flags
 from workloads.registry import BY_NAME as RECIPES
 
 
@@ -191,6 +191,9 @@ def nsys_flags(wc=None):
         # seed 001's method: record only between cuProfilerStart and cuProfilerStop, which the
         # runner calls around the compute calls when COOKBOOK_CAPTURE_RANGE=1
         flags += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    if wc is not None:
+        # the framework's own NVTX domains that nsys could not always process (JAX: XLA's)
+        flags += nsys_nvtx_flags(FRAMEWORK(RECIPES[wc.workload].framework))
     return shlex.join(flags)
 
 
@@ -430,10 +433,7 @@ def step_cold(wc, shared_cache=True):
     the suite's own runs use COLD as it is: they hold the GPU throughout.
 
     ``shared_cache=False`` (the nsys run): no shared cache. Its first call is the cold-start page's
-    "first call of a cold process". And on an H100 (the nsys inside Nsight Compute 2025.3.1), a JAX
-    run under nsys with a capture range that loaded its programs from JAX's persistent cache left a
-    capture nsys could not process ("Cannot find string for an exterior index") 2 times of 2; the
-    same run compiling did not."""
+    "first call of a cold process"."""
     if not shared_cache or not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
         return f"{COLD} --turns"
     return f"{COLD} --turns --shared-cache {shlex.quote(wc.workload)}"

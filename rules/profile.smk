@@ -142,8 +142,8 @@ rule nsys:
     conda:
         CONDA_ENV
     # nsys exits 0 when it could not turn the raw events into a report ("Cannot find string for an
-    # exterior index": a report with no CUDA tables, JAX's now and then, see step_cold): fail the
-    # job on nsys' own message so that the capture is taken again, once
+    # exterior index": a report with no CUDA tables; JAX's, until XLA's NVTX domains were left out,
+    # see nsys_flags): fail the job on nsys' own message so that the capture is taken again, once
     retries: 1
     # a seeded sample of the result is checked here; the timed run checks every element
     shell:

@@ -359,6 +359,11 @@ def test_only_jax_and_warp_timed_and_ncu_runs_are_given_their_recipes_shared_fol
     others = [c for c in commands if c not in shared]
     assert any("workloads.tools.coldwarm" in c for c in others) and any("cupy_sqdiff" in c for c in others)
     assert not any("--shared-cache" in c for c in others)
+    # and JAX's nsys run leaves XLA's own NVTX domains out (nsys could not always resolve their
+    # strings), Warp's keeps every domain
+    nsys = {w: [c for c in commands if f"workloads.{w} " in c and "--tag nsys " in c] for w in ("jax_matmul", "warp_sph")}
+    assert len(nsys["jax_matmul"]) == 1 and "--nvtx-domain-exclude=TSL,default " in nsys["jax_matmul"][0]
+    assert len(nsys["warp_sph"]) == 1 and "--nvtx-domain-exclude" not in nsys["warp_sph"][0]
 
 
 # a workload-like child: imports (here a sleep) beside the others, then its turn on the GPU until it

@@ -47,6 +47,7 @@ from typing import Sequence
 
 import numpy as np
 
+from workloads import frameworks
 from workloads.contract import WorkloadError, check_result
 from workloads.runner import at_least, timed_step, write_json_atomic
 
@@ -72,7 +73,9 @@ ALLOCATOR_VARIABLES = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_ALLOC
 NSYS_ATTEMPTS = 2
 NSYS_FLAGS = ("-t", "cuda,nvtx", "--cuda-memory-usage", "true", "-s", "none", "--cpuctxsw", "none",
               # XLA launches through CUDA graphs: trace their kernels one by one
-              "--cuda-graph-trace=node")
+              "--cuda-graph-trace=node",
+              # without XLA's own NVTX domains, whose strings nsys could not always resolve
+              *frameworks.nsys_nvtx_flags(frameworks.framework("jax")))
 
 
 def child_environment(parent: dict[str, str], setting: str) -> dict[str, str]:
