@@ -245,6 +245,22 @@ def test_allocator_parent_refuses_unknown_settings_before_running_anything(tmp_p
     assert not list(tmp_path.iterdir())
 
 
+def test_a_setting_whose_process_crashes_under_nsys_is_taken_again_then_fails_the_experiment(tmp_path, capfd):
+    """A child that ends without its record (on an H100, allocator_platform once exited 139 under
+    nsys) is run again, as a capture nsys could not process is; crashing every time fails the
+    experiment with one error that says so, and leaves no allocator.json."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "nsys"
+    fake.write_text(f"#!/bin/sh\necho x >> {calls}\necho 'Segmentation fault' >&2\nexit 139\n")
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    rc = exp_allocator.main(["--out-dir", str(out), "--nsys", str(fake), "--settings", "default", "--size", "64"])
+    assert rc == 1
+    assert len(calls.read_text().splitlines()) == exp_allocator.NSYS_ATTEMPTS == 2
+    assert "setting default: the run under nsys wrote no record in 2 of 2 attempts" in capfd.readouterr().err
+    assert not (out / "allocator.json").exists()
+
+
 # --- section readers on real captures (CuPy exports from the H200; the JAX ones come later) -----
 
 def _sql(path, query):
