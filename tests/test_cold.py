@@ -330,23 +330,28 @@ def test_a_shared_cache_key_that_is_not_one_folder_name_is_refused(tmp_path):
     assert r.returncode == 2 and "--shared-cache '../x'" in r.stderr and not (tmp_path / "cache").exists()
 
 
+def _planned_shell_lines(tmp_path, targets):
+    """The lines of a dry run (``-n -p --forceall``) of ``targets`` in a copy of the checkout: the
+    shell commands the rules would run, among Snakemake's own lines."""
+    from test_preflight_and_pipeline import _repo_copy
+
+    repo = _repo_copy(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", *targets], cwd=repo,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r.stdout.splitlines()
+
+
 def test_only_jax_and_warp_timed_and_ncu_runs_are_given_their_recipes_shared_folder(tmp_path):
     """The rules: a JAX or Warp step's timed and ncu runs name the recipe's shared folder; their
     nsys runs, a CuPy step's runs (CuPy compiles at the first call, which the nsys page reports)
     and cold/warm starts do not."""
-    from test_preflight_and_pipeline import _repo_copy
-
-    repo = _repo_copy(tmp_path)
-    targets = ["results/captures/jax_matmul/jit/n8192/timing.json", "results/captures/jax_matmul/jit/n8192/nsys-run.json",
-               "results/captures/jax_matmul/jit/n8192/ncu-run.json", "results/captures/coldstart/jax_matmul_jit.json",
-               "results/captures/warp_sph/pruned/n62500/timing.json",
-               "results/captures/warp_sph/pruned/n62500/nsys-run.json",
-               "results/captures/warp_sph/pruned/n62500/ncu-run.json",
-               "results/captures/cupy_sqdiff/fused/n4096/timing.json"]
-    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", *targets], cwd=repo,
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    commands = [line for line in r.stdout.splitlines() if "workloads." in line and " --variant " in line]
+    lines = _planned_shell_lines(tmp_path, [
+        "results/captures/jax_matmul/jit/n8192/timing.json", "results/captures/jax_matmul/jit/n8192/nsys-run.json",
+        "results/captures/jax_matmul/jit/n8192/ncu-run.json", "results/captures/coldstart/jax_matmul_jit.json",
+        "results/captures/warp_sph/pruned/n62500/timing.json", "results/captures/warp_sph/pruned/n62500/nsys-run.json",
+        "results/captures/warp_sph/pruned/n62500/ncu-run.json", "results/captures/cupy_sqdiff/fused/n4096/timing.json"])
+    commands = [line for line in lines if "workloads." in line and " --variant " in line]
     shared = []
     for workload in ("jax_matmul", "warp_sph"):
         runs = [c for c in commands if f"workloads.{workload} " in c and "workloads.tools.cold " in c]
@@ -452,17 +457,11 @@ def test_a_run_that_fails_before_its_turn_records_none(tmp_path):
 
 
 def test_a_step_measurement_runs_take_turns_and_cold_warm_starts_do_not(tmp_path):
-    from test_preflight_and_pipeline import _repo_copy
-
-    repo = _repo_copy(tmp_path)
-    targets = ["results/captures/cupy_sqdiff/fused/n4096/timing.json",
-               "results/captures/cupy_sqdiff/fused/n4096/nsys-run.json",
-               "results/captures/cupy_sqdiff/fused/n16384/ncu-run.json",
-               "results/captures/coldstart/cupy_sqdiff_fused.json"]
-    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", *targets], cwd=repo,
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    commands = [line for line in r.stdout.splitlines() if "workloads.cupy_sqdiff " in line]
+    lines = _planned_shell_lines(tmp_path, ["results/captures/cupy_sqdiff/fused/n4096/timing.json",
+                                            "results/captures/cupy_sqdiff/fused/n4096/nsys-run.json",
+                                            "results/captures/cupy_sqdiff/fused/n16384/ncu-run.json",
+                                            "results/captures/coldstart/cupy_sqdiff_fused.json"])
+    commands = [line for line in lines if "workloads.cupy_sqdiff " in line]
     cold = [c for c in commands if "workloads.tools.cold " in c]
     assert {c.split("--tag ")[1].split()[0] for c in cold} == {"timed", "nsys", "ncu"}
     assert all(" --turns " in c for c in cold)

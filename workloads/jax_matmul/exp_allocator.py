@@ -68,8 +68,8 @@ ALLOCATOR_VARIABLES = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_ALLOC
                        "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION", "TF_GPU_ALLOCATOR")
 
 #: nsys 2025.3.1 has failed now and then to turn one of these captures into a report ("Cannot find
-#: string for an exterior index", with XLA compiling through ptxas child processes meanwhile): one
-#: more try, and the record keeps what the failed one said
+#: string for an exterior index", with XLA compiling through ptxas child processes meanwhile), and a
+#: setting's process once crashed under nsys: one more try, and the record keeps what the failed one said
 NSYS_ATTEMPTS = 2
 NSYS_FLAGS = ("-t", "cuda,nvtx", "--cuda-memory-usage", "true", "-s", "none", "--cpuctxsw", "none",
               # XLA launches through CUDA graphs: trace their kernels one by one
