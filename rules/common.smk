@@ -423,30 +423,41 @@ REFERENCE_KERNEL_DIRS = _reference_kernel_pages()
 REFERENCE_KERNEL_PAGES = sorted(REFERENCE_KERNEL_DIRS)
 
 
-def step_cold(wc, shared_cache=True):
+def step_cold(wc, profiler=None):
     """The cold wrapper (COLD) for one of a step's measurement runs (timed, timed_l2, nsys, ncu):
     with ``--turns`` (on one GPU the run takes the GPU only from its setup to its exit,
     workloads/gpu_turn.py: other runs' imports and profiler start-up and shutdown go on beside it),
-    and ``--shared-cache <recipe>`` when the recipe's framework compiles outside what its timed and
-    ncu runs measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp),
-    so that a program is compiled once per pipeline run, not once per process. Cold/warm starts and
-    the suite's own runs use COLD as it is: they hold the GPU throughout.
+    and ``--shared-cache <recipe>`` when the recipe's framework compiles outside what its runs
+    measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp), so that
+    a program is compiled once per pipeline run, not once per process. Cold/warm starts and the
+    suite's own runs use COLD as it is: they hold the GPU throughout.
 
-    ``shared_cache=False`` (the nsys run): no shared cache. Its first call is the cold-start page's
-    "first call of a cold process"."""
-    if not shared_cache or not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
+    ``profiler="nsys"``: the shared cache only for a step whose setup compiles every program its
+    calls run (Recipe.compiles_in_setup): the nsys run's first call is the cold-start page's "first
+    call of a cold process", the same whether setup compiled or loaded. Warp's baseline builds its
+    module in its first call, so its nsys run compiles for itself."""
+    if not shares_compile_cache(wc, profiler):
         return f"{COLD} --turns"
     return f"{COLD} --turns --shared-cache {shlex.quote(wc.workload)}"
 
 
-def compiled_first(wc):
-    """For a framework whose runs share one compilation cache (JAX, Warp): the step's timed run, so
-    that the cache is filled before its ncu run starts, which then loads the programs instead of
-    compiling under ncu. Three JAX ncu runs that compiled (XLA's autotuning runs kernels inside the
-    profiled process) ended with signal 11 on an H100 (ncu 2025.3), while the H100 reference's JAX
-    ncu runs, all started after their step's cache was filled, did not: that compiling is the cause
-    is inferred from those runs, not proven. (The nsys run does not share the cache: step_cold.)"""
-    if not FRAMEWORK(RECIPES[wc.workload].framework).shared_compile_cache:
+def shares_compile_cache(wc, profiler=None):
+    """Whether this run of the step loads the recipe's shared compile cache (see step_cold)."""
+    recipe = RECIPES[wc.workload]
+    if not FRAMEWORK(recipe.framework).shared_compile_cache:
+        return False
+    return profiler != "nsys" or wc.variant in recipe.compiles_in_setup
+
+
+def compiled_first(wc, profiler=None):
+    """For a run that loads the recipe's shared compile cache (JAX, Warp; see step_cold): the
+    step's timed run, so that the cache is filled before the ncu or nsys run starts, which then
+    loads the programs instead of compiling them under the profiler. Three JAX ncu runs that
+    compiled (XLA's autotuning runs kernels inside the profiled process) ended with signal 11 on an
+    H100 (ncu 2025.3), while the H100 reference's JAX ncu runs, all started after their step's
+    cache was filled, did not: that compiling is the cause is inferred from those runs, not proven.
+    Ordering the runs also means two runs never compile the same program into the folder at once."""
+    if not shares_compile_cache(wc, profiler):
         return []
     if (wc.variant, int(wc.size)) not in runs(wc.workload):
         return []

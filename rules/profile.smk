@@ -120,14 +120,15 @@ rule timed_l2:
 rule nsys:
     input:
         rules.preflight.output,
+        compiled_first=lambda wc: compiled_first(wc, "nsys"),
     output:
         rep=f"{LIVE_RUN}/{layout.NSYS_REPORT}",
         run=f"{LIVE_RUN}/{layout.NSYS_RUN}",
     log:
         f"{WORK}/logs/nsys/{{workload}}_{{variant}}_n{{size}}.log",
     params:
-        # takes turns, loads no shared cache: see step_cold (rules/common.smk)
-        cold=lambda wc: step_cold(wc, shared_cache=False),
+        # takes turns; the shared compile cache only where setup compiles: see step_cold (rules/common.smk)
+        cold=lambda wc: step_cold(wc, "nsys"),
         python=PYTHON,
         nsys=NSYS,
         flags=nsys_flags,

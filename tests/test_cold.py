@@ -342,33 +342,44 @@ def _planned_shell_lines(tmp_path, targets):
     return r.stdout.splitlines()
 
 
-def test_only_jax_and_warp_timed_and_ncu_runs_are_given_their_recipes_shared_folder(tmp_path):
-    """The rules: a JAX or Warp step's timed and ncu runs name the recipe's shared folder; their
-    nsys runs, a CuPy step's runs (CuPy compiles at the first call, which the nsys page reports)
-    and cold/warm starts do not."""
-    lines = _planned_shell_lines(tmp_path, [
-        "results/captures/jax_matmul/jit/n8192/timing.json", "results/captures/jax_matmul/jit/n8192/nsys-run.json",
-        "results/captures/jax_matmul/jit/n8192/ncu-run.json", "results/captures/coldstart/jax_matmul_jit.json",
-        "results/captures/warp_sph/pruned/n62500/timing.json", "results/captures/warp_sph/pruned/n62500/nsys-run.json",
-        "results/captures/warp_sph/pruned/n62500/ncu-run.json", "results/captures/cupy_sqdiff/fused/n4096/timing.json"])
+def test_jax_and_warp_runs_get_their_recipes_shared_folder_except_nsys_runs_whose_first_call_compiles(tmp_path):
+    """The rules: a JAX or Warp step's timed and ncu runs name the recipe's shared folder, and so
+    does its nsys run where the step compiles in setup (JAX's jit, Warp's pruned); the nsys run of
+    Warp's baseline, which builds its module in its first call (the cold-start page's), does not,
+    nor do a CuPy step's runs (CuPy compiles at the first call) or cold/warm starts. A sharing nsys
+    run comes after the step's timed run, which fills the cache."""
+    targets = ["results/captures/jax_matmul/jit/n8192/timing.json", "results/captures/jax_matmul/jit/n8192/nsys-run.json",
+               "results/captures/jax_matmul/jit/n8192/ncu-run.json", "results/captures/coldstart/jax_matmul_jit.json",
+               "results/captures/warp_sph/pruned/n62500/timing.json",
+               "results/captures/warp_sph/pruned/n62500/nsys-run.json",
+               "results/captures/warp_sph/pruned/n62500/ncu-run.json",
+               "results/captures/warp_sph/baseline/n62500/nsys-run.json",
+               "results/captures/cupy_sqdiff/fused/n4096/timing.json"]
+    lines = _planned_shell_lines(tmp_path, targets)
     commands = [line for line in lines if "workloads." in line and " --variant " in line]
     shared = []
-    for workload in ("jax_matmul", "warp_sph"):
-        runs = [c for c in commands if f"workloads.{workload} " in c and "workloads.tools.cold " in c]
+    for workload, variant in (("jax_matmul", "jit"), ("warp_sph", "pruned")):
+        runs = [c for c in commands if f"workloads.{workload} " in c and f"--variant {variant} " in c
+                and "workloads.tools.cold " in c]
         assert {c.split("--tag ")[1].split()[0] for c in runs} == {"timed", "nsys", "ncu"}
-        # nsys compiles: its first call is the cold-start page's, and a JAX capture that loaded its
-        # programs from the cache could not be processed
-        mine = [c for c in runs if "--tag nsys " not in c]
-        assert len(mine) == 2 and all(f"--shared-cache {workload} " in c for c in mine)
-        shared += mine
+        assert all(f"--shared-cache {workload} " in c for c in runs)
+        shared += runs
     others = [c for c in commands if c not in shared]
     assert any("workloads.tools.coldwarm" in c for c in others) and any("cupy_sqdiff" in c for c in others)
+    assert any("--variant baseline " in c and "--tag nsys " in c for c in others)
     assert not any("--shared-cache" in c for c in others)
     # and JAX's nsys run leaves XLA's own NVTX domains out (nsys could not always resolve their
     # strings), Warp's keeps every domain
     nsys = {w: [c for c in commands if f"workloads.{w} " in c and "--tag nsys " in c] for w in ("jax_matmul", "warp_sph")}
     assert len(nsys["jax_matmul"]) == 1 and "--nvtx-domain-exclude=TSL,default " in nsys["jax_matmul"][0]
-    assert len(nsys["warp_sph"]) == 1 and "--nvtx-domain-exclude" not in nsys["warp_sph"][0]
+    assert len(nsys["warp_sph"]) == 2 and not any("--nvtx-domain-exclude" in c for c in nsys["warp_sph"])
+    # a sharing nsys run waits for its step's timed run; the cold one does not
+    inputs = {line.split("output: ")[1].split(",")[0]: previous.split("input: ")[1]
+              for previous, line in zip(lines, lines[1:]) if line.strip().startswith("output: ")
+              and previous.strip().startswith("input: ")}
+    assert "warp_sph/pruned/n62500/timing.json" in inputs["results/captures/warp_sph/pruned/n62500/nsys.nsys-rep"]
+    assert "timing.json" not in inputs["results/captures/warp_sph/baseline/n62500/nsys.nsys-rep"]
+    assert "jax_matmul/jit/n8192/timing.json" in inputs["results/captures/jax_matmul/jit/n8192/nsys.nsys-rep"]
 
 
 # a workload-like child: imports (here a sleep) beside the others, then its turn on the GPU until it

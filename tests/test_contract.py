@@ -25,6 +25,23 @@ def test_every_variant_loads_without_a_gpu(recipe):
         assert cls.summary.strip(), f"{recipe.name}/{name} needs a one-line summary"
 
 
+def test_a_variant_and_its_recipe_must_agree_on_compiling_in_setup():
+    """Recipe.compiles_in_setup decides which nsys runs load the shared compile cache: a table that
+    disagrees with the variant's own statement is refused, both ways, and so is an unknown name."""
+    import dataclasses
+
+    jax = BY_NAME["jax_matmul"]
+    assert jax.variant_class("bf16").compiles_in_setup
+    with pytest.raises(WorkloadError, match="does not list it"):
+        dataclasses.replace(jax, compiles_in_setup=("baseline",)).variant_class("bf16")
+    warp = BY_NAME["warp_sph"]
+    assert not warp.variant_class("baseline").compiles_in_setup
+    with pytest.raises(WorkloadError, match="lists it"):
+        dataclasses.replace(warp, compiles_in_setup=("baseline",)).variant_class("baseline")
+    with pytest.raises(WorkloadError, match="unknown variants"):
+        dataclasses.replace(warp, compiles_in_setup=("turbo",))
+
+
 def test_unknown_variant_names_the_choices():
     with pytest.raises(WorkloadError, match="baseline"):
         BY_NAME["cupy_sqdiff"].variant_class("turbo")

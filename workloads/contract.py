@@ -82,6 +82,12 @@ class Variant(abc.ABC):
     #: so that a branch (a pool added to an earlier step) is compared with its parent, not the list's
     #: previous entry. Must equal the recipe's ``improves_on`` table (:meth:`Recipe.variant_class`).
     improves_on: ClassVar[str | None] = None
+    #: setup compiles (or loads) every program the calls run, so the first call is the same whether
+    #: the programs were compiled in this process or loaded from a cache. Only then may the step's
+    #: nsys run load the recipe's shared compile cache (Framework.shared_compile_cache): its first
+    #: call is the cold-start page's "first call of a cold process". Must equal the recipe's
+    #: ``compiles_in_setup`` table (:meth:`Recipe.variant_class`).
+    compiles_in_setup: ClassVar[bool] = False
     #: largest accepted ||out - ref|| / ||ref|| (float64 work: rounding only)
     tolerance: ClassVar[float] = 1e-12
     #: result elements the sampled check compares (``--check sample``: the profiled runs, whose
@@ -211,6 +217,9 @@ class Recipe:
     improves_on: tuple[tuple[str, str], ...] = ()
     #: place in the reports and the index (lower first; equal orders by name)
     order: int = 1000
+    #: the variants whose setup compiles every program their calls run (``Variant.compiles_in_setup``,
+    #: stated here too so that the pipeline reads it without importing the variants' GPU packages)
+    compiles_in_setup: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         parents = dict(self.improves_on)
@@ -225,6 +234,9 @@ class Recipe:
                                     f"before it (got {parent!r})")
         if parents:
             raise WorkloadError(f"recipe {self.name!r}: improves_on names unknown variants {sorted(parents)}")
+        unknown = sorted(set(self.compiles_in_setup) - set(self.variants))
+        if unknown:
+            raise WorkloadError(f"recipe {self.name!r}: compiles_in_setup names unknown variants {unknown}")
 
     def parent_of(self, variant: str) -> str | None:
         """The variant ``variant`` improves on (None for the baseline)."""
@@ -246,6 +258,10 @@ class Recipe:
         if cls.improves_on != self.parent_of(variant):
             raise WorkloadError(f"workloads/{self.name}/{variant}.py: VARIANT.improves_on is {cls.improves_on!r}, but "
                                 f"the recipe's improves_on table says {self.parent_of(variant)!r}")
+        if cls.compiles_in_setup != (variant in self.compiles_in_setup):
+            raise WorkloadError(f"workloads/{self.name}/{variant}.py: VARIANT.compiles_in_setup is "
+                                f"{cls.compiles_in_setup}, but the recipe's compiles_in_setup table "
+                                f"{'does not list' if cls.compiles_in_setup else 'lists'} it")
         return cls
 
 

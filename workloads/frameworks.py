@@ -58,8 +58,9 @@ class Framework:
     #: settings that let a recipe's timed and ncu runs share their compiled programs within a
     #: pipeline run; ``{dir}`` becomes the recipe's shared folder. Only for a framework whose
     #: compiles happen outside what those runs measure: in setup or in the warm-up calls before
-    #: the timed samples, and on the host, never in a kernel ncu profiles. The nsys runs and the
-    #: cold/warm starts never share: their first call is the cold-start page's (workloads.tools.cold)
+    #: the timed samples, and on the host, never in a kernel ncu profiles. A step's nsys run shares
+    #: only where the step compiles in setup (Recipe.compiles_in_setup), so that its first call, the
+    #: cold-start page's, is unchanged; cold/warm starts never share (workloads.tools.cold)
     shared_compile_cache: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: how its variants are timed, in the reports' words
     timer: str = CUDA_EVENTS
@@ -252,9 +253,9 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         distributions={"jax": ("jax",), "jaxlib": ("jaxlib",)},
         cache_variables={},
         cache_off={"JAX_ENABLE_COMPILATION_CACHE": "false"},
-        # the jitted steps compile (and XLA autotunes its GEMMs: up to 25 s on an H100) in setup: the first
-        # measurement run of a step stores the programs, its other runs load them; every cache
-        # entry is kept, however quick its compile or small its size
+        # every step compiles (and XLA autotunes its GEMMs: up to 25 s on an H100) in setup: a step's
+        # timed run stores the programs, its nsys and ncu runs load them; every cache entry is
+        # kept, however quick its compile or small its size
         shared_compile_cache={"JAX_ENABLE_COMPILATION_CACHE": "true", "JAX_COMPILATION_CACHE_DIR": "{dir}",
                               "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
                               "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"},

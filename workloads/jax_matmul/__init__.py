@@ -48,4 +48,6 @@ RECIPE = Recipe(
     capture_range=True,
     # place in the reports and the index
     order=50,
+    # each step compiles in setup (the eager baseline by running its loop once)
+    compiles_in_setup=("baseline", "jit", "float32", "tf32", "bf16"),
 )

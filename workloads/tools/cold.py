@@ -8,7 +8,7 @@ fresh folders live under ``<work-dir>/cache/`` and are removed afterwards;
 :func:`safe_rmtree` refuses any path outside that folder. The tag and the cache
 root are checked before anything runs.
 
-``--shared-cache KEY`` (the timed and ncu runs of one recipe) is
+``--shared-cache KEY`` (the timed, ncu and some nsys runs of one recipe) is
 the one exception: the compile caches of frameworks that compile outside what
 those runs measure (``Framework.shared_compile_cache``: JAX, Warp), go to
 ``<work-dir>/cache/shared/KEY/`` and stay there, so that the first run that

@@ -18,6 +18,8 @@ class Fused(SphFrame):
     summary = "graph + walls, kick and drift fused into one integrate kernel"
     improves_on = "graph"
     use_graph = True
+    # setup loads the kernels' modules before it captures the graph (SphFrame._capture)
+    compiles_in_setup = True
 
     def kernel_modules(self) -> list:
         from workloads.warp_sph import kernels, kernels_fused
