@@ -190,10 +190,11 @@ def test_telemetry_records_every_sample_and_marks_what_the_gpu_does_not_report(m
     gpu = telemetry.Telemetry.open(pci_bus_id=lambda: "00000000:19:00.0")
     assert gpu.available
     log = Log()
+    # no energy burst: the samples' own windows read the energy counter
     out = runner.timed_calls(FakeVariant(log), _ph, sampling.SamplingRule.fixed(10), "warm", gpu=gpu,
-                             clock=FakeClock(1e-3))
+                             clock=FakeClock(1e-3), energy_burst_s=0)
     t = out["telemetry"]
-    assert len(t["per_sample"]) == 10
+    assert len(t["per_sample"]) == 10 and t["sample_energy_read"] is True
     s = t["per_sample"][0]["before"]
     assert (s["sm_clock_mhz"], s["mem_clock_mhz"], s["power_mw"]) == (1980, 3201, 250_000)
     assert s["clock_event_reason_names"] == ["SwPowerCap"] and s["throttled"] is True
@@ -265,12 +266,17 @@ def test_a_short_calls_energy_comes_from_calls_back_to_back_not_from_the_timed_l
     assert tail == ["step", "sync"] * burst["calls"] and burst["calls"] >= 2
     assert burst["energy_per_call_j"] == pytest.approx(burst["energy_j"] / burst["calls"])
     assert burst["mean_power_w"] == pytest.approx(burst["energy_j"] / burst["wall_s"])
-    # the burst wins over the samples' own differences (a sample's window holds the host's share too)
-    assert out["telemetry"]["energy_per_call_j"] is not None
+    # the burst's energy is the call's (a sample's window holds the host's share too)
     assert telemetry.energy_per_call(out["telemetry"]) == (burst["energy_per_call_j"],
                                                            f"{burst['calls']} calls back to back")
-    t = dict(out["telemetry"], burst=None)
-    assert telemetry.energy_per_call(t) == (out["telemetry"]["energy_per_call_j"], telemetry.SAMPLE_WINDOWS)
+    # and with a burst to follow, the samples' snapshots leave the slow energy counter unread
+    assert out["telemetry"]["sample_energy_read"] is False and out["telemetry"]["energy_per_call_j"] is None
+    assert all(s[side]["energy_mj"] is None and s[side]["sm_clock_mhz"] == 1980
+               for s in out["telemetry"]["per_sample"] for side in ("before", "after"))
+    # without a burst the samples' windows are what is left
+    samples_only = runner.timed_calls(FakeVariant(Log()), _ph, sampling.SamplingRule.fixed(10), "warm", gpu=gpu,
+                                      clock=FakeClock(1e-3), energy_burst_s=0)["telemetry"]
+    assert telemetry.energy_per_call(samples_only) == (samples_only["energy_per_call_j"], telemetry.SAMPLE_WINDOWS)
     # a loop figure alone is not an energy per call
     alone = {"available": True, "energy_per_call_j": None, "loop_energy_per_call_j": 8.8, "burst": None,
              "energy_note": "the energy counter moved during 1 of 30 samples: too coarse for calls this short"}

@@ -208,7 +208,11 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
     """The timed samples of one variant and what was recorded around them.
 
     Each sample: (cold-l2) the L2 scrub, timed apart; an NVML snapshot; the call between device
-    events; a synchronize; a second snapshot. Only the events' interval is the sample.
+    events; a synchronize; a second snapshot. Only the events' interval is the sample. Where an
+    energy burst follows (warm, ``energy_burst_s`` > 0), whose energy per call the reports take,
+    the snapshots leave the energy counter unread: that read alone took ~3 ms on an H100, the
+    rest of a snapshot microseconds, so reading it twice a sample cut the samples a budget holds
+    by an order of magnitude for sub-millisecond calls.
     ``scrubber`` and ``gpu`` default to the real ones; tests pass their own.
     """
     if l2_mode not in l2.L2_MODES:
@@ -219,12 +223,13 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
         gpu = telemetry.Telemetry.open()
     state_start = gpu.device_state()
     host_call_ms, host_synced_ms, scrub_ms, per_sample = [], [], [], []
+    burst_follows = l2_mode == "warm" and energy_burst_s > 0
     energy_start = gpu.snapshot()
 
     def take_sample(i: int) -> float:
         if scrubber is not None:
             scrub_ms.append(scrubber.scrub() * 1e3)
-        before = gpu.snapshot()
+        before = gpu.snapshot(energy=not burst_follows)
         ev = v.event_pair()
         with ph("compute", payload=i):
             t_start = clock()
@@ -237,7 +242,7 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
             v.synchronize()
             t_synced = clock()
             elapsed_ms = ev.elapsed_ms()
-        per_sample.append({"before": before, "after": gpu.snapshot()})
+        per_sample.append({"before": before, "after": gpu.snapshot(energy=not burst_follows)})
         host_call_ms.append((t_returned - t_start) * 1e3)
         host_synced_ms.append((t_synced - t_start) * 1e3)
         return elapsed_ms
@@ -245,7 +250,7 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
     result = sampling.sample_adaptively(take_sample, rule, clock)
     energy_end = gpu.snapshot()
     # outside the samples: calls back to back, for an energy per call the counter can resolve
-    burst = energy_burst(v, gpu, energy_burst_s, clock) if l2_mode == "warm" else None
+    burst = energy_burst(v, gpu, energy_burst_s, clock) if burst_follows else None
     out = {
         "times_ms": result.samples,
         "timing": _summary_ms(result.samples),
@@ -256,7 +261,7 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
         "l2_mode": l2_mode,
         "telemetry": telemetry.summarize(per_sample, ((energy_start or {}).get("energy_mj"),
                                                       (energy_end or {}).get("energy_mj")), len(result.samples),
-                                          burst)
+                                          burst, sample_energy_read=not burst_follows)
         if gpu.available else telemetry.not_available(gpu.reason),
         "_gpu_state_start": state_start,
         "_gpu_state_end": gpu.device_state(),
