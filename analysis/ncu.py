@@ -39,7 +39,16 @@ EXTRA_METRICS = (
     "launch__waves_per_multiprocessor",
     "sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active",
     "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    # collected by the InstructionStats section alone: see INSTRUMENTED_MARKER
+    "smsp__inst_executed.sum",
 )
+#: the sections of ``--set full`` whose passes patch the kernel's code (source counters, instruction
+#: mix); on an H100 (ncu 2025.3.1) they took 23 of the ~28 s a launch of cuDF's aggregation kernel
+#: took under the full set, and no report page but the kernel pages reads their metrics
+INSTRUMENTED_SECTIONS = ("SourceCounters", "InstructionStats")
+#: a metric only InstructionStats collects: a launch without it was profiled without the
+#: instrumented sections (a recipe's ``ncu: sections:`` in rules/config.yaml)
+INSTRUMENTED_MARKER = "smsp__inst_executed.sum"
 
 #: what ncu's roofline counts FLOPs from (``--set full``): executed FP instructions per cycle,
 #: summed over the SM sub-partitions, times the elapsed cycles; an FMA counts two

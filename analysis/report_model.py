@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 
 from analysis import verdicts
 from analysis.floors import AT_RATE_FACTOR, Floor, floor
+from analysis.ncu import INSTRUMENTED_MARKER, INSTRUMENTED_SECTIONS
 from workloads import sources
 
 #: how each framework's steps are timed; CUDA events unless named here (workloads/<framework>_backend.py)
@@ -764,7 +765,12 @@ def ncu_coverage(by_size: dict[int, Sequence[dict]]) -> str:
     unprofiled = [str(size) for size in sorted(by_size) if not any(r.get("ncu") for r in by_size[size])]
     if unprofiled:
         parts.append(f"no step at size {', '.join(unprofiled)}")
-    return ("Nsight Compute (`--set full`) profiled " + "; ".join(parts) + ", limited to the launches "
+    lean = list(dict.fromkeys(f"`{r['variant']}`" for runs in by_size.values() for r in runs if r.get("ncu")
+                              and all(launch["metrics"].get(INSTRUMENTED_MARKER) is None for launch in r["ncu"])))
+    how = "`--set full`" + (f"; {', '.join(lean)} without its sections that patch the kernel's code, "
+                            f"{' and '.join(INSTRUMENTED_SECTIONS)}, whose metrics only kernel pages read"
+                            if lean else "")
+    return (f"Nsight Compute ({how}) profiled " + "; ".join(parts) + ", limited to the launches "
             "`rules/config.yaml` names; a step that runs the kernels of a profiled one takes its limiter from "
             "that profile (matched by kernel name and launch shape).")
 

@@ -210,9 +210,10 @@ def nvtx_include(workload, variant):
 
 def ncu_flags(wc):
     o, w = config["ncu_profile"], config["workloads"][wc.workload]["ncu"]
-    # sections, when given, replace the set: ncu collects exactly those (e.g. every section but the
-    # per-instruction SourceCounters, which only the kernel pages read)
-    chosen = [a for s in o["sections"] for a in ("--section", s)] if o.get("sections") else ["--set", o["set"]]
+    # sections, when given (for all recipes, or one recipe's own), replace the set: ncu collects
+    # exactly those (e.g. every section but the instrumented ones, which only the kernel pages read)
+    sections = w.get("sections") or o.get("sections")
+    chosen = [a for s in sections for a in ("--section", s)] if sections else ["--set", o["set"]]
     flags = [
         *chosen,
         "--import-source", "yes" if o["import_source"] else "no",

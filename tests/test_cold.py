@@ -478,3 +478,18 @@ def test_a_step_measurement_runs_take_turns_and_cold_warm_starts_do_not(tmp_path
     assert all(" --turns " in c for c in cold)
     warm = [c for c in commands if "workloads.tools.coldwarm" in c]
     assert warm and not any("--turns" in c for c in warm)
+
+
+def test_cudf_ncu_runs_collect_its_sections_and_other_recipes_the_full_set(tmp_path):
+    """rules/config.yaml gives cuDF its own ncu sections (the full set less the instrumented ones,
+    analysis.ncu.INSTRUMENTED_SECTIONS); a recipe without its own keeps ncu_profile's set."""
+    from analysis.ncu import INSTRUMENTED_SECTIONS
+
+    lines = _planned_shell_lines(tmp_path, ["results/captures/cudf_groupby/agg_all/n50000000/ncu-run.json",
+                                            "results/captures/numba_ufunc/baseline/n268435456/ncu-run.json"])
+    ncu = {w: [c for c in lines if "--tag ncu " in c and f"workloads.{w} " in c] for w in ("cudf_groupby", "numba_ufunc")}
+    assert len(ncu["cudf_groupby"]) == len(ncu["numba_ufunc"]) == 1
+    cudf, numba = ncu["cudf_groupby"][0], ncu["numba_ufunc"][0]
+    assert "--set " not in cudf and "--section SpeedOfLight " in cudf and "--section WarpStateStats " in cudf
+    assert not any(f"--section {s} " in cudf for s in INSTRUMENTED_SECTIONS)
+    assert "--set full " in numba and "--section " not in numba

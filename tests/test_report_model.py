@@ -294,3 +294,30 @@ def test_a_steps_rests_on_cell_shows_clocks_and_the_bursts_joules_of_a_real_run(
     cell = markdown.rests_on(dataclasses.replace(step, telemetry=record["telemetry"], samples=record["samples"]))
     assert cell.startswith(f"{record['samples']}")
     assert cell.endswith("; 1980 MHz, 0 throttled, 1.09 J (458 calls back to back)")
+
+
+def test_ncu_coverage_names_the_steps_profiled_without_the_instrumented_sections():
+    """Two real raw pages of one cuDF launch on an H100 (tests/data/ncu_sections_h100): under the
+    full set and under cuDF's lean sections. Every metric the reports read is in both; the lean one
+    lacks the marker only InstructionStats collects, and the coverage line says which step was
+    profiled so instead of claiming the full set for it."""
+    from analysis import ncu
+    from analysis.report_model import ncu_coverage
+    from analysis.run_summary import summarize_ncu
+
+    folder = REPO / "tests" / "data" / "ncu_sections_h100"
+    full, lean = (summarize_ncu(str(folder / f"cudf_{kind}.csv.gz")) for kind in ("full", "lean"))
+    read = [m for m in ncu.SUMMARY_METRICS + ncu.EXTRA_METRICS + ncu.FLOP_METRICS if m != ncu.INSTRUMENTED_MARKER]
+    assert all(full[0]["metrics"][m] is not None and lean[0]["metrics"][m] is not None for m in read)
+    assert full[0]["metrics"][ncu.INSTRUMENTED_MARKER] > 0 and lean[0]["metrics"][ncu.INSTRUMENTED_MARKER] is None
+    # the same measured limiter: L2 (72% and 75% of its peak)
+    assert (full[0]["limiter"]["kind"], full[0]["limiter"]["unit"]) == (lean[0]["limiter"]["kind"], lean[0]["limiter"]["unit"]) == ("memory", "L2")
+
+    def run(variant, launches):
+        return {"variant": variant, "ncu": launches, "ncu_source": "ncu-raw.csv"}
+
+    both = ncu_coverage({10_000_000: [run("split_agg", full), run("agg_all", lean)]})
+    assert both.startswith("Nsight Compute (`--set full`; `agg_all` without its sections that patch the kernel's "
+                           "code, SourceCounters and InstructionStats, whose metrics only kernel pages read) profiled")
+    assert "`split_agg` without" not in both
+    assert ncu_coverage({10_000_000: [run("split_agg", full)]}).startswith("Nsight Compute (`--set full`) profiled")
