@@ -229,8 +229,9 @@ def _run_without_nsys(setting, env, profile_cmd, child_cmd, child_json, crashes)
     """A setting whose process crashed under nsys every time: once more without nsys, so that the
     record says whether the setting itself crashes (then the experiment fails) or only its run
     under nsys does. On an H100 (nsys 2025.3.1, --cuda-memory-usage true) allocator_platform ended
-    with exit status 139 in 3 of 3 attempts inside two full pipeline runs (alone, once, not). Its time and JAX's own memory
-    figures then come from this run, which the report does not compare with the nsys runs' times."""
+    with exit status 139 in 3 of 3 attempts inside two full pipeline runs (run alone, once, it did
+    not). Its time and JAX's own memory figures then come from this run, which the report does not
+    compare with the nsys runs' times."""
     if os.path.exists(child_json):
         os.unlink(child_json)
     r = run_streaming(child_cmd, env, f"{setting} without nsys")
