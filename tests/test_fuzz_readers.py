@@ -24,7 +24,7 @@ from analysis.errors import AnalysisInputError
 from analysis.ncu import NCU_REP_MAGIC, read_launches
 from analysis.nsys.trace import SQLITE_MAGIC, Trace
 
-from conftest import REFERENCE, reference_runs
+from conftest import REFERENCE, REPO, reference_runs
 
 FUZZ = settings()  # the loaded profile's
 MANY = settings(FUZZ, max_examples=3 * FUZZ.max_examples)  # cheap examples where bugs hide: the damaged export
@@ -247,3 +247,33 @@ def test_truncated_ncu_report_is_an_error_or_complete(work_dir):
     except AnalysisInputError:
         return
     assert all(launch.kernel_name is not None for launch in launches), [launch.kernel_name for launch in launches]
+
+
+def test_expanded_copy_of_a_gzipped_export_never_outlives_its_trace(tmp_path):
+    """A gzipped export is read from an expanded temporary copy: it goes with close(), with the
+    Trace when nothing holds it, and at interpreter exit for a Trace kept open (a test session's
+    cached traces, an analysis that raised); a refused export leaves none either."""
+    import subprocess
+    import sys
+
+    export = min(REFERENCE.glob("*/*/n*/nsys.sqlite.gz"), key=lambda p: p.stat().st_size)
+    not_sqlite = tmp_path / "not_sqlite.sqlite.gz"
+    with gzip.open(not_sqlite, "wb") as f:
+        f.write(b"plain text, not a database")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    program = (
+        "import gc, os, sys\n"
+        "from analysis.errors import AnalysisInputError\n"
+        "from analysis.nsys.trace import Trace\n"
+        "closed = Trace(sys.argv[1]); closed.close()\n"
+        "dropped = Trace(sys.argv[1]); del dropped; gc.collect()\n"
+        "assert os.listdir(sys.argv[3]) == [], os.listdir(sys.argv[3])\n"
+        "try:\n    Trace(sys.argv[2])\nexcept AnalysisInputError:\n    pass\n"
+        "kept = Trace(sys.argv[1])\n"
+        "assert len(os.listdir(sys.argv[3])) == 1, os.listdir(sys.argv[3])\n"  # open: its copy exists
+    )
+    env = {**os.environ, "TMPDIR": str(temp)}
+    subprocess.run([sys.executable, "-c", program, str(export), str(not_sqlite), str(temp)],
+                   env=env, check=True, cwd=REPO)
+    assert list(temp.iterdir()) == []

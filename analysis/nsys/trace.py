@@ -11,10 +11,12 @@ export that lacks the CUDA activity tables, or a value of the wrong type raises
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
 import sqlite3
+import weakref
 from typing import Iterable, Iterator, Sequence
 
 from analysis.errors import AnalysisInputError, DamagedExport
@@ -153,6 +155,11 @@ _KINDS: dict[str, tuple[type, ...]] = {
 _EXACT_KINDS: dict[str, frozenset[type]] = {k: frozenset(v) for k, v in _KINDS.items()}
 
 
+def _remove_file(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
 class Trace:
     """An open, validated nsys SQLite export."""
 
@@ -160,7 +167,9 @@ class Trace:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = str(path)
-        self._tmp: str | None = None
+        #: removes the expanded copy of a gzipped export: on close(), or when the Trace is collected
+        #: or the interpreter exits without close() (a Trace cached for a whole test session)
+        self._remove_tmp = None
         self._domains: dict[tuple[int, int], str | None] | None = None
         self._launches = None
         self._gpu_ops: tuple[GpuOp, ...] | None = None
@@ -172,7 +181,8 @@ class Trace:
         db_path = self.path
         if self.path.endswith(".gz"):
             # committed reference captures are gzipped; SQLite needs a plain file
-            db_path = self._tmp = gunzip_to_temp(self.path, ".sqlite")
+            db_path = gunzip_to_temp(self.path, ".sqlite")
+            self._remove_tmp = weakref.finalize(self, _remove_file, db_path)
         with open(db_path, "rb") as f:
             head = f.read(len(SQLITE_MAGIC))
         if head != SQLITE_MAGIC:
@@ -223,9 +233,8 @@ class Trace:
         if db is not None:
             db.close()
             self._db = None
-        if self._tmp is not None:
-            os.unlink(self._tmp)
-            self._tmp = None
+        if self._remove_tmp is not None:
+            self._remove_tmp()  # runs at most once
 
     def __enter__(self) -> "Trace":
         return self
