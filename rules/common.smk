@@ -188,7 +188,7 @@ def nsys_flags(wc=None):
     flags = ["-t", o["trace"], "--cuda-memory-usage", "true" if o["cuda_memory_usage"] else "false",
              *extra_args(o["extra_args"])]
     if wc is not None and RECIPES[wc.workload].capture_range:
-        # seed 001's method: record only between cuProfilerStart and cuProfilerStop, which the
+        # the HPC-center guide's method: record only between cuProfilerStart and cuProfilerStop, which the
         # runner calls around the compute calls when COOKBOOK_CAPTURE_RANGE=1
         flags += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
     if wc is not None:

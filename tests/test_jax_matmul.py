@@ -1,4 +1,4 @@
-"""The JAX matmul recipe (seed 001) on JAX's CPU backend, its capture-range switch, the allocator
+"""The JAX matmul recipe (the HPC-center guide's loop) on JAX's CPU backend, its capture-range switch, the allocator
 experiment's child process, and the section readers on the committed real nsys exports."""
 from __future__ import annotations
 

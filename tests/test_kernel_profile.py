@@ -64,7 +64,7 @@ def test_the_raw_kernels_pattern_selects_its_extern_c_name_only():
 
 
 def test_warp_pattern_matches_the_name_from_warps_profiling_guide():
-    # seed 004: "their full names become get_acceleration_a9fb4286_cuda_kernel_forward"
+    # Warp's profiling guide: "their full names become get_acceleration_a9fb4286_cuda_kernel_forward"
     p = kernel_regex("warp", "get_acceleration")
     assert name_matches(p, "get_acceleration_a9fb4286_cuda_kernel_forward")
     assert not name_matches(p, "get_acceleration_a9fb4286_cuda_kernel_backward")

@@ -209,7 +209,8 @@ class Recipe:
     #: ``render(workload_root, figure_dir) -> str`` (pure functions of the recipe's capture folder)
     sections: tuple[str, ...] = ()
     #: the compute calls run inside cuProfilerStart/Stop (workloads/profiler_range.py), and nsys
-    #: captures only that range (``--capture-range=cudaProfilerApi``), as seed 001 does
+    #: captures only that range (``--capture-range=cudaProfilerApi``), as the HPC-center guide
+    #: "GPU Profiling, Optimization, and Debugging" does
     capture_range: bool = False
     #: the step ladder: (variant, the variant it improves on) for every variant after the baseline.
     #: A static table here, so that reports read it without importing the variants' GPU packages;

@@ -1,8 +1,8 @@
 """The CUDA profiler API as a context manager, so that nsys records only the code inside it.
 
-Seed 001 wraps its matmul loop in a ``CudaProfiler`` context manager that calls
-``cudaProfilerStart``/``cudaProfilerStop`` from a ``libcudart`` whose path the reader must edit
-("make sure to modify cuda_runtime_path depending on your host"), and runs
+The HPC-center guide "GPU Profiling, Optimization, and Debugging" wraps its matmul loop in a
+``CudaProfiler`` context manager that calls ``cudaProfilerStart``/``cudaProfilerStop`` from a
+``libcudart`` whose path the reader must edit ("make sure to modify cuda_runtime_path depending on your host"), and runs
 ``nsys profile --capture-range cudaProfilerApi``. Here the same calls come from the CUDA *driver*
 library, ``libcuda.so.1``: every machine with an NVIDIA driver has it on the loader's path, while
 the runtime library lives wherever each framework's wheels put it (JAX, CuPy and PyTorch each

@@ -235,7 +235,7 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
             t_start = clock()
             ev.start()
             v.step()
-            # what a host timer around the call alone sees (seed 003's time.time()):
+            # what a host timer around the call alone sees (the PyCUDA article's time.time()):
             # launches return before the GPU is done
             t_returned = clock()
             ev.stop()
@@ -273,7 +273,7 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
 
 
 def _capture_range(recipe: Recipe):
-    """The profiler capture range around the compute calls, for recipes that declare one (seed 001's
+    """The profiler capture range around the compute calls, for recipes that declare one (the HPC-center guide's
     method: nsys --capture-range=cudaProfilerApi then records only these calls). It starts only when
     COOKBOOK_CAPTURE_RANGE=1, which the pipeline's nsys rule sets."""
     if not recipe.capture_range:

@@ -8,7 +8,7 @@ Environment variables (read once, by :func:`configured_warp`, before Warp initia
     CUDA is available, else ``cpu``.
 ``COOKBOOK_LINEINFO=1``
     ``warp.config.lineinfo = True``: modules are compiled with line information, so that Nsight
-    Compute can relate SASS to the source (the Warp profiling guide's first step, seed 004).
+    Compute can relate SASS to the source (the first step of Warp's profiling guide, NVIDIA Warp documentation).
 ``COOKBOOK_WARP_LINE_DIRECTIVES=0``
     ``warp.config.line_directives = False``: SASS is related to the generated CUDA-C in the kernel
     cache instead of the Python lines.

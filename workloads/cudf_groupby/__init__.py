@@ -1,4 +1,5 @@
-"""cuDF groupby: three aggregations one by one, or one ``agg``, from the NVTX/Nsight blog post (seed 000).
+"""cuDF groupby: three aggregations one by one, or one ``agg``, from the RAPIDS blog post on NVTX
+and Nsight Systems for PyData.
 
 A frame of ``size`` rows: an int64 ``key`` drawn uniformly from 10,000 groups and a float64
 ``value`` uniform in [0, 100). Each call computes, per group, the count, mean and sum of ``value``

@@ -1,4 +1,4 @@
-"""CuPy squared difference, from the NVTX/Nsight Systems blog post (seed 000).
+"""CuPy squared difference, from the RAPIDS blog post on NVTX and Nsight Systems for PyData.
 
 ``(a - b) ** 2`` over two float64 matrices. Each element needs two 8-byte reads
 and one 8-byte write and two FLOPs (subtract, multiply): 1/12 FLOP per byte, so

@@ -1,4 +1,4 @@
-"""JAX matrix multiply, from the HPC-center page on GPU profiling (seed 001).
+"""JAX matrix multiply, from the HPC-center guide "GPU Profiling, Optimization, and Debugging".
 
 The seed's program, profiled with nsys::
 

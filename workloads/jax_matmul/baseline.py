@@ -1,4 +1,4 @@
-"""Baseline: seed 001's loop exactly, eager JAX, int32.
+"""Baseline: the HPC-center guide's loop exactly, eager JAX, int32.
 
 Per side n and per call: two ``jnp.arange(n*n).reshape(n, n)`` (each an iota and a reshape,
 dispatched one by one) and ``A @ B``, an int32 dot. Every operation is its own small XLA program,

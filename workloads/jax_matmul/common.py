@@ -1,6 +1,6 @@
 """What every JAX matmul variant shares: the seed's sizes, the inputs, the reference, the work.
 
-Every variant's step() runs seed 001's loop, one product per side n = 2, 4, ..., N (``--size N``,
+Every variant's step() runs the HPC-center guide's loop, one product per side n = 2, 4, ..., N (``--size N``,
 a power of two), so all variants do the same work; N = 512 is the seed's own loop, and at
 N = 8192 the last product holds 7/8 of the FLOPs (sum of 2n^3 over the sides = 2N^3 * 8/7 nearly).
 
@@ -136,7 +136,7 @@ def int32_wrapped_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class MatmulLoop(JaxDevice, Variant):
-    """Seed 001's loop over sides 2 .. N. Subclasses set the dtypes and :meth:`step`.
+    """The HPC-center guide's loop over sides 2 .. N. Subclasses set the dtypes and :meth:`step`.
 
     ``self.pending`` holds the products of the last call, smallest first (what synchronize waits for)."""
 

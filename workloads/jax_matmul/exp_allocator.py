@@ -1,4 +1,4 @@
-"""Experiment ``allocator``: GPU memory and time under each XLA allocator setting (seed 001's warning).
+"""Experiment ``allocator``: GPU memory and time under each XLA allocator setting (the HPC-center guide's warning).
 
 The seed warns that "XLA ... by default allocates around 90% of the available GPU memory", and
 that with ``XLA_PYTHON_CLIENT_ALLOCATOR=platform`` "the allocator will request double its current

@@ -1,4 +1,4 @@
-"""Numba CUDA ufunc, from the KAUST Ibex page (seed 002).
+"""Numba CUDA ufunc, from the KAUST Ibex page "Profiling a CUDA Ufunc written in Python using Nsight Systems".
 
 ``f(x) = sqrt(|exp(-sin(x^2)) / (sqrt(|x|) tanh(x))|)`` over 256 Mi float64 values that live in a
 host NumPy array. The seed profiled it on a V100: host-to-device copy 37.8% of the time, the

@@ -1,4 +1,4 @@
-"""NVTX across processes, from the NVTX/Nsight Systems blog post (seed 000).
+"""NVTX across processes, from the RAPIDS blog post on NVTX and Nsight Systems for PyData.
 
 The blog's multi-process example as a recipe: a parent starts one process per
 matrix size (4096 and 1024 by default, with the "spawn" start method: a forked

@@ -1,4 +1,4 @@
-"""PyCUDA kernel, from the article on profiling PyCUDA kernels (seed 003).
+"""PyCUDA kernel, from the article "How can PyCUDA GPU kernels be profiled?".
 
 A ``SourceModule`` kernel that doubles a float32 array: 4 bytes read and 4 written per element,
 one multiply. The seed times it with ``time.time()`` around the launch and the copy back; the

@@ -1,4 +1,4 @@
-"""Warp SPH, from the Warp profiling guide (seed 004) and Warp's ``example_sph.py``.
+"""Warp SPH, from NVIDIA Warp's profiling guide (Warp documentation) and Warp's ``example_sph.py``.
 
 A smoothed-particle-hydrodynamics column of particles falling in a box, as in Warp's example
 (written anew for the suite): per substep a ``wp.HashGrid`` rebuilt from the positions, then the

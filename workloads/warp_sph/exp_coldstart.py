@@ -2,7 +2,7 @@
 
     python -m workloads.warp_sph.exp_coldstart --out-dir DIR --nsys NSYS --ncu NCU --python PYTHON
 
-The Warp guide (seed 004, "Benchmarking Cold-Start Compilation") names two cache layers: Warp's
+Warp's profiling guide (its section "Benchmarking Cold-Start Compilation") names two cache layers: Warp's
 kernel cache (generated CUDA-C and compiled binaries; the LTO cache lives inside it, under
 ``lto/``) and the CUDA driver's compute cache (binaries the driver JIT-compiled from PTX). A true
 cold start needs both gone, and the driver's can go two ways that "can produce different

@@ -2,7 +2,7 @@
 
     python -m workloads.warp_sph.exp_scoped_timer --out-dir DIR --nsys NSYS --ncu NCU --python PYTHON
 
-The Warp profiling guide (seed 004) times code with ``wp.ScopedTimer``: with ``synchronize=True``
+NVIDIA Warp's profiling guide times code with ``wp.ScopedTimer``: with ``synchronize=True``
 and ``cuda_filter=wp.TIMING_ALL`` Warp records a CUDA event pair around every launch, memset and
 memcpy it issues and reports each activity's elapsed time (its "CUDA timeline"); it documents a
 resolution of about 0.5 µs and suggests Nsight Systems for short operations. Without

@@ -1,4 +1,4 @@
-"""The simulation's five float32 kernels, structured as in Warp's SPH example (seed 004's profiling
+"""The simulation's five float32 kernels, structured as in Warp's SPH example (Warp's profiling
 target) and written for this suite: ``compute_density``, ``get_acceleration``, ``apply_bounds``,
 ``kick``, ``drift``.
 
