@@ -429,7 +429,7 @@ def step_cold(wc, profiler=None):
     with ``--turns`` (on one GPU the run takes the GPU only from its setup to its exit,
     workloads/gpu_turn.py: other runs' imports and profiler start-up and shutdown go on beside it),
     and ``--shared-cache <recipe>`` when the recipe's framework compiles outside what its runs
-    measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp), so that
+    measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp; PyCUDA's nvcc), so that
     a program is compiled once per pipeline run, not once per process. Cold/warm starts and the
     suite's own runs use COLD as it is: they hold the GPU throughout.
 
@@ -451,7 +451,7 @@ def shares_compile_cache(wc, profiler=None):
 
 
 def compiled_first(wc, profiler=None):
-    """For a run that loads the recipe's shared compile cache (JAX, Warp; see step_cold): the
+    """For a run that loads the recipe's shared compile cache (JAX, Warp, PyCUDA; see step_cold): the
     step's timed run, so that the cache is filled before the ncu or nsys run starts, which then
     loads the programs instead of compiling them under the profiler. Three JAX ncu runs that
     compiled (XLA's autotuning runs kernels inside the profiled process) ended with signal 11 on an

@@ -342,9 +342,10 @@ def _planned_shell_lines(tmp_path, targets):
     return r.stdout.splitlines()
 
 
-def test_jax_and_warp_runs_get_their_recipes_shared_folder_except_nsys_runs_whose_first_call_compiles(tmp_path):
-    """The rules: a JAX or Warp step's timed and ncu runs name the recipe's shared folder, and so
-    does its nsys run where the step compiles in setup (JAX's jit, Warp's pruned); the nsys run of
+def test_jax_warp_and_pycuda_runs_get_their_recipes_shared_folder_except_nsys_runs_whose_first_call_compiles(tmp_path):
+    """The rules: a JAX, Warp or PyCUDA step's timed and ncu runs name the recipe's shared folder,
+    and so does its nsys run where the step compiles in setup (JAX's jit, Warp's pruned, PyCUDA's
+    baseline); the nsys run of
     Warp's baseline, which builds its module in its first call (the cold-start page's), does not,
     nor do a CuPy step's runs (CuPy compiles at the first call) or cold/warm starts. A sharing nsys
     run comes after the step's timed run, which fills the cache."""
@@ -354,11 +355,15 @@ def test_jax_and_warp_runs_get_their_recipes_shared_folder_except_nsys_runs_whos
                "results/captures/warp_sph/pruned/n62500/nsys-run.json",
                "results/captures/warp_sph/pruned/n62500/ncu-run.json",
                "results/captures/warp_sph/baseline/n62500/nsys-run.json",
+               "results/captures/pycuda_kernel/baseline/n268435456/timing.json",
+               "results/captures/pycuda_kernel/baseline/n268435456/nsys-run.json",
+               "results/captures/pycuda_kernel/baseline/n268435456/ncu-run.json",
+               "results/captures/coldstart/pycuda_kernel_baseline.json",
                "results/captures/cupy_sqdiff/fused/n4096/timing.json"]
     lines = _planned_shell_lines(tmp_path, targets)
     commands = [line for line in lines if "workloads." in line and " --variant " in line]
     shared = []
-    for workload, variant in (("jax_matmul", "jit"), ("warp_sph", "pruned")):
+    for workload, variant in (("jax_matmul", "jit"), ("warp_sph", "pruned"), ("pycuda_kernel", "baseline")):
         runs = [c for c in commands if f"workloads.{workload} " in c and f"--variant {variant} " in c
                 and "workloads.tools.cold " in c]
         assert {c.split("--tag ")[1].split()[0] for c in runs} == {"timed", "nsys", "ncu"}
@@ -366,6 +371,7 @@ def test_jax_and_warp_runs_get_their_recipes_shared_folder_except_nsys_runs_whos
         shared += runs
     others = [c for c in commands if c not in shared]
     assert any("workloads.tools.coldwarm" in c for c in others) and any("cupy_sqdiff" in c for c in others)
+    assert any("workloads.tools.coldwarm" in c and "pycuda_kernel" in c for c in others)
     assert any("--variant baseline " in c and "--tag nsys " in c for c in others)
     assert not any("--shared-cache" in c for c in others)
     # and JAX's nsys run leaves XLA's own NVTX domains out (nsys could not always resolve their
@@ -380,6 +386,8 @@ def test_jax_and_warp_runs_get_their_recipes_shared_folder_except_nsys_runs_whos
     assert "warp_sph/pruned/n62500/timing.json" in inputs["results/captures/warp_sph/pruned/n62500/nsys.nsys-rep"]
     assert "timing.json" not in inputs["results/captures/warp_sph/baseline/n62500/nsys.nsys-rep"]
     assert "jax_matmul/jit/n8192/timing.json" in inputs["results/captures/jax_matmul/jit/n8192/nsys.nsys-rep"]
+    assert ("pycuda_kernel/baseline/n268435456/timing.json"
+            in inputs["results/captures/pycuda_kernel/baseline/n268435456/nsys.nsys-rep"])
 
 
 # a workload-like child: imports (here a sleep) beside the others, then its turn on the GPU until it

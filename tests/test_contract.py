@@ -40,6 +40,9 @@ def test_a_variant_and_its_recipe_must_agree_on_compiling_in_setup():
         dataclasses.replace(warp, compiles_in_setup=("baseline",)).variant_class("baseline")
     with pytest.raises(WorkloadError, match="unknown variants"):
         dataclasses.replace(warp, compiles_in_setup=("turbo",))
+    # PyCUDA's steps all build their SourceModule in setup
+    pycuda = BY_NAME["pycuda_kernel"]
+    assert all(pycuda.variant_class(v).compiles_in_setup for v in pycuda.variants)
 
 
 def test_unknown_variant_names_the_choices():

@@ -37,4 +37,6 @@ RECIPE = Recipe(
     size_meaning="number of float32 elements (256 Mi = 1 GiB)",
     # place in the reports and the index
     order=30,
+    # every step builds the one SourceModule (nvcc) in setup
+    compiles_in_setup=("baseline", "grid_sized", "pinned_async", "streams", "device_resident", "vectorized"),
 )
