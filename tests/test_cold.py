@@ -291,8 +291,8 @@ def test_a_cache_root_that_is_a_symlink_is_refused_before_anything_runs(tmp_path
 
 def test_a_steps_runs_share_the_compile_cache_they_are_given_and_nothing_else(tmp_path):
     """--shared-cache: JAX's compile cache is on and in <work>/cache/shared/KEY for every run given
-    KEY, and kept, and so is Warp's kernel cache; every other cache is still private and removed;
-    without it JAX's cache is off."""
+    KEY, and kept, and so are Warp's kernel cache and PyCUDA's nvcc cache; every other cache is still
+    private and removed; without it JAX's cache is off."""
     probe = ("import json, os, sys; env = {v: os.environ.get(v) for v in %r}; "
              "d = env['JAX_COMPILATION_CACHE_DIR']; d and open(os.path.join(d, sys.argv[2]), 'w'); "
              "env['seen'] = sorted(os.listdir(d)) if d else None; json.dump(env, open(sys.argv[1], 'w'))"
@@ -315,10 +315,13 @@ def test_a_steps_runs_share_the_compile_cache_they_are_given_and_nothing_else(tm
     assert second["seen"] == ["ncu", "timed"]  # the second run sees what the first stored
     assert other["seen"] == ["ncu-warp"]  # another recipe's runs have their own
     assert alone["JAX_ENABLE_COMPILATION_CACHE"] == "false" and alone["JAX_COMPILATION_CACHE_DIR"] is None
-    assert first["WARP_CACHE_PATH"] == second["WARP_CACHE_PATH"] == str(shared.parent / "warp")
-    for var in set(CACHE_VARIABLES) - {"WARP_CACHE_PATH"}:
+    # Warp's kernel cache and PyCUDA's nvcc cache are shared the same way; the other caches are not
+    shared_folders = {"WARP_CACHE_PATH": "warp", "PYCUDA_CACHE_DIR": "pycuda"}
+    for var, folder in shared_folders.items():
+        assert first[var] == second[var] == str(shared.parent / folder)
+        assert len({first[var], other[var], alone[var]}) == 3
+    for var in set(CACHE_VARIABLES) - set(shared_folders):
         assert len({first[var], second[var], other[var], alone[var]}) == 4
-    assert len({first["WARP_CACHE_PATH"], other["WARP_CACHE_PATH"], alone["WARP_CACHE_PATH"]}) == 3
     assert sorted(p.name for p in cache_root(tmp_path).iterdir()) == ["shared"]
     assert sorted(os.listdir(shared)) == ["ncu", "timed"]
 
