@@ -371,7 +371,7 @@ def summarize_run(run_dir: str) -> dict:
         "relative_error": timing["relative_error"],
         "achieved_gb_per_s": (work["bytes_read"] + work["bytes_written"]) / median_ms / 1e6,
         "achieved_gflop_per_s": work["flops"] / median_ms / 1e6,
-        # what a host timer around the call saw, without and with a synchronize (the PyCUDA article's timing)
+        # what a host timer around the call saw, without and with a synchronize (as the PyCUDA article times)
         "host_call_ms": _median(timing.get("host_call_ms")),
         "host_synced_ms": _median(timing.get("host_synced_ms")),
         "provenance": timing["provenance"],

@@ -188,8 +188,8 @@ def nsys_flags(wc=None):
     flags = ["-t", o["trace"], "--cuda-memory-usage", "true" if o["cuda_memory_usage"] else "false",
              *extra_args(o["extra_args"])]
     if wc is not None and RECIPES[wc.workload].capture_range:
-        # the HPC-center guide's method: record only between cuProfilerStart and cuProfilerStop, which the
-        # runner calls around the compute calls when COOKBOOK_CAPTURE_RANGE=1
+        # the HPC-center guide's method: record only between cuProfilerStart and cuProfilerStop,
+        # which the runner calls around the compute calls when COOKBOOK_CAPTURE_RANGE=1
         flags += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
     if wc is not None:
         # the framework's own NVTX domains that nsys could not always process (JAX: XLA's)
@@ -429,9 +429,9 @@ def step_cold(wc, profiler=None):
     with ``--turns`` (on one GPU the run takes the GPU only from its setup to its exit,
     workloads/gpu_turn.py: other runs' imports and profiler start-up and shutdown go on beside it),
     and ``--shared-cache <recipe>`` when the recipe's framework compiles outside what its runs
-    measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp; PyCUDA's nvcc), so that
-    a program is compiled once per pipeline run, not once per process. Cold/warm starts and the
-    suite's own runs use COLD as it is: they hold the GPU throughout.
+    measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp; PyCUDA's
+    nvcc), so that a program is compiled once per pipeline run, not once per process. Cold/warm
+    starts and the suite's own runs use COLD as it is: they hold the GPU throughout.
 
     ``profiler="nsys"``: the shared cache only for a step whose setup compiles every program its
     calls run (Recipe.compiles_in_setup): the nsys run's first call is the cold-start page's "first
@@ -451,8 +451,8 @@ def shares_compile_cache(wc, profiler=None):
 
 
 def compiled_first(wc, profiler=None):
-    """For a run that loads the recipe's shared compile cache (JAX, Warp, PyCUDA; see step_cold): the
-    step's timed run, so that the cache is filled before the ncu or nsys run starts, which then
+    """For a run that loads the recipe's shared compile cache (JAX, Warp, PyCUDA; see step_cold):
+    the step's timed run, so that the cache is filled before the ncu or nsys run starts, which then
     loads the programs instead of compiling them under the profiler. Three JAX ncu runs that
     compiled (XLA's autotuning runs kernels inside the profiled process) ended with signal 11 on an
     H100 (ncu 2025.3), while the H100 reference's JAX ncu runs, all started after their step's
