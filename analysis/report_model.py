@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 from analysis import verdicts
 from analysis.floors import AT_RATE_FACTOR, Floor, floor
-from analysis.ncu import INSTRUMENTED_MARKER, INSTRUMENTED_SECTIONS
+from analysis.ncu import COLLECTION_FULL, COLLECTION_METRICS, COLLECTION_NO_INSTRUMENTED, INSTRUMENTED_SECTIONS
 from workloads import sources
 
 #: how each framework's steps are timed; CUDA events unless named here (workloads/<framework>_backend.py)
@@ -568,7 +568,9 @@ NCU_RULE_MIN_PCT = 5.0
 def ncu_rule_rows(runs: Sequence[dict]) -> tuple:
     """ncu's rules on each variant's first profiled launch: (rule, {variant: estimated speedup %,
     "flagged" or None}, the variant it flags most, its message there)."""
-    variants = [r for r in runs if r["ncu"]]
+    # a step profiled for the page's metrics alone has no rule results: it is no column ("—" would
+    # say that ncu did not flag it)
+    variants = [r for r in runs if r["ncu"] and ncu_collection(r) != COLLECTION_METRICS]
     by_rule: dict[str, dict[str, dict]] = {}
     for r in variants:
         for f in r["ncu"][0]["findings"]:
@@ -739,6 +741,39 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
         work_checks={s: work_check_rows(ladder_runs(recipe, by_size[s])) for s in sizes})
 
 
+def ncu_collection(run: dict) -> str | None:
+    """How ncu profiled a step (analysis.ncu.COLLECTION_*): its launches' one collection; None when
+    ncu did not profile it."""
+    kinds = {launch["collection"] for launch in run.get("ncu") or []}
+    if len(kinds) > 1:
+        raise ValueError(f"{run['workload']} {run['variant']} n{run['size']}: launches profiled in different ways "
+                         f"({', '.join(sorted(kinds))}): one ncu process profiles a step one way")
+    return next(iter(kinds), None)
+
+
+#: how the coverage line names each collection
+_COLLECTION_WORDS = {
+    COLLECTION_FULL: "`--set full`",
+    COLLECTION_NO_INSTRUMENTED: (f"`--set full` less {' and '.join(INSTRUMENTED_SECTIONS)}, the sections that "
+                                 "patch the kernel's code and whose metrics only kernel pages read"),
+    COLLECTION_METRICS: "only the metrics this page reads (`--metrics`; no ncu rules)",
+}
+
+
+def collection_text(by_size: dict[int, Sequence[dict]]) -> str:
+    """How ncu profiled the steps: "`--set full`" when it profiled every step so, else each way with
+    the steps it names."""
+    steps: dict[str, list[str]] = {}
+    for runs in by_size.values():
+        for r in runs:
+            kind = ncu_collection(r)
+            if kind is not None and f"`{r['variant']}`" not in steps.setdefault(kind, []):
+                steps[kind].append(f"`{r['variant']}`")
+    if list(steps) == [COLLECTION_FULL]:
+        return _COLLECTION_WORDS[COLLECTION_FULL]
+    return "; ".join(f"{_COLLECTION_WORDS[k]}: {', '.join(v)}" for k, v in steps.items())
+
+
 def ncu_coverage(by_size: dict[int, Sequence[dict]]) -> str:
     """Which variants ran under Nsight Compute, at which sizes, and what stands for the others."""
     from analysis import limiter  # noqa: PLC0415
@@ -765,11 +800,7 @@ def ncu_coverage(by_size: dict[int, Sequence[dict]]) -> str:
     unprofiled = [str(size) for size in sorted(by_size) if not any(r.get("ncu") for r in by_size[size])]
     if unprofiled:
         parts.append(f"no step at size {', '.join(unprofiled)}")
-    lean = list(dict.fromkeys(f"`{r['variant']}`" for runs in by_size.values() for r in runs if r.get("ncu")
-                              and all(launch["metrics"].get(INSTRUMENTED_MARKER) is None for launch in r["ncu"])))
-    how = "`--set full`" + (f"; {', '.join(lean)} without its sections that patch the kernel's code, "
-                            f"{' and '.join(INSTRUMENTED_SECTIONS)}, whose metrics only kernel pages read"
-                            if lean else "")
+    how = collection_text(by_size)
     return (f"Nsight Compute ({how}) profiled " + "; ".join(parts) + ", limited to the launches "
             "`rules/config.yaml` names; a step that runs the kernels of a profiled one takes its limiter from "
             "that profile (matched by kernel name and launch shape).")

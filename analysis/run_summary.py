@@ -25,7 +25,7 @@ from analysis.nsys.trace import NvtxRange, Trace, api_base_name
 
 SUITE_DOMAIN = "cookbook"
 #: the run summary's schema: raise it when a key changes meaning or goes away; readers refuse others
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 PHASES = ("setup", "warmup", "compute", "transfer", "check")
 
 
@@ -336,6 +336,8 @@ def summarize_ncu(path: str) -> list[dict]:
             "flops_fp64": flops["fp64"] if flops else None,
             "flops_fp32": flops["fp32"] if flops else None,
             "findings": [f.__dict__ for f in launch.findings],
+            # full set, without the instrumented sections, or the analysis' metrics only (no rules)
+            "collection": launch.collection,
             # what limits the launch, measured (analysis.limiter); None without speed-of-light metrics
             "limiter": dataclasses.asdict(lim) if (lim := limiter.classify(m)) else None,
         })

@@ -220,7 +220,7 @@ rule ncu:
         ncu=NCU,
         flags=ncu_flags,
         env=profiler_env,
-        calls=profiled_calls,
+        calls=ncu_calls,
         prefix=lambda wc, output: output.rep.removesuffix(".ncu-rep"),
     resources:
         gpu=1,

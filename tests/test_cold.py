@@ -491,16 +491,25 @@ def test_a_step_measurement_runs_take_turns_and_cold_warm_starts_do_not(tmp_path
     assert warm and not any("--turns" in c for c in warm)
 
 
-def test_cudf_ncu_runs_collect_its_sections_and_other_recipes_the_full_set(tmp_path):
-    """rules/config.yaml gives cuDF its own ncu sections (the full set less the instrumented ones,
-    analysis.ncu.INSTRUMENTED_SECTIONS); a recipe without its own keeps ncu_profile's set."""
-    from analysis.ncu import INSTRUMENTED_SECTIONS
+def test_ncu_runs_collect_the_full_set_or_sections_on_full_variants_and_the_page_metrics_elsewhere(tmp_path):
+    """rules/config.yaml: a step in its recipe's ``ncu.full_variants`` gets the recipe's own sections
+    (cuDF: the full set less the instrumented ones, analysis.ncu.INSTRUMENTED_SECTIONS) or else
+    ncu_profile's set; every other step collects only the metrics the page reads, and each ncu run
+    makes one call of the computation."""
+    from analysis.ncu import INSTRUMENTED_SECTIONS, analysis_metrics
 
     lines = _planned_shell_lines(tmp_path, ["results/captures/cudf_groupby/agg_all/n50000000/ncu-run.json",
+                                            "results/captures/numba_ufunc/fastmath/n268435456/ncu-run.json",
                                             "results/captures/numba_ufunc/baseline/n268435456/ncu-run.json"])
-    ncu = {w: [c for c in lines if "--tag ncu " in c and f"workloads.{w} " in c] for w in ("cudf_groupby", "numba_ufunc")}
-    assert len(ncu["cudf_groupby"]) == len(ncu["numba_ufunc"]) == 1
-    cudf, numba = ncu["cudf_groupby"][0], ncu["numba_ufunc"][0]
+    ncu = {(w, v): [c for c in lines if "--tag ncu " in c and f"workloads.{w} " in c and f"--variant {v} " in c]
+           for w, v in (("cudf_groupby", "agg_all"), ("numba_ufunc", "fastmath"), ("numba_ufunc", "baseline"))}
+    assert all(len(c) == 1 for c in ncu.values())
+    cudf, full, lean = (c[0] for c in ncu.values())
     assert "--set " not in cudf and "--section SpeedOfLight " in cudf and "--section WarpStateStats " in cudf
     assert not any(f"--section {s} " in cudf for s in INSTRUMENTED_SECTIONS)
-    assert "--set full " in numba and "--section " not in numba
+    assert "--set full " in full and "--section " not in full and "--metrics" not in full
+    assert "--set " not in lean and "--section SpeedOfLight_HierarchicalDoubleRooflineChart " in lean
+    listed = lean.split("--metrics ")[1].split()[0].split(",")
+    assert "dram__bytes_read.sum" in listed and "sm__throughput.avg.pct_of_peak_sustained_elapsed" in listed
+    assert set(listed) < set(analysis_metrics()) and not any(m.startswith("derived__") for m in listed)
+    assert all(" --calls 1 " in c for c in (cudf, full, lean))

@@ -317,7 +317,7 @@ def test_ncu_coverage_names_the_steps_profiled_without_the_instrumented_sections
         return {"variant": variant, "ncu": launches, "ncu_source": "ncu-raw.csv"}
 
     both = ncu_coverage({10_000_000: [run("split_agg", full), run("agg_all", lean)]})
-    assert both.startswith("Nsight Compute (`--set full`; `agg_all` without its sections that patch the kernel's "
-                           "code, SourceCounters and InstructionStats, whose metrics only kernel pages read) profiled")
-    assert "`split_agg` without" not in both
+    assert both.startswith("Nsight Compute (`--set full`: `split_agg`; `--set full` less SourceCounters and "
+                           "InstructionStats, the sections that patch the kernel's code and whose metrics only kernel "
+                           "pages read: `agg_all`) profiled")
     assert ncu_coverage({10_000_000: [run("split_agg", full)]}).startswith("Nsight Compute (`--set full`) profiled")
