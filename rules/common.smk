@@ -479,6 +479,32 @@ def compiled_first(wc, profiler=None):
     return [f"{run_dir(CAPTURES, wc.workload, wc.variant, wc.size)}/{layout.TIMING}"]
 
 
+def _experiment_cache_step(wc):
+    """(variant, size) of the step whose compiled programs the experiment loads
+    (Recipe.experiments_from_cache), or None: it compiles for itself."""
+    recipe = RECIPES[wc.workload]
+    if not FRAMEWORK(recipe.framework).shared_compile_cache:
+        return None
+    return next(((v, s) for e, v, s in recipe.experiments_from_cache if e == wc.experiment), None)
+
+
+def experiment_cold(wc):
+    """The cold wrapper of an experiment: it holds the GPU throughout, with fresh caches, except the
+    recipe's shared compile cache where the experiment loads its programs from there."""
+    if _experiment_cache_step(wc) is None:
+        return COLD
+    return f"{COLD} --shared-cache {shlex.quote(wc.workload)}"
+
+
+def experiment_compiled_first(wc):
+    """The timed run that fills the cache an experiment loads (see experiment_cold), when this run
+    has it; without it, the experiment's first process compiles the programs for the others."""
+    step = _experiment_cache_step(wc)
+    if step is None or step not in runs(wc.workload):
+        return []
+    return [f"{run_dir(CAPTURES, wc.workload, *step)}/{layout.TIMING}"]
+
+
 def profiler_env(wc):
     """``K=V ...`` the profiled runs of the workload's framework add (Framework.profiler_env)."""
     added = FRAMEWORK(RECIPES[wc.workload].framework).profiler_env

@@ -288,12 +288,14 @@ rule experiment:
     input:
         rules.preflight.output,
         rules.ceilings.output,
+        # an experiment that loads the recipe's shared compile cache waits for the timed run that fills it
+        compiled_first=experiment_compiled_first,
     output:
         directory(f"{CAPTURES}/{{workload}}/experiments/{{experiment}}"),
     log:
         f"{WORK}/logs/experiment/{{workload}}_{{experiment}}.log",
     params:
-        cold=COLD,
+        cold=experiment_cold,
         python=PYTHON,
         nsys=NSYS,
         ncu=NCU,

@@ -513,3 +513,35 @@ def test_ncu_runs_collect_the_full_set_or_sections_on_full_variants_and_the_page
     assert "dram__bytes_read.sum" in listed and "sm__throughput.avg.pct_of_peak_sustained_elapsed" in listed
     assert set(listed) < set(analysis_metrics()) and not any(m.startswith("derived__") for m in listed)
     assert all(" --calls 1 " in c for c in (cudf, full, lean))
+
+
+def test_the_allocator_experiment_loads_jaxs_shared_cache_after_the_timed_run_that_fills_it(tmp_path):
+    """Recipe.experiments_from_cache: JAX's allocator settings load the programs float32's timed run at
+    8192 compiled (the experiment's own defaults), so the experiment names the recipe's shared folder
+    and waits for that run; Warp's cold-start experiment, which measures compiling, gets fresh caches."""
+    from workloads.jax_matmul import RECIPE
+    from workloads.jax_matmul.exp_allocator import _parser
+
+    defaults = _parser().parse_args([])
+    assert RECIPE.experiments_from_cache == (("allocator", defaults.variant, defaults.size),)
+    lines = _planned_shell_lines(tmp_path, ["results/captures/jax_matmul/experiments/allocator",
+                                            "results/captures/warp_sph/experiments/coldstart"])
+    commands = [c for c in lines if "--tag experiment " in c]
+    allocator = [c for c in commands if "exp_allocator" in c]
+    coldstart = [c for c in commands if "exp_coldstart" in c]
+    assert len(allocator) == len(coldstart) == 1
+    assert " --shared-cache jax_matmul " in allocator[0] and "--shared-cache" not in coldstart[0]
+    timed = next(i for i, c in enumerate(lines) if "--tag timed " in c and "--variant float32 --size 8192 " in c)
+    assert timed < lines.index(allocator[0])
+
+
+def test_a_recipe_cannot_load_an_experiment_from_a_step_that_does_not_compile_in_setup():
+    from workloads.contract import Recipe, WorkloadError
+
+    common = dict(name="r", title="R", seed_document="000", framework="jax", requires=(), variants=("a", "b"),
+                  improves_on=(("b", "a"),), default_size=1, size_meaning="n", experiments=("e",),
+                  compiles_in_setup=("b",))
+    Recipe(**common, experiments_from_cache=(("e", "b", 8),))
+    for bad in (("e", "a", 8), ("x", "b", 8), ("e", "b", 0)):
+        with pytest.raises(WorkloadError, match="experiments_from_cache"):
+            Recipe(**common, experiments_from_cache=(bad,))

@@ -221,6 +221,10 @@ class Recipe:
     #: the variants whose setup compiles every program their calls run (``Variant.compiles_in_setup``,
     #: stated here too so that the pipeline reads it without importing the variants' GPU packages)
     compiles_in_setup: tuple[str, ...] = ()
+    #: experiments whose processes load the recipe's shared compile cache (Framework.shared_compile_cache)
+    #: rather than each compiling the same programs: (experiment, variant, size), the step whose timed
+    #: run compiles those programs first. An experiment that measures compiling is never listed.
+    experiments_from_cache: tuple[tuple[str, str, int], ...] = ()
 
     def __post_init__(self) -> None:
         parents = dict(self.improves_on)
@@ -238,6 +242,11 @@ class Recipe:
         unknown = sorted(set(self.compiles_in_setup) - set(self.variants))
         if unknown:
             raise WorkloadError(f"recipe {self.name!r}: compiles_in_setup names unknown variants {unknown}")
+        for experiment, variant, size in self.experiments_from_cache:
+            if experiment not in self.experiments or variant not in self.compiles_in_setup or size < 1:
+                raise WorkloadError(f"recipe {self.name!r}: experiments_from_cache names ({experiment!r}, {variant!r}, "
+                                    f"{size}): it needs one of its experiments, a variant that compiles in setup "
+                                    "and a positive size")
 
     def parent_of(self, variant: str) -> str | None:
         """The variant ``variant`` improves on (None for the baseline)."""

@@ -26,6 +26,12 @@ calls, the check's relative error, and the nsys command. The analysis
 
     python -m workloads.jax_matmul.exp_allocator --out-dir DIR --nsys NSYS --ncu NCU --python PYTHON
 
+The settings load the programs from the recipe's shared compile cache, which the step's timed run
+fills first (``Recipe.experiments_from_cache``; the pipeline runs the experiment with ``--shared-cache``):
+none of them compiles or autotunes, so each peak is what its allocator holds for the program's own
+buffers (XLA autotuned float32 at 8192 for ~17 s per process on an H200, in buffers of its own). A
+cache folder without the programs makes the first setting compile them and the others load them.
+
 PREDICTION: default reserves 0.75 x 140 GiB = 105 GiB at start whatever the program needs (the
 seed's "around 90%" is an older default); the fractions 0.25 x 140 = 35 GiB under either name;
 preallocate_false grows its pool on demand, each new region twice the last (the doubling the seed
@@ -307,8 +313,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nsys", default=os.environ.get("NSYS", "nsys"))
     p.add_argument("--ncu", default=os.environ.get("NCU", "ncu"), help="accepted for the experiment CLI; unused")
     p.add_argument("--python", default=sys.executable)
-    p.add_argument("--variant", default="float32")
-    p.add_argument("--size", type=at_least(1), default=8192)
+    from workloads.jax_matmul import RECIPE
+
+    # the step and size whose timed run compiles the programs the settings load (the recipe's
+    # experiments_from_cache): with others, each setting compiles for itself
+    variant, size = next((v, n) for e, v, n in RECIPE.experiments_from_cache if e == EXPERIMENT)
+    p.add_argument("--variant", default=variant, help="the step each setting runs")
+    p.add_argument("--size", type=at_least(1), default=size, help="its size (the largest matrix side)")
     p.add_argument("--warmup", type=at_least(0), default=2)
     p.add_argument("--repeats", type=at_least(1), default=10)
     p.add_argument("--settings", default=",".join(SETTING_NAMES), help="comma-separated subset, in report order")
