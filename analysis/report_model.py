@@ -771,7 +771,7 @@ def collection_text(by_size: dict[int, Sequence[dict]]) -> str:
                 steps[kind].append(f"`{r['variant']}`")
     if list(steps) == [COLLECTION_FULL]:
         return _COLLECTION_WORDS[COLLECTION_FULL]
-    return "; ".join(f"{_COLLECTION_WORDS[k]}: {', '.join(v)}" for k, v in steps.items())
+    return "; ".join(f"{words}: {', '.join(steps[k])}" for k, words in _COLLECTION_WORDS.items() if k in steps)
 
 
 def ncu_coverage(by_size: dict[int, Sequence[dict]]) -> str:

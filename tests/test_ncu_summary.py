@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from analysis.ncu_cli import HEADER
 
 from conftest import reference_runs
 
+REPO = Path(__file__).resolve().parents[1]
 NCU_RUNS = [r for r in reference_runs() if (r / "ncu.ncu-rep.gz").exists()]
 
 # the units ncu's raw page prints a metric in, and the factor to the summary's unit (ns, bytes, counts)
@@ -87,3 +89,33 @@ def test_not_an_ncu_report_exits_2_and_names_the_file(capsys):
     assert main(["ncu-summary", src]) == 2
     err = capsys.readouterr().err
     assert "nsys.sqlite.gz" in err and "not an Nsight Compute report" in err
+
+
+def test_a_launch_profiled_for_the_pages_metrics_alone_has_them_all_and_no_rules():
+    """A real metrics-only capture (tests/data/ncu_collection_h200, NVIDIA H200): the reader finds every
+    metric the pages read but the instrumented marker, equal to ncu's own raw page, no rule results,
+    and names the collection; the coverage line says the step carries no ncu rules, and the rule
+    table leaves it out rather than showing it as not flagged."""
+    from analysis import ncu
+    from analysis.report_model import ncu_coverage, ncu_rule_rows
+    from analysis.run_summary import summarize_ncu
+
+    folder = REPO / "tests" / "data" / "ncu_collection_h200"
+    (launch,) = ncu.read_launches(str(folder / "ncu.ncu-rep.gz"))
+    assert launch.collection == ncu.COLLECTION_METRICS and launch.findings == ()
+    assert "SpeedOfLight" not in launch.sections and set(ncu.METRICS_ONLY_SECTIONS) <= set(launch.sections)
+    assert [m for m in ncu.analysis_metrics() if launch.metrics[m] is None] == [ncu.INSTRUMENTED_MARKER]
+    (raw,) = ncu.read_raw_csv(str(folder / "ncu-raw.csv.gz"))
+    for name, value in raw.metrics.items():
+        if value is not None:
+            assert launch.metrics[name] == pytest.approx(value, rel=1e-5, abs=1e-6), name
+    summary = summarize_ncu(str(folder / "ncu.ncu-rep.gz"))
+    assert summary[0]["collection"] == "metrics" and summary[0]["limiter"]["unit"] == "DRAM"
+    full = summarize_ncu(str(REPO / "reports/reference/h100/cupy_sqdiff/fused/n16384/ncu.ncu-rep.gz"))
+    assert {launch["collection"] for launch in full} == {"full"}
+    runs = [{"workload": "cupy_sqdiff", "variant": "fused", "size": 16384, "ncu": summary},
+            {"workload": "cupy_sqdiff", "variant": "raw_kernel", "size": 16384, "ncu": full}]
+    line = ncu_coverage({16384: runs})
+    assert line.startswith("Nsight Compute (`--set full`: `raw_kernel`; only the metrics this page reads "
+                           "(`--metrics`; no ncu rules): `fused`) profiled")
+    assert all(list(cells) == ["raw_kernel"] for _, cells, _, _ in ncu_rule_rows(runs))
