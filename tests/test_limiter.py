@@ -102,7 +102,10 @@ def test_step_host_link_rule_on_pycuda_pinned_async():
 
 
 @pytest.mark.parametrize("workload, variant, size, kind", [
-    ("cupy_sqdiff", "fused", 4096, "launch/host"),  # a small call
+    # small calls: the GPU idles for 74% of jit's fastest steady call at 512. (CuPy's fused step at
+    # 4096 idles 30% of its fastest one: one disturbed call of three no longer makes it host-bound)
+    ("jax_matmul", "jit", 512, "launch/host"),
+    ("cupy_sqdiff", "fused", 4096, "not profiled"),
     ("cudf_groupby", "split_agg", 50000000, "synchronization"),
     # XLA names the int32 dot of every side `wrapped_dot`: ncu profiled the smallest sides only, so a
     # kernel name reused for other shapes is not profiled
@@ -294,3 +297,20 @@ def test_numba_device_resident_stands_on_its_fp64_floor_not_on_device_memory():
     assert streams.limiter.what == "host link"
     assert streams.limiter.floor_ms == pytest.approx(streams.floor_ms)
     assert "pinned" in streams.limiter.floor_what
+
+
+def test_one_disturbed_steady_call_does_not_make_a_gpu_bound_step_host_bound():
+    """The reference's CuPy ``fused`` step at 16384 (DRAM-bound), with its second call replaced by
+    the one a later H200 run recorded under nsys: 7.94 ms of wall, 6.45 ms of it with the GPU idle,
+    for 1.49 ms of kernel. The limiter reads the fastest steady call, so one slow call leaves it
+    DRAM-bound; a step whose every steady call idles the GPU is launch/host-bound."""
+    run = copy.deepcopy(_run("cupy_sqdiff", "fused", 16384))
+    assert len(run["nsys"]["calls"]) == 3
+    assert _step("cupy_sqdiff", "fused", 16384).kind == "memory"
+    run["nsys"]["calls"][1].update(wall_ns=7_937_565, gpu_idle_ns=6_446_731)
+    pool = limiter.pool_of(_runs("cupy_sqdiff", 16384))
+    step = limiter.step_limiter(run, pool)
+    assert (step.kind, step.unit) == ("memory", "DRAM")
+    run["nsys"]["calls"][2].update(wall_ns=7_937_565, gpu_idle_ns=6_446_731)
+    step = limiter.step_limiter(run, pool)
+    assert step.kind == "launch/host" and "the fastest steady call" in step.detail
