@@ -321,3 +321,22 @@ def test_ncu_coverage_names_the_steps_profiled_without_the_instrumented_sections
                            "InstructionStats, the sections that patch the kernel's code and whose metrics only kernel "
                            "pages read: `agg_all`) profiled")
     assert ncu_coverage({10_000_000: [run("split_agg", full)]}).startswith("Nsight Compute (`--set full`) profiled")
+
+
+def test_a_finding_of_the_first_calls_alone_says_so_instead_of_up_to_0_ms():
+    """The H200 reference's Warp baseline allocates in its first call only (0.027 ms there, none in the
+    fastest steady call): its finding costs the steady calls nothing, and the list says so."""
+    import types
+
+    from analysis import markdown
+    from analysis import report_model as rm
+    from conftest import REFERENCE, summary_of
+
+    run = summary_of(REFERENCE / "warp_sph" / "baseline" / "n62500")
+    (finding,) = [f for f in run["findings"] if f["id"] == "hot_range_allocations"]
+    assert finding["evidence"]["first_call_allocation_calls"] > 0
+    assert rm.time_at_stake_ms(finding, run) == 0
+    places = (rm.FindingPlace("baseline", 62500, rm.time_at_stake_ms(finding, run), finding["message"]),)
+    group = rm.FindingGroup(finding["id"], finding["title"], finding["fix"], places)
+    (line,) = markdown.findings_lines(types.SimpleNamespace(findings=(group,), folded_library_kernels=()))
+    assert "in the first calls only, none in the steady calls" in line and "up to 0 ms" not in line
