@@ -327,10 +327,6 @@ def fastest_steady_call(calls: Sequence[dict]) -> dict:
     return min(_steady(calls), key=lambda c: c.get("wall_ns") or 0)
 
 
-def _mean(calls: Sequence[dict], key: str) -> float:
-    return sum(c.get(key, 0) or 0 for c in calls) / len(calls) if calls else 0.0
-
-
 def pool_of(runs: Iterable[dict]) -> list[tuple[str, Sequence[dict]]]:
     """The ncu launch records of a recipe's runs at one size, by variant: what step_limiter matches
     a step's kernels against."""
@@ -411,10 +407,10 @@ def step_limiter(run: dict, pool: Iterable[tuple[str, Sequence[dict]]]) -> StepL
     # the steady call the host disturbed least: a collection, a page fault or the profiler's buffers
     # only add host time to a call, so one slow call must not make a GPU-bound step look host-bound
     # (H200: CuPy's fused step, 1.49 ms of kernel per call, had a 7.9 ms second call under nsys)
-    calls = [fastest_steady_call(run["nsys"]["calls"])]
-    wall = _mean(calls, "wall_ns")
-    copy = _mean(calls, "gpu_memcpy_h2d_ns") + _mean(calls, "gpu_memcpy_d2h_ns")
-    idle = _mean(calls, "gpu_idle_ns")
+    call = fastest_steady_call(run["nsys"]["calls"])
+    wall = call.get("wall_ns") or 0
+    copy = (call.get("gpu_memcpy_h2d_ns") or 0) + (call.get("gpu_memcpy_d2h_ns") or 0)
+    idle = call.get("gpu_idle_ns") or 0
     if wall and copy / wall >= HOST_LINK_SHARE:
         # copies in both directions and on several streams overlap: their sum can exceed the call
         share = min(copy / wall, 1.0)
@@ -422,12 +418,12 @@ def step_limiter(run: dict, pool: Iterable[tuple[str, Sequence[dict]]]) -> StepL
                            f"host-device copies {copy / 1e6:.2f} ms (summed over overlapping copies) in a "
                            f"{wall / 1e6:.2f} ms call (the fastest steady call)")
     if wall and idle / wall >= GPU_IDLE_SHARE:
-        syncs = _mean(calls, "sync_calls")
+        syncs = call.get("sync_calls") or 0
         kind = "synchronization" if syncs > SYNC_CALLS_PER_CALL else "launch/host"
         return StepLimiter(kind, kind, idle / wall,
                            f"GPU idle {idle / 1e6:.3f} ms of a {wall / 1e6:.3f} ms call ({idle / wall:.0%}, the fastest "
                            "steady call); "
-                           f"{_mean(calls, 'kernels'):.0f} kernels, {syncs:.0f} synchronize calls per call")
+                           f"{call.get('kernels') or 0:.0f} kernels, {syncs:.0f} synchronize calls per call")
     rows = step_kernels(run, launches_by_kernel(pool))
     total = sum(r["ns_per_call"] for r in rows)
     weights: dict[tuple[str, str], float] = {}
