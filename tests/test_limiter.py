@@ -314,3 +314,26 @@ def test_one_disturbed_steady_call_does_not_make_a_gpu_bound_step_host_bound():
     run["nsys"]["calls"][2].update(wall_ns=7_937_565, gpu_idle_ns=6_446_731)
     step = limiter.step_limiter(run, pool)
     assert step.kind == "launch/host" and "the fastest steady call" in step.detail
+
+
+def test_jax_ncu_filter_matches_the_kernel_that_dominates_each_profiled_step_at_8192():
+    """rules/config.yaml's JAX ncu filter, against the H200 reference's nsys kernel tables: the
+    kernel that takes most of each profiled step's time is matched in the name form ncu is told to
+    match (float32's largest products run cuBLAS's `void cutlass::Kernel2<cutlass_80_simt_sgemm...>`,
+    whose function name `Kernel2` the regex never matched: the step had no measured limiter), and
+    the launch count reaches every product of the one profiled call (sides 2 ... 8192)."""
+    import re
+
+    import yaml
+
+    from conftest import REPO
+
+    ncu = yaml.safe_load((REPO / "rules" / "config.yaml").read_text())["workloads"]["jax_matmul"]["ncu"]
+    assert ncu.get("kernel_name_base") == "demangled" and ncu.get("calls", 1) == 1
+    assert ncu["launch_count"] >= 13
+    for variant in ncu["variants"]:
+        kernels = _run("jax_matmul", variant, 8192)["nsys"]["compute_kernels"]
+        top = max(kernels, key=lambda k: k["total_ns"])
+        assert re.search(ncu["kernel_regex"], top["name"]), (variant, top["name"])
+    top = max(_run("jax_matmul", "float32", 8192)["nsys"]["compute_kernels"], key=lambda k: k["total_ns"])
+    assert "cutlass::Kernel2<" in top["name"]
