@@ -474,9 +474,15 @@ def compiled_first(wc, profiler=None):
     Ordering the runs also means two runs never compile the same program into the folder at once."""
     if not shares_compile_cache(wc, profiler):
         return []
-    if (wc.variant, int(wc.size)) not in runs(wc.workload):
+    return timed_record_of(wc.workload, wc.variant, int(wc.size))
+
+
+def timed_record_of(workload, variant, size):
+    """[the step's timed record] when this run times that step at that size, else []: the run that
+    fills a recipe's shared compile cache, which others wait for."""
+    if (variant, size) not in runs(workload):
         return []
-    return [f"{run_dir(CAPTURES, wc.workload, wc.variant, wc.size)}/{layout.TIMING}"]
+    return [f"{run_dir(CAPTURES, workload, variant, size)}/{layout.TIMING}"]
 
 
 def _experiment_cache_step(wc):
@@ -500,9 +506,7 @@ def experiment_compiled_first(wc):
     """The timed run that fills the cache an experiment loads (see experiment_cold), when this run
     has it; without it, the experiment's first process compiles the programs for the others."""
     step = _experiment_cache_step(wc)
-    if step is None or step not in runs(wc.workload):
-        return []
-    return [f"{run_dir(CAPTURES, wc.workload, *step)}/{layout.TIMING}"]
+    return [] if step is None else timed_record_of(wc.workload, *step)
 
 
 def profiler_env(wc):
