@@ -197,7 +197,9 @@ def timeline_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, tit
         rows = {"NVTX": sorted((a, b, PHASE_COLORS.get(phase, "#999999"), phase)
                                for phase, spans in ov["nvtx"].items() for a, b in spans)}
         rows.update({row: [(a, b, GPU_ROWS[row], "") for a, b in ov["gpu"].get(row, [])] for row in GPU_ROWS})
-        _timeline_panel(ax_all, rows, 0, t["end_ns"], f"`{run['variant']}`: whole run", min_width=0.002)
+        # a capture range (nsys --capture-range) leaves only the calls in the trace
+        span = "capture range (the calls only)" if run["nsys_capture_range"] else "whole run"
+        _timeline_panel(ax_all, rows, 0, t["end_ns"], f"`{run['variant']}`: {span}", min_width=0.002)
         rows = {"NVTX": [(a, b, PHASE_COLORS["compute"], label) for a, b, label in zoom["nvtx"]],
                 "CUDA API": [(a, b, _api_color(name), "") for a, b, name in zoom.get("api", [])]}
         rows.update({row: [(a, b, GPU_ROWS[row], short_kernel_name(label) if row == "kernels" else label)

@@ -25,7 +25,7 @@ from analysis.nsys.trace import NvtxRange, Trace, api_base_name
 
 SUITE_DOMAIN = "cookbook"
 #: the run summary's schema: raise it when a key changes meaning or goes away; readers refuse others
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 PHASES = ("setup", "warmup", "compute", "transfer", "check")
 
 
@@ -58,7 +58,8 @@ _NUMBER = {"type": "number"}
 #: what ``report`` and ``index`` read from a run summary (summarize_run writes more)
 SUMMARY_SCHEMA = {
     "type": "object",
-    "required": ["workload", "variant", "size", "work", "timing", "times_ms", "provenance", "nsys", "ncu"],
+    "required": ["workload", "variant", "size", "work", "timing", "times_ms", "provenance", "nsys", "ncu",
+                 "nsys_capture_range"],
     "properties": {
         "workload": {"type": "string"},
         "variant": {"type": "string"},
@@ -69,6 +70,7 @@ SUMMARY_SCHEMA = {
         "times_ms": {"type": "array", "minItems": 1, "items": _NUMBER},
         "provenance": {"type": "object"},
         "nsys": {"type": "object", "required": ["calls"], "properties": {"calls": {"type": "array"}}},
+        "nsys_capture_range": {"type": "boolean"},
         "ncu": {"type": ["array", "null"], "items": {"type": "object"}},
         "findings": {"type": "array", "items": {"type": "object"}},
     },
@@ -352,6 +354,17 @@ def _median(values) -> float | None:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+def captured_in_range(nsys_run: dict, workload: str) -> bool:
+    """Whether the nsys run's calls ran inside a capture range, so that its trace holds only them
+    (nsys-run.json ``capture_range``). Records older than that key come from runs that always used
+    the range for a recipe declaring one (Recipe.capture_range)."""
+    if "capture_range" in nsys_run:
+        return bool(nsys_run["capture_range"])
+    from workloads.registry import BY_NAME  # noqa: PLC0415 - the recipes' definitions only
+
+    return BY_NAME[workload].capture_range
+
+
 def summarize_run(run_dir: str) -> dict:
     timing = load_json(os.path.join(run_dir, layout.TIMING))
     for key in ("workload", "variant", "size", "timing", "times_ms", "work", "provenance"):
@@ -383,6 +396,8 @@ def summarize_run(run_dir: str) -> dict:
         "l2_mode": timing.get("l2_mode"),
         "telemetry": {k: v for k, v in (timing.get("telemetry") or {}).items() if k != "per_sample"} or None,
         "nsys_provenance": nsys_run.get("provenance"),
+        # the trace holds only the calls (a capture range), or the whole process
+        "nsys_capture_range": captured_in_range(nsys_run, w),
         "nsys": None,
         "ncu": None,
     }

@@ -189,7 +189,7 @@ def nsys_flags(wc=None):
     o = config["nsys_profile"]
     flags = ["-t", o["trace"], "--cuda-memory-usage", "true" if o["cuda_memory_usage"] else "false",
              *extra_args(o["extra_args"])]
-    if wc is not None and RECIPES[wc.workload].capture_range:
+    if wc is not None and uses_capture_range(wc.workload):
         # the HPC-center guide's method: record only between cuProfilerStart and cuProfilerStop,
         # which the runner calls around the compute calls when COOKBOOK_CAPTURE_RANGE=1
         flags += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
@@ -199,8 +199,14 @@ def nsys_flags(wc=None):
     return shlex.join(flags)
 
 
+def uses_capture_range(workload):
+    """Whether the workload's nsys runs trace only inside its capture range: it declares one
+    (Recipe.capture_range) and the run asks for it (nsys_profile.capture_range)."""
+    return RECIPES[workload].capture_range and config["nsys_profile"]["capture_range"]
+
+
 def capture_range_env(wc):
-    return "COOKBOOK_CAPTURE_RANGE=1" if RECIPES[wc.workload].capture_range else ""
+    return "COOKBOOK_CAPTURE_RANGE=1" if uses_capture_range(wc.workload) else ""
 
 
 def nvtx_include(workload, variant):

@@ -333,13 +333,13 @@ def test_a_shared_cache_key_that_is_not_one_folder_name_is_refused(tmp_path):
     assert r.returncode == 2 and "--shared-cache '../x'" in r.stderr and not (tmp_path / "cache").exists()
 
 
-def _planned_shell_lines(tmp_path, targets):
+def _planned_shell_lines(tmp_path, targets, *options):
     """The lines of a dry run (``-n -p --forceall``) of ``targets`` in a copy of the checkout: the
     shell commands the rules would run, among Snakemake's own lines."""
     from test_preflight_and_pipeline import _repo_copy
 
     repo = _repo_copy(tmp_path)
-    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", *targets], cwd=repo,
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", *targets, *options], cwd=repo,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return r.stdout.splitlines()
@@ -347,13 +347,14 @@ def _planned_shell_lines(tmp_path, targets):
 
 def test_jax_warp_and_pycuda_runs_get_their_recipes_shared_folder_except_nsys_runs_whose_first_call_compiles(tmp_path):
     """The rules: a JAX, Warp or PyCUDA step's timed and ncu runs name the recipe's shared folder,
-    and so does its nsys run where the step compiles in setup (JAX's jit, Warp's pruned, PyCUDA's
+    and so does its nsys run where the step compiles in setup (JAX's float32, Warp's pruned, PyCUDA's
     baseline); the nsys run of
     Warp's baseline, which builds its module in its first call (the cold-start page's), does not,
     nor do a CuPy step's runs (CuPy compiles at the first call) or cold/warm starts. A sharing nsys
     run comes after the step's timed run, which fills the cache."""
-    targets = ["results/captures/jax_matmul/jit/n8192/timing.json", "results/captures/jax_matmul/jit/n8192/nsys-run.json",
-               "results/captures/jax_matmul/jit/n8192/ncu-run.json", "results/captures/coldstart/jax_matmul_jit.json",
+    targets = ["results/captures/jax_matmul/float32/n8192/timing.json",
+               "results/captures/jax_matmul/float32/n8192/nsys-run.json",
+               "results/captures/jax_matmul/float32/n8192/ncu-run.json", "results/captures/coldstart/jax_matmul_jit.json",
                "results/captures/warp_sph/pruned/n62500/timing.json",
                "results/captures/warp_sph/pruned/n62500/nsys-run.json",
                "results/captures/warp_sph/pruned/n62500/ncu-run.json",
@@ -366,7 +367,7 @@ def test_jax_warp_and_pycuda_runs_get_their_recipes_shared_folder_except_nsys_ru
     lines = _planned_shell_lines(tmp_path, targets)
     commands = [line for line in lines if "workloads." in line and " --variant " in line]
     shared = []
-    for workload, variant in (("jax_matmul", "jit"), ("warp_sph", "pruned"), ("pycuda_kernel", "baseline")):
+    for workload, variant in (("jax_matmul", "float32"), ("warp_sph", "pruned"), ("pycuda_kernel", "baseline")):
         runs = [c for c in commands if f"workloads.{workload} " in c and f"--variant {variant} " in c
                 and "workloads.tools.cold " in c]
         assert {c.split("--tag ")[1].split()[0] for c in runs} == {"timed", "nsys", "ncu"}
@@ -388,7 +389,7 @@ def test_jax_warp_and_pycuda_runs_get_their_recipes_shared_folder_except_nsys_ru
               and previous.strip().startswith("input: ")}
     assert "warp_sph/pruned/n62500/timing.json" in inputs["results/captures/warp_sph/pruned/n62500/nsys.nsys-rep"]
     assert "timing.json" not in inputs["results/captures/warp_sph/baseline/n62500/nsys.nsys-rep"]
-    assert "jax_matmul/jit/n8192/timing.json" in inputs["results/captures/jax_matmul/jit/n8192/nsys.nsys-rep"]
+    assert "jax_matmul/float32/n8192/timing.json" in inputs["results/captures/jax_matmul/float32/n8192/nsys.nsys-rep"]
     assert ("pycuda_kernel/baseline/n268435456/timing.json"
             in inputs["results/captures/pycuda_kernel/baseline/n268435456/nsys.nsys-rep"])
 
@@ -476,6 +477,24 @@ def test_a_run_that_fails_before_its_turn_records_none(tmp_path):
     assert r.returncode == 3
     [record] = _job_records(tmp_path)
     assert record["assigned_by"] == "turns" and record["gpu_turns"] == []
+
+
+@pytest.mark.parametrize("capture_range", [False, True])
+def test_a_capture_range_is_used_only_when_the_run_asks_for_one_and_the_recipe_declares_one(tmp_path, capture_range):
+    """nsys_profile.capture_range (off by default): JAX's nsys run, whose recipe declares a capture
+    range, gets nsys' --capture-range flags and COOKBOOK_CAPTURE_RANGE=1 only when it is on; CuPy's,
+    which declares none, never."""
+    # a config file: Snakemake's --config gives nested values as strings
+    (tmp_path / "range.yaml").write_text("nsys_profile: {capture_range: true}\n")
+    options = ["--configfile", str(tmp_path / "range.yaml")] if capture_range else []
+    lines = _planned_shell_lines(tmp_path, ["results/captures/jax_matmul/bf16/n512/nsys-run.json",
+                                            "results/captures/cupy_sqdiff/fused/n4096/nsys-run.json"], *options)
+    nsys = {w: [c for c in lines if "--tag nsys " in c and f"workloads.{w} " in c] for w in ("jax_matmul", "cupy_sqdiff")}
+    assert all(len(c) == 1 for c in nsys.values())
+    jax, cupy = nsys["jax_matmul"][0], nsys["cupy_sqdiff"][0]
+    assert ("--capture-range=cudaProfilerApi --capture-range-end=stop " in jax) == capture_range
+    assert ("COOKBOOK_CAPTURE_RANGE=1 " in jax) == capture_range
+    assert "--capture-range" not in cupy and "COOKBOOK_CAPTURE_RANGE" not in cupy
 
 
 def test_a_step_measurement_runs_take_turns_and_cold_warm_starts_do_not(tmp_path):

@@ -121,6 +121,8 @@ def test_a_run_under_the_profilers_records_its_sampled_check(tmp_path):
     rec = json.loads(out.read_text())
     assert rec["check"] == {"method": "sample", "elements": 8 * 64, "of": 64 * 64}
     assert rec["relative_error"] == 0.0
+    # no COOKBOOK_CAPTURE_RANGE: the calls ran outside any capture range, and the record says so
+    assert "COOKBOOK_CAPTURE_RANGE" not in CPU_ENV and rec["capture_range"] is False
 
 
 @pytest.mark.parametrize("variant,item_in,kind", [("baseline", 4, "int32"), ("jit", 4, "int32"),

@@ -7,7 +7,7 @@ import pytest
 
 from analysis import layout
 from analysis.errors import AnalysisInputError, UnknownSchemaVersion
-from analysis.run_summary import SCHEMA_VERSION, load_summary, union_ns
+from analysis.run_summary import SCHEMA_VERSION, captured_in_range, load_summary, union_ns
 
 from conftest import REFERENCE, summary_of
 
@@ -220,3 +220,11 @@ def test_a_count_below_its_least_is_refused_by_the_runner(option, value):
     r = subprocess.run([sys.executable, "-m", "workloads.numba_ufunc", "--variant", "baseline", "--mode", "timed",
                         option, value], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and option in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]
+
+
+def test_a_run_record_says_whether_its_trace_holds_only_the_calls():
+    """nsys-run.json's capture_range, as the runner wrote it; records older than the key come from
+    pipelines that used the range for exactly the recipes declaring one (JAX's)."""
+    assert captured_in_range({"capture_range": False}, "jax_matmul") is False
+    assert captured_in_range({"capture_range": True}, "cupy_sqdiff") is True
+    assert captured_in_range({}, "jax_matmul") is True and captured_in_range({}, "cupy_sqdiff") is False

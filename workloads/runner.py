@@ -358,7 +358,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         }
     elif args.mode == "run":
         t0 = time.perf_counter()
-        with _capture_range(recipe):
+        with _capture_range(recipe) as in_range:
             for i in range(args.calls):
                 with ph("compute", payload=i):
                     v.step()
@@ -366,6 +366,8 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
                     v.synchronize()
         wall_s["compute"] = time.perf_counter() - t0
         record["calls"] = args.calls
+        # whether the calls ran inside cuProfilerStart/Stop: a profiler honouring it recorded only them
+        record["capture_range"] = bool(in_range)
     else:
         t0 = time.perf_counter()
         with ph("warmup"):

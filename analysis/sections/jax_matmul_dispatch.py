@@ -8,11 +8,13 @@ dispatch (the GPU idle most of the call) and which kernel does the int32 dot.
 """
 from __future__ import annotations
 
+import os
 import statistics
 
 from analysis import layout
 from analysis.markdown import table
 from analysis.nsys import Trace
+from analysis.run_summary import captured_in_range, load_json
 from analysis.sections import jax_matmul_readers as readers
 
 RECIPE = "jax_matmul"
@@ -40,9 +42,11 @@ def summarize(workload_root: str) -> list[dict]:
             def med(f):
                 return statistics.median(f(c) for c in st)
 
+            nsys_run = load_json(os.path.join(folders[variant][size], layout.NSYS_RUN))
             longest = max((c.longest for c in st if c.longest), key=lambda k: k.duration_ns, default=None)
             rows.append({
                 "variant": variant, "size": size, "calls": len(calls), "steady_calls": len(st),
+                "capture_range": captured_in_range(nsys_run, RECIPE),
                 "first_call_ms": calls[0].range_ns / 1e6,
                 "call_ms": med(lambda c: c.range_ns) / 1e6,
                 "kernels": med(lambda c: c.kernels),
@@ -75,10 +79,13 @@ def _short(name: str | None, limit: int = 60) -> str:
 
 def render(workload_root: str, figure_dir: str) -> str:
     rows = summarize(workload_root)
+    in_range = {r["capture_range"] for r in rows}
+    trace = ("which holds only these calls: `--capture-range=cudaProfilerApi`" if in_range == {True} else
+             "whose trace holds the whole process; the calls are read from their NVTX ranges" if in_range == {False}
+             else "some traced only inside `--capture-range=cudaProfilerApi`, some whole")
     out = ["## Where the time goes: dispatch, kernels and the int32 dot", "",
-           "Per call of the loop (one `compute` range of the nsys run, which holds only these calls: "
-           "`--capture-range=cudaProfilerApi`; medians over the calls after the first, which can pay one-time "
-           "costs). *Busy* is the time the GPU ran any of the call's work (the union of its "
+           f"Per call of the loop (one `compute` range of the nsys run, {trace}; medians over the calls after "
+           "the first, which can pay one-time costs). *Busy* is the time the GPU ran any of the call's work (the union of its "
            "kernels and copies); *API calls* counts every CUDA runtime and driver call made during the call, "
            "on any thread; *launches* the kernel and graph launches among them (XLA runs a jitted program "
            "as a CUDA graph: one `cuGraphLaunch`).", ""]
