@@ -20,6 +20,7 @@ import os
 
 from analysis import layout, limiter, verdicts
 from analysis.errors import AnalysisInputError
+from analysis.gzfiles import existing_capture
 from analysis.floors import floor
 from workloads.telemetry import energy_per_call
 from analysis.run_summary import load_json, summarize_run
@@ -99,13 +100,14 @@ def _summary(folder: str) -> dict:
 
 
 def with_limiters(steps: dict[tuple[str, str, int], list[Step]]) -> dict[tuple[str, str, int], list[Step]]:
-    """Each process's measured limiter, where its folder holds the nsys capture (a timed-only run has
-    none): its run summary against the ncu launches of the recipe's runs at that size in the folder."""
+    """Each process's measured limiter, where its folder holds the nsys capture's export (a timed-only
+    run has none, nor a folder copied without its traces): its run summary against the ncu launches of
+    the recipe's runs at that size in the folder."""
     summaries: dict[str, dict] = {}
     for runs in steps.values():
         for s in runs:
             folder = os.path.dirname(s.path)
-            if os.path.exists(os.path.join(folder, layout.NSYS_RUN)):
+            if os.path.exists(os.path.join(folder, layout.NSYS_RUN)) and existing_capture(folder, layout.NSYS_EXPORT):
                 summaries[s.path] = _summary(os.path.realpath(folder))
     def pool_key(path: str, run: dict) -> tuple[str, int, str]:
         # one pool per recipe, size and folder of the recipe's variants (a run folder among several):
