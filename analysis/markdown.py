@@ -152,11 +152,11 @@ def result_box(m: rm.ReportModel) -> list[str]:
     r = m.result
     best = (f"`{r.best.variant}` {_median(r.best)} ms against `{r.baseline.variant}` {_median(r.baseline)} ms: "
             + (f"{_cmp(r.best_vs_baseline)}" if r.best_vs_baseline
-               else "the baseline is the fastest step"))
+               else f"{r.baseline_label} is the fastest step"))
     return [
         f"> **Result at size {r.size}.** {r.takeaway}",
         ">",
-        f"> - **Best step against the baseline:** {best} ({r.spread}).",
+        f"> - **Best step against {r.baseline_label}:** {best} ({r.spread}).",
         f"> - **What limits the last step, `{r.final.variant}`:** {r.limiter.what} (from {r.limiter.source})"
         f"{_limiter_floor_clause(r.final)}.",
         f"> - **Next thing to try:** {r.limiter.next_move}.",

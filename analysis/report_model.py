@@ -208,7 +208,8 @@ class ResultBox:
     size: int
     takeaway: str
     best: Step
-    baseline: Step
+    baseline: Step  # the first step at this size: the recipe's baseline unless variant_sizes left it out
+    baseline_label: str  # "the baseline", or what the first step at this size is
     best_vs_baseline: Comparison | None  # None: the baseline is the fastest step
     final: Step
     limiter: Limiter
@@ -499,14 +500,16 @@ def result_box(steps: Sequence[Step], timer: str) -> ResultBox:
     base, final = steps[0], steps[-1]
     best = min(steps, key=lambda s: s.median_ms)
     cmp = best.vs_baseline
+    # a size the recipe's first steps did not run at (variant_sizes) starts its ladder later
+    base_label = "the baseline" if base.improves_on is None else f"the first step run at size {base.size}"
     if cmp is None:
-        takeaway = (f"No step beat the baseline `{base.variant}` at size {base.size}; it runs at "
+        takeaway = (f"No step beat {base_label} `{base.variant}` at size {base.size}; it runs at "
                     f"{_floors_text(base)}.")
     else:
         takeaway = (f"`{best.variant}` ({best.summary}) is {cmp.label} than `{base.variant}`, "
                     f"{ratio_text(cmp.speedup)}, and runs at {_floors_text(best)}.")
-    return ResultBox(size=base.size, takeaway=takeaway, best=best, baseline=base, best_vs_baseline=cmp,
-                     final=final, limiter=final.limiter,
+    return ResultBox(size=base.size, takeaway=takeaway, best=best, baseline=base, baseline_label=base_label,
+                     best_vs_baseline=cmp, final=final, limiter=final.limiter,
                      spread=f"median (interquartile range) of repeated calls, {timer}")
 
 

@@ -69,6 +69,24 @@ def test_every_variant_states_the_step_it_improves_on(recipe):
         assert recipe.variant_class(v).improves_on == recipe.parent_of(v)
 
 
+def test_a_ladder_that_starts_after_the_recipes_baseline_says_so():
+    """JAX's int32 steps run at 512 only (rules/config.yaml variant_sizes): the reference's runs at 8192
+    without them start the ladder at float32, and the result box compares with "the first step run
+    at size 8192", not with "the baseline"; at 512 it is the baseline."""
+    from analysis import markdown
+
+    by_size = {size: [r for r in runs if size == 512 or r["variant"] not in ("baseline", "jit")]
+               for size, runs in _by_size("jax_matmul").items()}
+    ceilings = json.loads((REFERENCE / "jax_matmul" / "ceilings.json").read_text())
+    model = report_model.build(BY_NAME["jax_matmul"], by_size, ceilings)
+    assert model.result.size == 8192 and model.result.baseline.variant == "float32"
+    assert model.result.baseline_label == "the first step run at size 8192"
+    box = "\n".join(markdown.result_box(model))
+    assert "**Best step against the first step run at size 8192:**" in box and "against the baseline" not in box
+    small = report_model.result_box(model.ladder[512], model.timer)
+    assert small.baseline.variant == "baseline" and small.baseline_label == "the baseline"
+
+
 def test_cudf_pool_steps_compare_with_their_parents():
     steps = {s.variant: s for s in _model("cudf_groupby").ladder[50_000_000]}
     assert [s for s in steps] == list(BY_NAME["cudf_groupby"].variants)
