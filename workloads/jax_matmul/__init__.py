@@ -22,7 +22,8 @@ tf32 and bf16 both improve on float32 (two ways onto the tensor cores: keep floa
 round inputs to TF32, or store bfloat16); bf16, the faster, is the last step.
 
 The seed's other two lessons are here too: its capture range (cuProfilerStart/Stop around the
-loop, ``nsys --capture-range=cudaProfilerApi``; workloads/profiler_range.py) and its warning about
+loop, ``nsys --capture-range=cudaProfilerApi``; workloads/profiler_range.py; the pipeline uses it
+when ``nsys_profile.capture_range`` is on, off by default: it held the GPU ~3 s per nsys run) and its warning about
 XLA's allocator (experiment ``allocator``: GPU memory and time under each allocator setting).
 """
 from workloads.contract import Recipe
