@@ -95,8 +95,6 @@ def cmd_report(a) -> None:
     largest = max(by_size)
     timeline_runs = figures.timeline_variants(by_size[largest])
     shown = " and ".join(f"`{r['variant']}`" for r in timeline_runs)
-    # a capture range (nsys --capture-range) leaves only the calls in the trace
-    span = "capture range (the calls only)" if any(r["nsys_capture_range"] for r in timeline_runs) else "whole run"
     fig_dir = os.path.join(a.out_dir, "figures")
     md_path = os.path.join(a.out_dir, f"{a.workload}.md")
 
@@ -107,7 +105,8 @@ def cmd_report(a) -> None:
         (f"Time per step against its floors ({model.timer.split(' (')[0]})", f"{a.workload}_ladder.png"),
         ("Where each steady call's time went on the GPU: busy (union of GPU work) and idle (nsys)",
          f"{a.workload}_busy.png"),
-        (f"Timelines of {shown} at size {largest} (nsys): the {span}, and one compute call",
+        (f"Timelines of {shown} at size {largest} (nsys): the {figures.trace_span(timeline_runs)}, "
+         "and one compute call",
          f"{a.workload}_timeline.png"),
         ("Hierarchical roofline of the kernels ncu profiled (DRAM, L2, L1 bytes), under the device's peaks "
          "(dashed) and the rates measured in the same run (solid)", f"{a.workload}_roofline.png"),

@@ -184,6 +184,12 @@ def timeline_variants(runs: Sequence[dict]) -> list[dict]:
     return [runs[0], runs[-1]] if len(runs) > 1 else list(runs)
 
 
+def trace_span(runs: Sequence[dict]) -> str:
+    """What the nsys traces of ``runs`` (run summaries) hold: a capture range (nsys --capture-range)
+    leaves only the calls in the trace."""
+    return "capture range (the calls only)" if any(r["nsys_capture_range"] for r in runs) else "whole run"
+
+
 def timeline_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, title: str) -> None:
     """Nsight-Systems-style timelines (nsys) of the baseline and the last variant at the largest size:
     the whole run (phases; GPU work merged at the figure's resolution) and the last compute call."""
@@ -197,9 +203,7 @@ def timeline_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, tit
         rows = {"NVTX": sorted((a, b, PHASE_COLORS.get(phase, "#999999"), phase)
                                for phase, spans in ov["nvtx"].items() for a, b in spans)}
         rows.update({row: [(a, b, GPU_ROWS[row], "") for a, b in ov["gpu"].get(row, [])] for row in GPU_ROWS})
-        # a capture range (nsys --capture-range) leaves only the calls in the trace
-        span = "capture range (the calls only)" if run["nsys_capture_range"] else "whole run"
-        _timeline_panel(ax_all, rows, 0, t["end_ns"], f"`{run['variant']}`: {span}", min_width=0.002)
+        _timeline_panel(ax_all, rows, 0, t["end_ns"], f"`{run['variant']}`: {trace_span([run])}", min_width=0.002)
         rows = {"NVTX": [(a, b, PHASE_COLORS["compute"], label) for a, b, label in zoom["nvtx"]],
                 "CUDA API": [(a, b, _api_color(name), "") for a, b, name in zoom.get("api", [])]}
         rows.update({row: [(a, b, GPU_ROWS[row], short_kernel_name(label) if row == "kernels" else label)

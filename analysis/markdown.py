@@ -299,9 +299,7 @@ def findings_lines(m: rm.ReportModel) -> list[str]:
         places = ", ".join(f"{'`' + p.variant + '`'} n{p.size}"
                            + (f" ({p.time_at_stake_ms:.3g} ms)" if p.time_at_stake_ms is not None else "")
                            for p in g.places)
-        # allocations of the first calls alone (a pool filling up) cost the steady calls nothing
-        first_calls_only = g.id == "hot_range_allocations" and not g.time_at_stake_ms
-        stake = ("in the first calls only, none in the steady calls" if first_calls_only else
+        stake = ("in the first calls only, none in the steady calls" if g.first_calls_only else
                  f"up to {g.time_at_stake_ms:.3g} ms per call")
         lines.append(f"- **{g.title}** (`{g.id}`), {stake}. *Fix:* {g.fix} "
                      f"*Where (time at stake per call):* {places}.")

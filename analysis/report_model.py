@@ -184,6 +184,12 @@ class FindingGroup:
     def time_at_stake_ms(self) -> float:
         return max((p.time_at_stake_ms or 0.0 for p in self.places), default=0.0)
 
+    @property
+    def first_calls_only(self) -> bool:
+        """The finding's cost fell in the first calls of every place, none in the steady calls (its
+        time at stake is read from the steady calls: STEADY_STATE_STAKES)."""
+        return self.id in STEADY_STATE_STAKES and not self.time_at_stake_ms
+
 
 @dataclasses.dataclass(frozen=True)
 class KernelRow:
@@ -337,6 +343,11 @@ def _kernel_ms_per_call(run: dict, names: Sequence[str]) -> float:
     return sum(k["total_ns"] for k in run["nsys"]["compute_kernels"] if k["name"] in wanted) / calls / 1e6
 
 
+#: findings whose time at stake is the fastest steady call's (time_at_stake_ms), not a mean over
+#: every call: zero there means the cost was the first calls' alone (FindingGroup.first_calls_only)
+STEADY_STATE_STAKES = frozenset({"hot_range_allocations"})
+
+
 def time_at_stake_ms(finding: dict, run: dict) -> float | None:
     """Per compute call, the time the finding's fix could win at most (ms): the time of the copies,
     allocations, gaps, synchronization or kernels it names."""
@@ -345,7 +356,7 @@ def time_at_stake_ms(finding: dict, run: dict) -> float | None:
     fid = finding["id"]
     if fid == "pageable_memcpy":
         return e["duration_ns"] / calls / 1e6
-    if fid == "hot_range_allocations":
+    if fid == "hot_range_allocations":  # one of STEADY_STATE_STAKES
         # in the steady state (the fastest steady call, as the measured limiter reads it): a cache or
         # pool still filling up costs the first calls only, not the calls the median times (CuPy's fused
         # step at 4096 on an H200 allocated 0.11 and 0.25 ms in its first two calls, none in its third)

@@ -76,6 +76,20 @@ for _name, _c in config["workloads"].items():
                     f"rules/config.yaml: workloads.{_name}.{_key}: no variant {_v!r} "
                     f"(have: {', '.join(RECIPES[_name].variants)})"
                 )
+    # config files merge key by key: a profile that changes a workload's sizes keeps the default's
+    # variant_sizes, and a step whose sizes are all gone would silently leave the run
+    for _v, _sizes in (_c.get("variant_sizes") or {}).items():
+        if not set(_sizes) & set(_c["sizes"]):
+            raise ValueError(
+                f"rules/config.yaml: workloads.{_name}.variant_sizes.{_v}: {_sizes} names none of the sizes "
+                f"{_c['sizes']}, so {_v!r} would not run; set its variant_sizes where the sizes are set"
+            )
+    for _v in _c["ncu"].get("variants", []):
+        if not any(_s in _c["ncu"]["sizes"] and _s in (_c.get("variant_sizes") or {}).get(_v, [_s]) for _s in _c["sizes"]):
+            raise ValueError(
+                f"rules/config.yaml: workloads.{_name}.ncu.variants: {_v!r} runs at none of ncu.sizes "
+                f"{_c['ncu']['sizes']}, so ncu would not profile it"
+            )
 
 
 def _missing(recipe):

@@ -54,6 +54,21 @@ def test_an_unknown_variant_is_refused_under_the_key_that_names_it(tmp_path):
     assert r.returncode != 0 and "workloads.cupy_sqdiff.l2_modes.variants: no variant 'fusd'" in out, out[-1500:]
 
 
+@pytest.mark.parametrize("extra,says", [
+    # a profile that moves JAX to other sizes but keeps the default's variant_sizes (512 for the int32 steps)
+    ("workloads:\n  jax_matmul:\n    sizes: [2048]\n    ncu: {sizes: [2048], variants: [bf16]}\n",
+     "workloads.jax_matmul.variant_sizes.baseline: [512] names none of the sizes [2048]"),
+    # ncu asked for a step that does not run at the ncu size
+    ("workloads:\n  jax_matmul:\n    ncu: {variants: [jit, bf16]}\n",
+     "workloads.jax_matmul.ncu.variants: 'jit' runs at none of ncu.sizes [8192]"),
+])
+def test_a_step_the_sizes_leave_out_is_refused_when_the_config_is_read(tmp_path, extra, says):
+    r = _snakemake(["-n", "--cores", "1", "--configfile", "rules/config.yaml", _configfile(tmp_path, extra), "--",
+                    "rebuild_reports"])
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and says in out, out[-1500:]
+
+
 @pytest.mark.parametrize("work_dir,says", [("//", "filesystem root"), ("~/results", "~"), ("a//b", "empty component"),
                                            ("../outside", "not inside the repository"), ("/", "")])
 def test_an_unsafe_work_dir_is_refused(work_dir, says):
