@@ -465,7 +465,8 @@ def step_cold(wc, profiler=None):
     and ``--shared-cache <recipe>`` when the recipe's framework compiles outside what its runs
     measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp; PyCUDA's
     nvcc), so that a program is compiled once per pipeline run, not once per process. Cold/warm
-    starts and the suite's own runs use COLD as it is: they hold the GPU throughout.
+    starts take turns too (workloads/tools/coldwarm.py, each of its processes); experiments and the
+    suite's own runs use COLD as it is: they hold the GPU throughout.
 
     ``profiler="nsys"``: the shared cache only for a step whose setup compiles every program its
     calls run (Recipe.compiles_in_setup): the nsys run's first call is the cold-start page's "first

@@ -16,9 +16,10 @@ run's kernels, copies or allocations.
 Without ``COOKBOOK_GPU_TURN_LOCK`` (a run by hand, a SLURM job with its own GPU, a host with
 several GPUs where the wrapper holds one for the whole job) :func:`take_turn` does nothing.
 
-The turn's start and end (Unix ns) are written to ``COOKBOOK_GPU_TURN_RECORD``; the wrapper copies
-them into its GPU job record (``gpu_turns``), which ``reports/gpu_jobs.md`` checks for two runs
-on one GPU at once.
+The turn's start and end (Unix ns) are written to ``<COOKBOOK_GPU_TURN_RECORD>-<pid>.json``, one
+file per process (a cold/warm start runs three processes in one job, each with its own turn); the
+wrapper copies them into its GPU job record (``gpu_turns``), which ``reports/gpu_jobs.md`` checks
+for two runs on one GPU at once.
 """
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ RECORD_VARIABLE = "COOKBOOK_GPU_TURN_RECORD"
 
 #: the open lock file of this process's turn (kept open, so locked, until the process exits)
 _held = None
+
+
+def turn_record_path(prefix: str, pid: int) -> str:
+    """Where process ``pid`` of a job writes its turn (``COOKBOOK_GPU_TURN_RECORD`` is the prefix)."""
+    return f"{prefix}-{pid}.json"
 
 
 def take_turn(what: str, environ=os.environ) -> dict | None:
@@ -58,8 +64,9 @@ def take_turn(what: str, environ=os.environ) -> dict | None:
     turn = {"asked_unix_ns": asked, "started_unix_ns": time.time_ns()}
     turn["waited_s"] = (turn["started_unix_ns"] - asked) / 1e9
     _held = (f, turn)
-    record_path = settings.text(RECORD_VARIABLE, environ)
-    if record_path:
+    record_prefix = settings.text(RECORD_VARIABLE, environ)
+    if record_prefix:
+        record_path = turn_record_path(record_prefix, os.getpid())
         write_json_atomic(record_path, turn)
 
         def _ended() -> None:

@@ -11,10 +11,10 @@ goes through :func:`gpu_job`. It picks the GPU:
   profilers never share one.
 - ``default``: one GPU (config ``gpus: 1``): CUDA's device 0, one job at a time (the lock of
   GPU 0), whatever Snakemake's ``--resources gpu=K`` lets through.
-- ``turns``: one GPU, and the job is one of a step's measurement runs (``turns=True``): the job does
-  not hold GPU 0's lock; the run inside takes it for its GPU part (:mod:`workloads.gpu_turn`), so
-  that K jobs let through at once start and finish beside each other and take turns on the GPU.
-  Its record lists the turns (``gpu_turns``).
+- ``turns``: one GPU, and the job is one of a step's measurement runs or a cold/warm start
+  (``turns=True``): the job does not hold GPU 0's lock; each run inside takes it for its GPU part
+  (:mod:`workloads.gpu_turn`), so that K jobs let through at once start and finish beside each
+  other and take turns on the GPU. Its record lists the turns (``gpu_turns``), one per run.
 
 When the job ends (also when it fails), one JSON file per job is written to
 ``<work-dir>/gpu-jobs/``: when it started and ended (Unix ns), the command, how the GPU was chosen,
@@ -133,18 +133,20 @@ def _write_record(work_dir: str | os.PathLike, record: dict) -> Path:
     return folder / name
 
 
-def _read_turn(path: Path) -> list[dict]:
-    """The turn the run wrote (workloads.gpu_turn), as the record's ``gpu_turns``; [] when the run
-    ended before its turn. A turn without an end (the run was killed) ends when the job does."""
-    try:
-        with open(path) as f:
-            turn = json.load(f)
-    except FileNotFoundError:
-        return []
-    finally:
-        path.unlink(missing_ok=True)
-    return [{"started_unix_ns": turn["started_unix_ns"], "ended_unix_ns": turn.get("ended_unix_ns", time.time_ns()),
-             "waited_s": turn["waited_s"]}]
+def _read_turns(prefix: Path) -> list[dict]:
+    """The turns the job's runs wrote (workloads.gpu_turn, one file per process), in order, as the
+    record's ``gpu_turns``; [] when every run ended before its turn. A turn without an end (the run
+    was killed) ends when the job does."""
+    turns = []
+    for path in prefix.parent.glob(f"{prefix.name}-*.json"):
+        try:
+            with open(path) as f:
+                turn = json.load(f)
+        finally:
+            path.unlink(missing_ok=True)
+        turns.append({"started_unix_ns": turn["started_unix_ns"],
+                      "ended_unix_ns": turn.get("ended_unix_ns", time.time_ns()), "waited_s": turn["waited_s"]})
+    return sorted(turns, key=lambda t: t["started_unix_ns"])
 
 
 @contextlib.contextmanager
@@ -171,9 +173,9 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
         elif turns:
             assigned_by = "turns"
             locks = lock_folder(work_dir)
-            turn_record = locks / f"turn-{os.getpid()}-{time.time_ns()}.json"
+            turn_records = locks / f"turn-{os.getpid()}-{time.time_ns()}"
             env[gpu_turn.LOCK_VARIABLE] = str(locks / "gpu0.lock")
-            env[gpu_turn.RECORD_VARIABLE] = str(turn_record)
+            env[gpu_turn.RECORD_VARIABLE] = str(turn_records)
         else:
             assigned_by = "default"
             # one GPU: jobs still take turns on it, even if more were let through at once
@@ -208,5 +210,5 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
         finally:
             record["ended_unix_ns"] = time.time_ns()
             if assigned_by == "turns":
-                record["gpu_turns"] = _read_turn(turn_record)
+                record["gpu_turns"] = _read_turns(turn_records)
             _write_record(work_dir, record)
