@@ -465,8 +465,9 @@ def step_cold(wc, profiler=None):
     and ``--shared-cache <recipe>`` when the recipe's framework compiles outside what its runs
     measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp; PyCUDA's
     nvcc), so that a program is compiled once per pipeline run, not once per process. Cold/warm
-    starts take turns too (workloads/tools/coldwarm.py, each of its processes); experiments and the
-    suite's own runs use COLD as it is: they hold the GPU throughout.
+    starts take turns too (workloads/tools/coldwarm.py, each of its processes), and the experiments
+    a recipe lists in experiments_in_turns (experiment_cold); the other experiments and the suite's
+    own runs use COLD as it is: they hold the GPU throughout.
 
     ``profiler="nsys"``: the shared cache only for a step whose setup compiles every program its
     calls run (Recipe.compiles_in_setup): the nsys run's first call is the cold-start page's "first
@@ -516,11 +517,13 @@ def _experiment_cache_step(wc):
 
 
 def experiment_cold(wc):
-    """The cold wrapper of an experiment: it holds the GPU throughout, with fresh caches, except the
-    recipe's shared compile cache where the experiment loads its programs from there."""
+    """The cold wrapper of an experiment: it holds the GPU throughout, unless its processes take
+    turns (Recipe.experiments_in_turns), with fresh caches, except the recipe's shared compile
+    cache where the experiment loads its programs from there."""
+    cold = f"{COLD} --turns" if wc.experiment in RECIPES[wc.workload].experiments_in_turns else COLD
     if _experiment_cache_step(wc) is None:
-        return COLD
-    return f"{COLD} --shared-cache {shlex.quote(wc.workload)}"
+        return cold
+    return f"{cold} --shared-cache {shlex.quote(wc.workload)}"
 
 
 def experiment_compiled_first(wc):

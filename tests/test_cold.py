@@ -572,8 +572,20 @@ def test_the_allocator_experiment_loads_jaxs_shared_cache_after_the_timed_run_th
     coldstart = [c for c in commands if "exp_coldstart" in c]
     assert len(allocator) == len(coldstart) == 1
     assert " --shared-cache jax_matmul " in allocator[0] and "--shared-cache" not in coldstart[0]
+    # the allocator's processes take turns (Recipe.experiments_in_turns); the cold-start one holds the GPU
+    assert " --turns " in allocator[0] and " --turns " not in coldstart[0]
     timed = next(i for i, c in enumerate(lines) if "--tag timed " in c and "--variant float32 --size 8192 " in c)
     assert timed < lines.index(allocator[0])
+
+
+def test_a_recipe_names_only_its_own_experiments_as_taking_turns():
+    from workloads.contract import Recipe, WorkloadError
+
+    common = dict(name="r", title="R", seed_document="000", framework="jax", requires=(), variants=("a",),
+                  default_size=1, size_meaning="n", experiments=("e",))
+    assert Recipe(**common, experiments_in_turns=("e",)).experiments_in_turns == ("e",)
+    with pytest.raises(WorkloadError, match="experiments_in_turns names unknown experiments"):
+        Recipe(**common, experiments_in_turns=("x",))
 
 
 def test_a_recipe_cannot_load_an_experiment_from_a_step_that_does_not_compile_in_setup():

@@ -225,6 +225,10 @@ class Recipe:
     #: rather than each compiling the same programs: (experiment, variant, size), the step whose timed
     #: run compiles those programs first. An experiment that measures compiling is never listed.
     experiments_from_cache: tuple[tuple[str, str, int], ...] = ()
+    #: experiments every process of which takes its turn on a GPU the pipeline's runs share
+    #: (workloads/gpu_turn.py: from before its GPU setup to its exit) and measures nothing the wait
+    #: could enter; the others hold the GPU for their whole run
+    experiments_in_turns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         parents = dict(self.improves_on)
@@ -242,6 +246,9 @@ class Recipe:
         unknown = sorted(set(self.compiles_in_setup) - set(self.variants))
         if unknown:
             raise WorkloadError(f"recipe {self.name!r}: compiles_in_setup names unknown variants {unknown}")
+        unknown = sorted(set(self.experiments_in_turns) - set(self.experiments))
+        if unknown:
+            raise WorkloadError(f"recipe {self.name!r}: experiments_in_turns names unknown experiments {unknown}")
         for experiment, variant, size in self.experiments_from_cache:
             if experiment not in self.experiments or variant not in self.compiles_in_setup or size < 1:
                 raise WorkloadError(f"recipe {self.name!r}: experiments_from_cache names ({experiment!r}, {variant!r}, "

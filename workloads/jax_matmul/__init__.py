@@ -54,4 +54,7 @@ RECIPE = Recipe(
     # the allocator settings run float32 at 8192 (exp_allocator's defaults), the programs that step's
     # timed run compiles: XLA autotuned them for ~17 s in each of the five processes (H200)
     experiments_from_cache=(("allocator", "float32", 8192),),
+    # each setting's process takes its turn before JAX touches the GPU (its times are the calls';
+    # its memory the allocator's): its start-up and nsys's report go on beside other runs' turns
+    experiments_in_turns=("allocator",),
 )

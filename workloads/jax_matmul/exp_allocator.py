@@ -26,6 +26,10 @@ calls, the check's relative error, and the nsys command. The analysis
 
     python -m workloads.jax_matmul.exp_allocator --out-dir DIR --nsys NSYS --ncu NCU --python PYTHON
 
+In the pipeline each setting's process waits for its turn on the GPU before JAX touches it
+(``Recipe.experiments_in_turns``, ``workloads/gpu_turn.py``): what it measures (the calls' times, the
+memory held) starts after the wait, and its start-up and nsys's report go on beside other runs.
+
 The settings load the programs from the recipe's shared compile cache, which the step's timed run
 fills first (``Recipe.experiments_from_cache``; the pipeline runs the experiment with ``--shared-cache``):
 none of them compiles or autotunes, so each peak is what its allocator holds for the program's own
@@ -123,10 +127,14 @@ def run_child(variant: str, size: int, warmup: int, repeats: int, setting: str) 
     """One setting, in this process (its environment already set): setup, calls, memory, check."""
     import jax
 
-    from workloads import annotate, provenance
+    from workloads import annotate, gpu_turn, provenance
     from workloads.jax_matmul import RECIPE
 
     v = RECIPE.variant_class(variant)(size=size)
+    # CPU work first (nvidia-smi, versions); then, on a GPU the pipeline's runs share, wait for its
+    # turn before JAX's backend touches the GPU, and hold it to the exit (a no-op by hand)
+    provenance_record = provenance.collect(("jax", "jaxlib"))
+    gpu_turn.take_turn(f"{RECIPE_NAME}/{EXPERIMENT} {setting}")
 
     def ph(name: str, payload: int | None = None):
         return annotate.phase(RECIPE_NAME, v.name, name, payload)
@@ -166,7 +174,7 @@ def run_child(variant: str, size: int, warmup: int, repeats: int, setting: str) 
                                                 f"{RECIPE_NAME}/{v.name} size {v.size} ({setting})")
     record["tolerance"] = v.tolerance
     v.teardown()
-    record["provenance"] = provenance.collect(("jax", "jaxlib"))
+    record["provenance"] = provenance_record
     return record
 
 
