@@ -53,7 +53,9 @@ RECORD_SCHEMA = {
         "killed_by": _TEXT_OR_NULL,
         "gpu_turns": {"type": "array", "items": {
             "type": "object", "required": ["started_unix_ns", "ended_unix_ns"],
-            "properties": {"started_unix_ns": _NS, "ended_unix_ns": _NS, "waited_s": {"type": "number"}}}},
+            "properties": {"started_unix_ns": _NS, "ended_unix_ns": _NS, "waited_s": {"type": "number"},
+                           # the process died before writing its end: the end is a bound (gpu_jobs._read_turns)
+                           "end_unknown": {"type": "boolean"}}}},
     },
 }
 #: a pause longer than this between jobs starts a new run (a pipeline resumed another day)

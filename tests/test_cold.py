@@ -491,6 +491,23 @@ def test_a_job_holding_the_gpu_throughout_keeps_turn_takers_off_it(tmp_path):
     assert "gpu_turns" not in records["default"]
 
 
+def test_a_turn_whose_process_died_ends_when_the_jobs_next_turn_starts(tmp_path):
+    """A process that dies inside its turn (os._exit skips the end it would write, as a crash under
+    nsys did) held the GPU until the OS let go of its lock: no later than the next turn's start."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    take = "from workloads import gpu_turn; import os, time; gpu_turn.take_turn('p'); time.sleep(0.2)"
+    script = f"{sys.executable} -c \"{take}; os._exit(0)\"; sleep 0.5; {sys.executable} -c \"{take}\""
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--gpus", "1",
+                        "--turns", "--", "sh", "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    [record] = _job_records(tmp_path)
+    died, lived = record["gpu_turns"]
+    assert died["end_unknown"] is True and died["ended_unix_ns"] == lived["started_unix_ns"]
+    assert "end_unknown" not in lived and lived["ended_unix_ns"] < record["ended_unix_ns"]
+    assert lived["started_unix_ns"] - died["started_unix_ns"] > 0.6e9
+
+
 def test_a_run_that_fails_before_its_turn_records_none(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--gpus", "1",

@@ -135,18 +135,30 @@ def _write_record(work_dir: str | os.PathLike, record: dict) -> Path:
 
 def _read_turns(prefix: Path) -> list[dict]:
     """The turns the job's runs wrote (workloads.gpu_turn, one file per process), in order, as the
-    record's ``gpu_turns``; [] when every run ended before its turn. A turn without an end (the run
-    was killed) ends when the job does."""
+    record's ``gpu_turns``; [] when every run ended before its turn. A turn without an end (its
+    process was killed, or crashed, before it could write one) ended when the operating system let
+    go of its lock: at the latest when the job's next turn started, else when the job ended; its
+    ``end_unknown`` says that this end is a bound (an allocator setting that crashed under nsys
+    counted 70 s held instead of a few when every such turn ran to the job's end)."""
     turns = []
     for path in prefix.parent.glob(f"{prefix.name}-*.json"):
         try:
             with open(path) as f:
-                turn = json.load(f)
+                turns.append(json.load(f))
         finally:
             path.unlink(missing_ok=True)
-        turns.append({"started_unix_ns": turn["started_unix_ns"],
-                      "ended_unix_ns": turn.get("ended_unix_ns", time.time_ns()), "waited_s": turn["waited_s"]})
-    return sorted(turns, key=lambda t: t["started_unix_ns"])
+    turns.sort(key=lambda t: t["started_unix_ns"])
+    job_end = time.time_ns()
+    out = []
+    for i, turn in enumerate(turns):
+        entry = {"started_unix_ns": turn["started_unix_ns"], "waited_s": turn["waited_s"]}
+        if "ended_unix_ns" in turn:
+            entry["ended_unix_ns"] = turn["ended_unix_ns"]
+        else:
+            entry["ended_unix_ns"] = turns[i + 1]["started_unix_ns"] if i + 1 < len(turns) else job_end
+            entry["end_unknown"] = True
+        out.append(entry)
+    return out
 
 
 @contextlib.contextmanager
