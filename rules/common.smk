@@ -464,10 +464,11 @@ def step_cold(wc, profiler=None):
     workloads/gpu_turn.py: other runs' imports and profiler start-up and shutdown go on beside it),
     and ``--shared-cache <recipe>`` when the recipe's framework compiles outside what its runs
     measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp; PyCUDA's
-    nvcc), so that a program is compiled once per pipeline run, not once per process. Cold/warm
-    starts take turns too (workloads/tools/coldwarm.py, each of its processes), and the experiments
-    a recipe lists in experiments_in_turns (experiment_cold); the other experiments and the suite's
-    own runs use COLD as it is: they hold the GPU throughout.
+    nvcc), so that a program is compiled once per pipeline run, not once per process. The
+    experiments a recipe lists in experiments_in_turns take turns too (experiment_cold). Cold/warm
+    starts, the other experiments and the suite's own runs use COLD as it is: they hold the GPU
+    throughout (a cold/warm start taking turns measured 30-60% longer start-ups on an H200: its
+    imports and setup then ran beside other runs' CPU work and just after another process let the GPU go).
 
     ``profiler="nsys"``: the shared cache only for a step whose setup compiles every program its
     calls run (Recipe.compiles_in_setup): the nsys run's first call is the cold-start page's "first

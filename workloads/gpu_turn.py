@@ -17,7 +17,7 @@ Without ``COOKBOOK_GPU_TURN_LOCK`` (a run by hand, a SLURM job with its own GPU,
 several GPUs where the wrapper holds one for the whole job) :func:`take_turn` does nothing.
 
 The turn's start and end (Unix ns) are written to ``<COOKBOOK_GPU_TURN_RECORD>-<pid>.json``, one
-file per process (a cold/warm start runs three processes in one job, each with its own turn); the
+file per process (JAX's allocator experiment runs five in one job, each with its own turn); the
 wrapper copies them into its GPU job record (``gpu_turns``), which ``reports/gpu_jobs.md`` checks
 for two runs on one GPU at once.
 """

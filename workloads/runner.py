@@ -355,8 +355,6 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
             "imported_unix_ns": _IMPORTED_UNIX_NS,
             "setup_done_unix_ns": setup_done,
             "first_result_unix_ns": first_result,
-            # between the imports and the setup: time a user's process would not spend
-            "gpu_turn_waited_s": turn["waited_s"] if turn is not None else 0.0,
         }
     elif args.mode == "run":
         t0 = time.perf_counter()

@@ -14,10 +14,7 @@ same private cache folders (see :mod:`workloads.tools.cold`):
    alone saves.
 
 Each record splits the time: interpreter start and suite import, setup (GPU library import,
-context, inputs), and the first call (JIT compilation, module load, launch, run). On a GPU the
-pipeline's runs share, each process waits for its turn on the GPU after its imports
-(:mod:`workloads.gpu_turn`), as the step's measurement runs do; the wait is recorded
-(``gpu_turn_waited_s``) and left out of the setup and the time to the first result. The cache
+context, inputs), and the first call (JIT compilation, module load, launch, run). The cache
 folder is removed at the end, through :func:`workloads.tools.cold.safe_rmtree`.
 """
 from __future__ import annotations
@@ -46,20 +43,16 @@ class ColdWarmError(RuntimeError):
 
 
 def phases(first_result: dict) -> dict:
-    """Seconds per phase from the runner's wall-clock stamps. A wait for the GPU's turn (between
-    the package imports and the setup, on a GPU the pipeline's runs share) is not the start-up's:
-    it is left out of the setup and the time to the first result, and recorded on its own."""
+    """Seconds per phase from the runner's wall-clock stamps."""
     launch = first_result["launch_unix_ns"]
     imported = first_result["imported_unix_ns"]
     setup = first_result["setup_done_unix_ns"]
     done = first_result["first_result_unix_ns"]
-    waited_s = first_result.get("gpu_turn_waited_s", 0.0)
     return {
-        "time_to_first_result_s": (done - launch) / 1e9 - waited_s,
+        "time_to_first_result_s": (done - launch) / 1e9,
         "interpreter_and_suite_import_s": (imported - launch) / 1e9,
-        "setup_s": (setup - imported) / 1e9 - waited_s,
+        "setup_s": (setup - imported) / 1e9,
         "first_call_s": (done - setup) / 1e9,
-        "gpu_turn_waited_s": waited_s,
     }
 
 
@@ -97,10 +90,8 @@ def run_once(cmd: Sequence[str], env: dict, label: str, job: dict | None = None)
 def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1) -> dict:
     env, run_dir = fresh_cache_env(work_dir, "coldwarm", os.environ)
     try:
-        # the three processes are one job; on a GPU the pipeline's runs share, each takes its turn
-        # from its setup to its exit (workloads/gpu_turn.py), so that its interpreter start and
-        # imports go on beside another run's GPU work, and the wait is left out of its phases
-        with gpu_job(work_dir, gpus, env, "coldwarm", cmd, turns=True) as job:
+        # the three processes are one job on one GPU
+        with gpu_job(work_dir, gpus, env, "coldwarm", cmd) as job:
             results = {}
             for label, extra in RUNS:
                 print(f"coldwarm: {label}: {' '.join(cmd)}", file=sys.stderr, flush=True)

@@ -11,10 +11,10 @@ goes through :func:`gpu_job`. It picks the GPU:
   profilers never share one.
 - ``default``: one GPU (config ``gpus: 1``): CUDA's device 0, one job at a time (the lock of
   GPU 0), whatever Snakemake's ``--resources gpu=K`` lets through.
-- ``turns``: one GPU, and the job is one of a step's measurement runs or a cold/warm start
-  (``turns=True``): the job does not hold GPU 0's lock; each run inside takes it for its GPU part
-  (:mod:`workloads.gpu_turn`), so that K jobs let through at once start and finish beside each
-  other and take turns on the GPU. Its record lists the turns (``gpu_turns``), one per run.
+- ``turns``: one GPU, and the job is one of a step's measurement runs or an experiment whose
+  processes take turns (``turns=True``): the job does not hold GPU 0's lock; each run inside takes
+  it for its GPU part (:mod:`workloads.gpu_turn`), so that K jobs let through at once start and
+  finish beside each other and take turns on the GPU. Its record lists the turns (``gpu_turns``), one per run.
 
 When the job ends (also when it fails), one JSON file per job is written to
 ``<work-dir>/gpu-jobs/``: when it started and ended (Unix ns), the command, how the GPU was chosen,
