@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 import types
 
 import numpy as np
@@ -251,21 +252,49 @@ def test_energy_per_call_from_samples_the_counter_moved_across():
     assert 5 < t["energy_per_call_j"] < 50  # an H200 at 134-156 W for ~80 ms: about 10 J
 
 
+def _counter_updating_every(period_s: float, watts: float, read_s: float = 0.001):
+    """An energy counter like an H100's: it holds the energy up to its last update, and updates
+    every ``period_s`` of the real clock (a read takes ``read_s``, as NVML's takes ~3 ms)."""
+    def read(handle):
+        time.sleep(read_s)
+        return int(time.perf_counter() // period_s * period_s * watts * 1e3)
+    return read
+
+
+class SleepingVariant(FakeVariant):
+    """A call that keeps the (fake) GPU busy for ``call_s`` of real time."""
+
+    def __init__(self, log: Log, call_s: float) -> None:
+        super().__init__(log)
+        self.call_s = call_s
+
+    def synchronize(self):
+        time.sleep(self.call_s)
+        super().synchronize()
+
+
 def test_a_short_calls_energy_comes_from_calls_back_to_back_not_from_the_timed_loop(monkeypatch):
     """The counter cannot resolve one short call; the timed loop's energy includes its gaps (NVML
     reads, the sampling rule's statistics), so it is never shown as the call's. Calls run back to
-    back for a second after the samples are measured instead, each synchronized like a sample."""
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+    back after the samples are measured instead, each synchronized like a sample, and their power
+    is read between counter updates seen while they run."""
+    fake = _fake_pynvml()
+    fake.nvmlDeviceGetTotalEnergyConsumption = _counter_updating_every(0.02, watts=250.0)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
     gpu = telemetry.Telemetry.open(pci_bus_id=lambda: "00000000:19:00.0")
     log = Log()
-    out = runner.timed_calls(FakeVariant(log), _ph, sampling.SamplingRule.fixed(10), "warm", gpu=gpu,
-                             clock=FakeClock(1e-3), energy_burst_s=0.05)
+    out = runner.timed_calls(SleepingVariant(log, 0.002), _ph, sampling.SamplingRule.fixed(10), "warm", gpu=gpu,
+                             energy_burst_s=0.3)
     burst = out["telemetry"]["burst"]
-    # after the 10 samples: steps each followed by a synchronize until 50 ms of the clock passed
+    # after the 10 samples: steps each followed by a synchronize, until 0.3 s passed and the counter
+    # updated three times among them
     tail = log[log.index("step", len(log) - 2 * burst["calls"] - 1):]
     assert tail == ["step", "sync"] * burst["calls"] and burst["calls"] >= 2
-    assert burst["energy_per_call_j"] == pytest.approx(burst["energy_j"] / burst["calls"])
-    assert burst["mean_power_w"] == pytest.approx(burst["energy_j"] / burst["wall_s"])
+    assert burst["wall_s"] >= 0.3 and burst["counter_updates"] >= telemetry.MIN_BURST_UPDATES
+    # the power between updates is the counter's 250 W (a read's 1 ms, and the thread's scheduling
+    # on a busy test machine, off at each end of a ~0.25 s window)
+    assert burst["mean_power_w"] == pytest.approx(250.0, rel=0.15)
+    assert burst["energy_per_call_j"] == pytest.approx(burst["mean_power_w"] * burst["wall_s"] / burst["calls"])
     # the burst's energy is the call's (a sample's window holds the host's share too)
     assert telemetry.energy_per_call(out["telemetry"]) == (burst["energy_per_call_j"],
                                                            f"{burst['calls']} calls back to back")
@@ -274,13 +303,38 @@ def test_a_short_calls_energy_comes_from_calls_back_to_back_not_from_the_timed_l
     assert all(s[side]["energy_mj"] is None and s[side]["sm_clock_mhz"] == 1980
                for s in out["telemetry"]["per_sample"] for side in ("before", "after"))
     # without a burst the samples' windows are what is left
-    samples_only = runner.timed_calls(FakeVariant(Log()), _ph, sampling.SamplingRule.fixed(10), "warm", gpu=gpu,
-                                      clock=FakeClock(1e-3), energy_burst_s=0)["telemetry"]
+    samples_only = runner.timed_calls(SleepingVariant(Log(), 0.03), _ph, sampling.SamplingRule.fixed(10), "warm",
+                                      gpu=gpu, energy_burst_s=0)["telemetry"]
     assert telemetry.energy_per_call(samples_only) == (samples_only["energy_per_call_j"], telemetry.SAMPLE_WINDOWS)
     # a loop figure alone is not an energy per call
     alone = {"available": True, "energy_per_call_j": None, "loop_energy_per_call_j": 8.8, "burst": None,
              "energy_note": "the energy counter moved during 1 of 30 samples: too coarse for calls this short"}
     assert telemetry.energy_per_call(alone) == (None, alone["energy_note"])
+
+
+def test_burst_energy_takes_the_power_between_the_second_and_the_last_update_inside_the_calls():
+    """Reads at arbitrary times are up to one update period off at each end (±10% of a 1 s burst
+    with an H100's 100 ms updates); updates seen inside the calls are not. The first update may
+    still hold energy from before the calls, so it only opens the window."""
+    # calls from 1.00 to 2.00 s; updates every 100 ms at 300 W, but the one at 1.05 s also holds
+    # the idle 50 ms before the calls (at 60 W)
+    updates = [(0.95, 1_000)]
+    energy_mj = 1_000 + 60 * 50 + 300 * 0  # what the counter says at 1.05: idle until 1.00, then calls
+    updates.append((1.05, energy_mj))
+    for i in range(1, 10):
+        energy_mj += 300 * 100
+        updates.append((1.05 + i * 0.1, energy_mj))
+    b = telemetry.burst_energy(updates, 1.0, 2.0, calls=400)
+    assert b["counter_updates"] == 10 and b["window_s"] == pytest.approx(0.8)
+    assert b["mean_power_w"] == pytest.approx(300.0) and b["energy_per_call_j"] == pytest.approx(300.0 / 400)
+    # two reads around the burst would have said (counter at 2.00 - counter at 1.00) / 400 calls:
+    # 273 J, the last 50 ms of calls missing and 50 ms of idle in: 9% low here
+    two_reads = (updates[-1][1] - updates[0][1]) / 1e3 / 400
+    assert two_reads / b["energy_per_call_j"] == pytest.approx(0.91)
+    # too few updates inside the calls: no energy, and why
+    short = telemetry.burst_energy(updates[:3], 1.0, 1.2, calls=80)
+    assert short["energy_per_call_j"] is None and "updated 2 times" in short["energy_note"]
+    assert telemetry.energy_per_call({"available": True, "burst": short}) == (None, short["energy_note"])
 
 
 def test_no_burst_without_nvml_or_in_cold_l2_mode(monkeypatch):

@@ -179,28 +179,32 @@ def timed_step(v: Variant, ph, i: int) -> float:
         return ev.elapsed_ms()
 
 
-def energy_burst(v, gpu, min_s: float, clock=time.perf_counter) -> dict | None:
-    """The energy of calls run back to back, each followed by a synchronize as in the timed samples,
-    for at least ``min_s`` seconds: NVML's energy counter advances in steps tens of ms apart, so a
-    call of a few ms needs many in a row to be measured. None without NVML or an energy counter."""
+def energy_burst(v, gpu, min_s: float, clock=time.perf_counter, max_s: float | None = None) -> dict | None:
+    """The energy per call of calls run back to back, each followed by a synchronize as in the timed
+    samples, for at least ``min_s`` seconds and until NVML's counter has updated
+    :data:`telemetry.MIN_BURST_UPDATES` times among them (at most ``max_s``, default 4 x ``min_s``
+    + 1 s): the counter updates every ~100 ms, so a call of a few ms needs many in a row, and its
+    energy is read between two updates the watch thread saw (:func:`telemetry.burst_energy`),
+    not between two arbitrary reads. None without NVML or an energy counter."""
     if min_s <= 0 or not gpu.available:
         return None
     v.synchronize()
-    before = gpu.snapshot() or {}
-    if before.get("energy_mj") is None:
+    if gpu.energy_mj() is None:
         return None
-    t0, calls = clock(), 0
-    while calls < 1 or clock() - t0 < min_s:
-        v.step()
-        v.synchronize()
-        calls += 1
-    wall_s = clock() - t0
-    after = gpu.snapshot() or {}
-    if after.get("energy_mj") is None:
-        return None
-    joules = (after["energy_mj"] - before["energy_mj"]) / 1e3
-    return {"calls": calls, "wall_s": wall_s, "energy_j": joules, "energy_per_call_j": joules / calls,
-            "mean_power_w": joules / wall_s if wall_s > 0 else None}
+    max_s = 4 * min_s + 1.0 if max_s is None else max_s
+    calls = 0
+    with telemetry.EnergyWatch(gpu.energy_mj, clock) as watch:
+        t0 = clock()
+        while True:
+            v.step()
+            v.synchronize()
+            calls += 1
+            elapsed = clock() - t0
+            if elapsed >= max_s or (elapsed >= min_s and
+                                    sum(1 for t, _ in watch.updates if t > t0) >= telemetry.MIN_BURST_UPDATES):
+                break
+        t1 = clock()
+    return telemetry.burst_energy(watch.updates, t0, t1, calls)
 
 
 def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=None, gpu=None,

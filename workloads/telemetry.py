@@ -11,9 +11,18 @@ of the differences over all samples divided by their number, and ``loop_energy_p
 the whole timed loop's energy (idle gaps between samples included) over its calls. Where the
 samples are too short for the counter, ``burst`` holds the energy of calls run back to back for
 a second after them: the call's energy, measured (:func:`energy_per_call` picks).
+
+The counter holds the energy up to its last update, and updates only every ~100 ms (an H100,
+driver 580: 13-15 updates in 1.5 s, 97-103 ms apart, measured by polling it), so the difference
+between two reads taken at arbitrary times covers the updates' window, not the reads': up to one
+update period off at each end, ±10% of a one-second burst. The burst therefore reads the counter
+in a thread of its own while the calls run (:class:`EnergyWatch`) and takes the mean power
+between two updates it saw inside the calls (:func:`burst_energy`).
 """
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any, Callable
 
 #: reasons that mean the clocks were held down (not idle, not an application setting)
@@ -101,6 +110,10 @@ class Telemetry:
             "throttled": None if names is None else any(r in THROTTLING for r in names),
         }
 
+    def energy_mj(self) -> int | None:
+        """The total-energy counter (mJ) alone; None where the GPU has none."""
+        return self._get("nvmlDeviceGetTotalEnergyConsumption") if self.available else None
+
     def device_state(self) -> dict:
         """For provenance: the settings that decide the clocks, and a snapshot."""
         if not self.available:
@@ -111,6 +124,66 @@ class Telemetry:
                 "snapshot": self.snapshot()}
 
 
+class EnergyWatch:
+    """NVML's energy counter read over and over in a thread of its own, keeping (time, mJ) at each
+    change it sees: the updates' times within one read (~3 ms on an H100) of when they happened.
+    The read releases the GIL (a ctypes call), so the calls beside it in the main thread go on.
+
+        with EnergyWatch(gpu.energy_mj) as watch:
+            ...calls...
+        watch.updates
+    """
+
+    def __init__(self, read_mj: Callable[[], int | None], clock: Callable[[], float] = time.perf_counter) -> None:
+        self._read, self._clock = read_mj, clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="energy-watch", daemon=True)
+        self.updates: list[tuple[float, int]] = []
+
+    def _run(self) -> None:
+        last = self._read()
+        while not self._stop.is_set():
+            now_mj = self._read()
+            if now_mj is None:
+                return
+            if now_mj != last:
+                self.updates.append((self._clock(), now_mj))
+                last = now_mj
+
+    def __enter__(self) -> "EnergyWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+#: counter updates the burst must see inside its calls: the first one may still hold energy from
+#: before them (the update's own averaging), so power is taken from the second to the last
+MIN_BURST_UPDATES = 3
+
+
+def burst_energy(updates: list[tuple[float, int]], calls_start: float, calls_end: float, calls: int) -> dict:
+    """The energy per call of ``calls`` calls run back to back from ``calls_start`` to ``calls_end``
+    (clock seconds), from the counter ``updates`` (time, mJ) seen meanwhile: the mean power between
+    the second and the last update inside the calls, times the calls' wall time per call. With
+    fewer than :data:`MIN_BURST_UPDATES` updates inside, no energy (``energy_note`` says why)."""
+    wall_s = calls_end - calls_start
+    inside = [(t, mj) for t, mj in updates if calls_start < t <= calls_end]
+    out = {"calls": calls, "wall_s": wall_s, "counter_updates": len(inside), "window_s": None, "energy_j": None,
+           "mean_power_w": None, "energy_per_call_j": None, "energy_note": None}
+    if len(inside) < MIN_BURST_UPDATES:
+        out["energy_note"] = (f"the energy counter updated {len(inside)} times in {wall_s:.2f} s of calls: "
+                              f"fewer than {MIN_BURST_UPDATES}")
+        return out
+    (t_a, mj_a), (t_b, mj_b) = inside[1], inside[-1]
+    joules = (mj_b - mj_a) / 1e3
+    power_w = joules / (t_b - t_a)
+    out.update(window_s=t_b - t_a, energy_j=joules, mean_power_w=power_w, energy_per_call_j=power_w * wall_s / calls)
+    return out
+
+
 #: the least number of samples across which the energy counter must have moved for the samples'
 #: own energy to be reported: NVML's counter advances in steps (tens of ms apart on an H200), so a
 #: few ms-long samples may see none of them, and their sum would read 0 J
@@ -118,7 +191,7 @@ MIN_ENERGY_STEPS = 10
 
 
 #: seconds of back-to-back calls whose energy the counter measures when the samples' own is too
-#: coarse (workloads.runner.energy_burst): tens of the counter's steps
+#: coarse (workloads.runner.energy_burst): ~10 of the counter's updates on an H100
 ENERGY_BURST_S = 1.0
 
 
@@ -140,7 +213,7 @@ def energy_per_call(t: dict | None) -> tuple[float | None, str]:
         return burst["energy_per_call_j"], f"{burst['calls']} calls back to back"
     if t.get("energy_per_call_j") is not None:
         return t["energy_per_call_j"], SAMPLE_WINDOWS
-    return None, t.get("energy_note") or "no energy counter"
+    return None, burst.get("energy_note") or t.get("energy_note") or "no energy counter"
 
 
 def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | None], calls: int,
