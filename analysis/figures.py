@@ -187,7 +187,10 @@ def timeline_variants(runs: Sequence[dict]) -> list[dict]:
 def trace_span(runs: Sequence[dict]) -> str:
     """What the nsys traces of ``runs`` (run summaries) hold: a capture range (nsys --capture-range)
     leaves only the calls in the trace."""
-    return "capture range (the calls only)" if any(r["nsys_capture_range"] for r in runs) else "whole run"
+    spans = {bool(r["nsys_capture_range"]) for r in runs}
+    if spans == {True}:
+        return "capture range (the calls only)"
+    return "whole run" if spans == {False} else "whole run or capture range (the calls only), by step"
 
 
 def timeline_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, title: str) -> None:

@@ -5,9 +5,10 @@ Reads the records :mod:`workloads.tools.gpu_jobs` writes, one JSON file per job,
 :mod:`analysis.gpu_jobs_markdown`, the figure in :func:`analysis.figures.gpu_jobs_figure`.
 
 A job *holds* its GPU from its start to its end, except a measurement run (or an experiment whose
-processes do) that takes turns on a GPU it shares with other jobs (``assigned_by: turns``, :mod:`workloads.gpu_turn`): that one holds
-it only during the turns its record lists (``gpu_turns``), and its imports and the profiler's start
-and finish run beside another job's turn by design. Two jobs *overlap* when the times they hold
+processes do) that takes turns on a GPU it shares with other jobs (``assigned_by: turns``,
+:mod:`workloads.gpu_turn`): that one holds it only during the turns its record lists
+(``gpu_turns``), and its imports and the profiler's start and finish run beside another job's turn
+by design. Two jobs *overlap* when the times they hold
 the GPU intersect on one host. An overlap on one physical GPU (same UUID) is a *shared GPU*: two
 profilers measured each other. An overlap where a GPU is unknown (no nvidia-smi, or several GPUs
 and nobody chose) cannot be judged and says so.

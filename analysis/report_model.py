@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 
 from analysis import verdicts
 from analysis.floors import AT_RATE_FACTOR, Floor, floor
+from analysis.limiter import fastest_steady_call
 from analysis.ncu import COLLECTION_FULL, COLLECTION_METRICS, COLLECTION_NO_INSTRUMENTED, INSTRUMENTED_SECTIONS
 from workloads import sources
 
@@ -360,8 +361,6 @@ def time_at_stake_ms(finding: dict, run: dict) -> float | None:
         # in the steady state (the fastest steady call, as the measured limiter reads it): a cache or
         # pool still filling up costs the first calls only, not the calls the median times (CuPy's fused
         # step at 4096 on an H200 allocated 0.11 and 0.25 ms in its first two calls, none in its third)
-        from analysis.limiter import fastest_steady_call  # noqa: PLC0415
-
         return (fastest_steady_call(run["nsys"]["calls"]).get("allocation_ns") or 0) / 1e6
     if fid == "gpu_gaps":
         return e["gap_ns"] / 1e6

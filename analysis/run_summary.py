@@ -22,6 +22,7 @@ from analysis import layout
 from analysis.errors import AnalysisInputError, UnknownSchemaVersion
 from analysis.gzfiles import existing_capture, open_capture_text, text_capture_exists
 from analysis.nsys.trace import NvtxRange, Trace, api_base_name
+from workloads.registry import BY_NAME
 
 SUITE_DOMAIN = "cookbook"
 #: the run summary's schema: raise it when a key changes meaning or goes away; readers refuse others
@@ -360,8 +361,6 @@ def captured_in_range(nsys_run: dict, workload: str) -> bool:
     the range for a recipe declaring one (Recipe.capture_range)."""
     if "capture_range" in nsys_run:
         return bool(nsys_run["capture_range"])
-    from workloads.registry import BY_NAME  # noqa: PLC0415 - the recipes' definitions only
-
     return BY_NAME[workload].capture_range
 
 

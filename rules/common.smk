@@ -85,7 +85,8 @@ for _name, _c in config["workloads"].items():
                 f"{_c['sizes']}, so {_v!r} would not run; set its variant_sizes where the sizes are set"
             )
     for _v in _c["ncu"].get("variants", []):
-        if not any(_s in _c["ncu"]["sizes"] and _s in (_c.get("variant_sizes") or {}).get(_v, [_s]) for _s in _c["sizes"]):
+        _runs_at = (_c.get("variant_sizes") or {}).get(_v, _c["sizes"])
+        if not set(_runs_at) & set(_c["sizes"]) & set(_c["ncu"]["sizes"]):
             raise ValueError(
                 f"rules/config.yaml: workloads.{_name}.ncu.variants: {_v!r} runs at none of ncu.sizes "
                 f"{_c['ncu']['sizes']}, so ncu would not profile it"
@@ -467,8 +468,9 @@ def step_cold(wc, profiler=None):
     nvcc), so that a program is compiled once per pipeline run, not once per process. The
     experiments a recipe lists in experiments_in_turns take turns too (experiment_cold). Cold/warm
     starts, the other experiments and the suite's own runs use COLD as it is: they hold the GPU
-    throughout (a cold/warm start taking turns measured 30-60% longer start-ups on an H200: its
-    imports and setup then ran beside other runs' CPU work and just after another process let the GPU go).
+    throughout: taking turns, cold/warm starts measured 30-60% longer on one H200 than on another
+    without turns (each phase longer; the machine's other phases 8-14%), likely from imports and
+    setup running beside other runs' CPU work or right after another process let the GPU go.
 
     ``profiler="nsys"``: the shared cache only for a step whose setup compiles every program its
     calls run (Recipe.compiles_in_setup): the nsys run's first call is the cold-start page's "first

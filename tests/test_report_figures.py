@@ -128,3 +128,12 @@ def test_short_kernel_names():
     assert figures.short_kernel_name("cupy_square__float64_float64") == "cupy_square__float64_float64"
     long = _summary(next(r for r in RUNS if r.parts[-3] == "numba_ufunc"))["nsys"]["compute_kernels"][0]["name"]
     assert figures.short_kernel_name(long) in long and "(" not in figures.short_kernel_name(long)
+
+
+def test_a_caption_over_traces_of_both_kinds_says_so():
+    from analysis.figures import trace_span
+
+    ranged, whole = {"nsys_capture_range": True}, {"nsys_capture_range": False}
+    assert trace_span([ranged, ranged]) == "capture range (the calls only)"
+    assert trace_span([whole]) == "whole run"
+    assert trace_span([whole, ranged]) == "whole run or capture range (the calls only), by step"

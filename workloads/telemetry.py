@@ -18,8 +18,9 @@ between two reads taken at arbitrary times covers the updates' window, not the r
 update period off at each end, ±10% of a one-second burst. The burst therefore reads the counter
 in a thread of its own while the calls run (:class:`EnergyWatch`) and takes the mean power
 between two updates it saw inside the calls (:func:`burst_energy`). On an H200, five bursts of
-0.3 s per step: two reads spread 1.7-15% (one CuPy burst read 38% high), the updates 0.7-2.3%;
-at 1 s both about 1%, the updates' energy 1-3% above the reads' (whose window also held idle time).
+0.3 s for each of three steps: two reads spread 1.7-15% (one CuPy burst 33% above the others'
+median), the updates 0.7-2.3%; at 1 s both about 1%, the updates' energy 1-3% above the reads'
+(whose window can hold idle time from before the calls).
 """
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ class Telemetry:
             "mem_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_MEM),
             "temperature_c": self._get("nvmlDeviceGetTemperature", n.NVML_TEMPERATURE_GPU),
             "power_mw": self._get("nvmlDeviceGetPowerUsage"),
-            "energy_mj": self._get("nvmlDeviceGetTotalEnergyConsumption") if energy else None,
+            "energy_mj": self.energy_mj() if energy else None,
             "clock_event_reasons": mask,
             "clock_event_reason_names": names,
             "throttled": None if names is None else any(r in THROTTLING for r in names),
