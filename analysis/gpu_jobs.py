@@ -56,7 +56,9 @@ RECORD_SCHEMA = {
             "type": "object", "required": ["started_unix_ns", "ended_unix_ns"],
             "properties": {"started_unix_ns": _NS, "ended_unix_ns": _NS, "waited_s": {"type": "number"},
                            # the process died before writing its end: the end is a bound (gpu_jobs._read_turns)
-                           "end_unknown": {"type": "boolean"}}}},
+                           "end_unknown": {"type": "boolean"},
+                           # the run gave the GPU back before its exit (workloads.gpu_turn.release_turn)
+                           "released_before_exit": {"type": "boolean"}}}},
     },
 }
 #: a pause longer than this between jobs starts a new run (a pipeline resumed another day)

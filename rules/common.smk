@@ -536,9 +536,9 @@ def experiment_compiled_first(wc):
     return [] if step is None else timed_record_of(wc.workload, *step)
 
 
-def profiler_env(wc):
-    """``K=V ...`` the profiled runs of the workload's framework add (Framework.profiler_env)."""
-    added = FRAMEWORK(RECIPES[wc.workload].framework).profiler_env
+def measurement_env(wc):
+    """``K=V ...`` a step's timed and ncu runs add for the workload's framework (Framework.measurement_env)."""
+    added = FRAMEWORK(RECIPES[wc.workload].framework).measurement_env
     return " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(added.items()))
 
 

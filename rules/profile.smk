@@ -51,7 +51,7 @@ rule ceilings:
 
 # the timed run of a step (rules timed and timed_l2): warm-up, then samples until the median is known
 TIMED_SHELL = (
-    "{params.cold} --tag timed -- {params.python:q} -m workloads.{wildcards.workload}"
+    "{params.env} {params.cold} --tag timed -- {params.python:q} -m workloads.{wildcards.workload}"
     " --variant {wildcards.variant} --size {wildcards.size} --mode timed --l2 {params.l2}"
     " --warmup {params.warmup:q} --min-samples {params.repeats:q} --budget-s {params.budget:q}"
     " --energy-burst-s {params.burst:q} --output {output:q} > {log:q} 2>&1"
@@ -76,6 +76,8 @@ rule timed:
         budget=timing_setting("budget_s"),
         burst=timing_setting("energy_burst_s"),
         l2="warm",
+        # the framework's settings for measured runs (JAX: no preallocation)
+        env=measurement_env,
     resources:
         gpu=1,
     envmodules:
@@ -107,6 +109,7 @@ rule timed_l2:
         budget=timing_setting("budget_s"),
         burst=timing_setting("energy_burst_s"),
         l2=lambda wc: wc.l2mode,
+        env=measurement_env,
     resources:
         gpu=1,
     envmodules:
@@ -219,7 +222,7 @@ rule ncu:
         python=PYTHON,
         ncu=NCU,
         flags=ncu_flags,
-        env=profiler_env,
+        env=measurement_env,
         calls=ncu_calls,
         prefix=lambda wc, output: output.rep.removesuffix(".ncu-rep"),
     resources:
@@ -229,7 +232,7 @@ rule ncu:
     conda:
         CONDA_ENV
     shell:
-        # the framework's own settings for profiled runs (JAX: no preallocation, else ncu's kernel
+        # the framework's own settings for measured runs (JAX: no preallocation, else ncu's kernel
         # replay saves and restores ~105 GB per pass)
         "{params.env} {params.cold} --tag ncu -- {params.ncu:q} {params.flags} --force-overwrite"
         " --export {params.prefix:q} {params.python:q} -m workloads.{wildcards.workload}"

@@ -291,7 +291,7 @@ def test_a_cache_root_that_is_a_symlink_is_refused_before_anything_runs(tmp_path
 
 def test_a_steps_runs_share_the_compile_cache_they_are_given_and_nothing_else(tmp_path):
     """--shared-cache: JAX's compile cache is on and in <work>/cache/shared/KEY for every run given
-    KEY, and kept, and so are Warp's kernel cache and PyCUDA's nvcc cache; every other cache is still
+    KEY, and kept, and so are Warp's kernel cache, PyCUDA's nvcc cache and CuPy's (for cuDF); every other cache is still
     private and removed; without it JAX's cache is off."""
     probe = ("import json, os, sys; env = {v: os.environ.get(v) for v in %r}; "
              "d = env['JAX_COMPILATION_CACHE_DIR']; d and open(os.path.join(d, sys.argv[2]), 'w'); "
@@ -315,8 +315,9 @@ def test_a_steps_runs_share_the_compile_cache_they_are_given_and_nothing_else(tm
     assert second["seen"] == ["ncu", "timed"]  # the second run sees what the first stored
     assert other["seen"] == ["ncu-warp"]  # another recipe's runs have their own
     assert alone["JAX_ENABLE_COMPILATION_CACHE"] == "false" and alone["JAX_COMPILATION_CACHE_DIR"] is None
-    # Warp's kernel cache and PyCUDA's nvcc cache are shared the same way; the other caches are not
-    shared_folders = {"WARP_CACHE_PATH": "warp", "PYCUDA_CACHE_DIR": "pycuda"}
+    # Warp's kernel cache, PyCUDA's nvcc cache and CuPy's kernel cache (cuDF's generator) are shared
+    # the same way; the other caches are not
+    shared_folders = {"WARP_CACHE_PATH": "warp", "PYCUDA_CACHE_DIR": "pycuda", "CUPY_CACHE_DIR": "cudf"}
     for var, folder in shared_folders.items():
         assert first[var] == second[var] == str(shared.parent / folder)
         assert len({first[var], other[var], alone[var]}) == 3
@@ -363,11 +364,16 @@ def test_jax_warp_and_pycuda_runs_get_their_recipes_shared_folder_except_nsys_ru
                "results/captures/pycuda_kernel/baseline/n268435456/nsys-run.json",
                "results/captures/pycuda_kernel/baseline/n268435456/ncu-run.json",
                "results/captures/coldstart/pycuda_kernel_baseline.json",
+               "results/captures/cudf_groupby/agg_all/n50000000/timing.json",
+               "results/captures/cudf_groupby/agg_all/n50000000/nsys-run.json",
+               "results/captures/cudf_groupby/agg_all/n50000000/ncu-run.json",
+               "results/captures/coldstart/cudf_groupby_agg_all_pool.json",
                "results/captures/cupy_sqdiff/fused/n4096/timing.json"]
     lines = _planned_shell_lines(tmp_path, targets)
     commands = [line for line in lines if "workloads." in line and " --variant " in line]
     shared = []
-    for workload, variant in (("jax_matmul", "float32"), ("warp_sph", "pruned"), ("pycuda_kernel", "baseline")):
+    for workload, variant in (("jax_matmul", "float32"), ("warp_sph", "pruned"), ("pycuda_kernel", "baseline"),
+                              ("cudf_groupby", "agg_all")):
         runs = [c for c in commands if f"workloads.{workload} " in c and f"--variant {variant} " in c
                 and "workloads.tools.cold " in c]
         assert {c.split("--tag ")[1].split()[0] for c in runs} == {"timed", "nsys", "ncu"}
@@ -376,6 +382,7 @@ def test_jax_warp_and_pycuda_runs_get_their_recipes_shared_folder_except_nsys_ru
     others = [c for c in commands if c not in shared]
     assert any("workloads.tools.coldwarm" in c for c in others) and any("cupy_sqdiff" in c for c in others)
     assert any("workloads.tools.coldwarm" in c and "pycuda_kernel" in c for c in others)
+    assert any("workloads.tools.coldwarm" in c and "cudf_groupby" in c for c in others)
     assert any("--variant baseline " in c and "--tag nsys " in c for c in others)
     assert not any("--shared-cache" in c for c in others)
     # and JAX's nsys run leaves XLA's own NVTX domains out (nsys could not always resolve their
@@ -392,6 +399,14 @@ def test_jax_warp_and_pycuda_runs_get_their_recipes_shared_folder_except_nsys_ru
     assert "jax_matmul/float32/n8192/timing.json" in inputs["results/captures/jax_matmul/float32/n8192/nsys.nsys-rep"]
     assert ("pycuda_kernel/baseline/n268435456/timing.json"
             in inputs["results/captures/pycuda_kernel/baseline/n268435456/nsys.nsys-rep"])
+    assert "cudf_groupby/agg_all/n50000000/timing.json" in inputs["results/captures/cudf_groupby/agg_all/n50000000/nsys.nsys-rep"]
+    # JAX's timed and ncu runs preallocate nothing (Framework.measurement_env); its nsys run and
+    # cold/warm starts run as a user's would, and no other recipe's run gets the setting
+    jax = {c.split("--tag ")[1].split()[0]: c for c in commands if "workloads.jax_matmul " in c and "--tag " in c}
+    assert {"timed", "ncu"} <= set(jax) and all("XLA_PYTHON_CLIENT_PREALLOCATE=false " in
+                                               jax[t].split("-m workloads.tools.cold")[0] for t in ("timed", "ncu"))
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in jax["nsys"]
+    assert sum("XLA_PYTHON_CLIENT_PREALLOCATE" in c for c in commands) == 2
 
 
 # a workload-like child: imports (here a sleep) beside the others, then its turn on the GPU until it

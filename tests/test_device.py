@@ -74,13 +74,16 @@ def test_a_run_records_whether_it_compiled_afresh_or_loaded_a_steps_shared_progr
     cold = frameworks.compile_cache_settings({"JAX_ENABLE_COMPILATION_CACHE": "false", "HOME": "/root"})
     assert cold == {"JAX_ENABLE_COMPILATION_CACHE": "false"}
     shared = frameworks.shared_compile_caches("/w/cache/shared/jax_matmul")
-    # JAX, Warp and PyCUDA compile outside what timed and ncu runs measure
-    assert set(shared) == {"jax", "warp", "pycuda"}
+    # JAX, Warp, PyCUDA and cuDF (CuPy's generator in setup) compile outside what timed and ncu runs measure
+    assert set(shared) == {"jax", "warp", "pycuda", "cudf"}
+    assert shared["cudf"] == {"CUPY_CACHE_DIR": "/w/cache/shared/jax_matmul/cudf"}
     assert shared["warp"] == {"WARP_CACHE_PATH": "/w/cache/shared/jax_matmul/warp"}
     assert shared["pycuda"] == {"PYCUDA_CACHE_DIR": "/w/cache/shared/jax_matmul/pycuda"}
-    settings = frameworks.compile_cache_settings({**shared["jax"], "CUPY_CACHE_DIR": "/x"})
+    settings = frameworks.compile_cache_settings({**shared["jax"], "NUMBA_CACHE_DIR": "/x", "CUPY_CACHE_DIR": "/y"})
     assert settings["JAX_COMPILATION_CACHE_DIR"] == "/w/cache/shared/jax_matmul/jax"
-    assert settings["JAX_ENABLE_COMPILATION_CACHE"] == "true" and "CUPY_CACHE_DIR" not in settings
+    assert settings["JAX_ENABLE_COMPILATION_CACHE"] == "true" and "NUMBA_CACHE_DIR" not in settings
+    # CuPy's folder says whether a cuDF run loaded its step's kernels (shared) or compiled them
+    assert settings["CUPY_CACHE_DIR"] == "/y"
     assert "compile_cache" in provenance.collect()
 
 

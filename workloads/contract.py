@@ -10,7 +10,11 @@ pipeline can time, trace and profile any of them without knowing what they do:
     v.setup()            # allocate and fill inputs            (NVTX phase "setup")
     v.step()             # one call of the computation, async  (NVTX phase "compute")
     out = v.result()     # bring the result to the host        (NVTX phase "transfer")
+    v.teardown()         # free the device memory (the GPU may go to the next run)
     ref = v.reference()  # float64 NumPy reference             (NVTX phase "check")
+
+(a variant whose reference reads the device says so, ``reference_uses_device``, and the runner
+then computes it before ``teardown``).
 
 Each variant declares the work it must do (:class:`Work`): the fewest bytes it
 has to move through device memory and the floating-point operations it has to
@@ -90,6 +94,11 @@ class Variant(abc.ABC):
     compiles_in_setup: ClassVar[bool] = False
     #: largest accepted ||out - ref|| / ||ref|| (float64 work: rounding only)
     tolerance: ClassVar[float] = 1e-12
+    #: :meth:`reference` or :meth:`reference_at` reads the inputs back from the device or computes on it
+    #: (CuPy's inputs drawn on the GPU, Warp's float64 simulation): the runner then computes the
+    #: reference before it frees the device and gives the GPU to the next run; otherwise after (the
+    #: float64 reference on the host is CPU work: 1-4 s for a 2 GiB result)
+    reference_uses_device: ClassVar[bool] = False
     #: result elements the sampled check compares (``--check sample``: the profiled runs, whose
     #: full-size check would cost seconds per process; the timed run checks every element)
     check_sample_elements: ClassVar[int] = 1 << 16
@@ -143,8 +152,15 @@ class Variant(abc.ABC):
     def event_pair(self) -> "EventPair":
         """A (start, stop) pair of device events on the stream :meth:`step` uses."""
 
+    def free_cached_device_memory(self) -> None:
+        """After :meth:`teardown`: give back what the framework's allocator keeps cached for reuse
+        (CuPy's pool, RMM's, Numba's deferred frees). The framework mixins override it; the
+        default keeps everything (then the process keeps its GPU turn if it holds much)."""
+
     def teardown(self) -> None:
-        """Release what setup() took; the default leaves it to garbage collection."""
+        """Release the device memory setup() and the calls took (the runner then gives the GPU to the
+        next run if the process holds little of it: :func:`workloads.gpu_turn.release_turn`); the
+        default drops nothing and leaves it to garbage collection."""
 
 
 class EventPair(abc.ABC):

@@ -110,3 +110,10 @@ class CudfDevice:
         if self.library == "pandas":
             return HostEventPair()
         return default_stream_event_pair()
+
+    def free_cached_device_memory(self) -> None:
+        if self.library == "cudf":
+            # cuDF allocates through RMM, and makes RMM CuPy's allocator too
+            from workloads.cupy_backend import free_cupy_and_rmm_pools
+
+            free_cupy_and_rmm_pools()

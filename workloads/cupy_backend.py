@@ -26,3 +26,23 @@ class CupyDevice:
 
     def event_pair(self) -> EventPair:
         return CupyEventPair()
+
+    def free_cached_device_memory(self) -> None:
+        free_cupy_and_rmm_pools()
+
+
+def free_cupy_and_rmm_pools() -> None:
+    """Give back the blocks CuPy's pool keeps, and an RMM pool made CuPy's allocator
+    (``rmm.reinitialize``): RMM's default resource again, and CuPy's own allocator."""
+    import gc
+    import sys
+
+    import cupy
+
+    if "rmm" in sys.modules:
+        import rmm
+
+        rmm.reinitialize(pool_allocator=False)
+        cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
+    gc.collect()  # arrays in reference cycles hold their blocks until collected
+    cupy.get_default_memory_pool().free_all_blocks()

@@ -64,9 +64,10 @@ class Framework:
     shared_compile_cache: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: how its variants are timed, in the reports' words
     timer: str = CUDA_EVENTS
-    #: environment the profilers' runs add (ncu replays kernels: a framework that preallocates the
-    #: GPU would make every replay save and restore it)
-    profiler_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: environment a step's timed and ncu runs add (ncu replays kernels: a framework that preallocates
+    #: the GPU would make every replay save and restore it; a timed run that holds little of the GPU
+    #: gives it back before its float64 check). The nsys runs and cold/warm starts run as users do
+    measurement_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: NVTX domains the framework itself writes that no report reads, left out of nsys captures
     #: (``--nvtx-domain-exclude``; "default" is the unnamed domain)
     nsys_nvtx_domains_excluded: tuple[str, ...] = ()
@@ -265,8 +266,11 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         cuda_problem=_jax_cuda_problem,
         timer="a host timer around `block_until_ready()` (JAX has no CUDA-event API)",
         # JAX preallocates 75% of the GPU by default: ncu's kernel replay then saves and restores
-        # ~105 GB per pass and makes no progress
-        profiler_env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+        # ~105 GB per pass and makes no progress, and a timed run keeps the GPU through its float64
+        # check (3-4 s at 8192) and exit. Without it the steady calls are the same: the allocator
+        # experiment's float32 loop at 8192 made 0 allocations per call and ran 0.6% faster than with
+        # it (H200 reference); preallocating cost ~1.2 s of each process's setup (H100)
+        measurement_env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
         # XLA's own NVTX ranges: "TSL" (one per thunk, with registered strings) and the default
         # domain (XlaLauncher). On an H100 (nsys 2025.3.1) the eager baseline at 2048 under a capture
         # range left a capture nsys could not process ("Cannot find string for an exterior index")
@@ -279,6 +283,10 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         distributions={"cudf": ("cudf-cu13", "cudf-cu12", "cudf"), "rmm": ("rmm-cu13", "rmm-cu12", "rmm"),
                        "pandas": ("pandas",)},
         cache_variables={"CUPY_CACHE_DIR": "cupy"},
+        # CuPy's kernel cache: setup draws the inputs with CuPy's generator, whose kernels CuPy
+        # compiles with NVRTC in every process with an empty cache (H200, 1 M rows: 5.8-9.1 s of
+        # setup cold, 2.2-3.5 s warm); the timed run compiles them, its nsys and ncu runs load them
+        shared_compile_cache={"CUPY_CACHE_DIR": "{dir}"},
         cuda_problem=_cudf_cuda_problem,
         # the same recipe code through pandas (workloads/cudf_backend.py)
         cpu_env={"COOKBOOK_DATAFRAME": "pandas"},

@@ -5,9 +5,12 @@ start at once (``workloads.tools.cold --turns``): each one's interpreter start, 
 profiler's own start and finish then happen beside another run's GPU work, and only the part that
 uses the GPU takes turns. The wrapper names the lock file in ``COOKBOOK_GPU_TURN_LOCK``; the run
 takes it (an exclusive ``flock``) before its setup touches the GPU and keeps it until the process
-exits, when the operating system lets it go. Holding it to the exit, not just to the last
-measurement, keeps the next run from starting while this one still holds its GPU memory (JAX
-preallocates most of it, and the next JAX run would fail to).
+exits, when the operating system lets it go, unless it gives the GPU back earlier
+(:func:`release_turn`): once its last result is on the host and its device memory is given back,
+the float64 check, the record and the process's exit run on the CPU beside the next run's turn
+(the check of a 2 GiB result took 2-5 s per run). A run whose memory is still held keeps the
+turn to its exit, so that the next run never starts short of memory (JAX preallocates 75% of the
+GPU by default, and the next JAX run would fail to allocate).
 
 What overlaps a measured window is therefore CPU work of other runs in their first seconds
 (Python, imports, the profiler starting) or last (the profiler writing its report): never another
@@ -35,8 +38,13 @@ from workloads import settings
 LOCK_VARIABLE = "COOKBOOK_GPU_TURN_LOCK"
 RECORD_VARIABLE = "COOKBOOK_GPU_TURN_RECORD"
 
-#: the open lock file of this process's turn (kept open, so locked, until the process exits)
+#: the open lock file of this process's turn (kept open, so locked, until the process exits or
+#: :func:`release_turn` gives it back), and the turn's record
 _held = None
+#: a run may give its turn back while it still holds at most this fraction of the GPU's memory (its
+#: CUDA context and libraries' handles, ~0.5 GiB): the next run then has nine tenths of the GPU or
+#: more. What a run holds is NVML's figure for its process, not a declaration of the recipe
+RELEASE_MAX_HELD_FRACTION = 0.10
 
 
 def turn_record_path(prefix: str, pid: int) -> str:
@@ -46,7 +54,7 @@ def turn_record_path(prefix: str, pid: int) -> str:
 
 def take_turn(what: str, environ=os.environ) -> dict | None:
     """Wait for the GPU's lock named in ``COOKBOOK_GPU_TURN_LOCK`` and hold it until this process
-    exits. Returns the turn (``started_unix_ns``, ``waited_s``), or None when no lock is named.
+    exits or gives it back (:func:`release_turn`). Returns the turn (``started_unix_ns``, ``waited_s``), or None when no lock is named.
     A second call in the same process returns the turn already held."""
     global _held
     lock_path = settings.text(LOCK_VARIABLE, environ)
@@ -63,15 +71,54 @@ def take_turn(what: str, environ=os.environ) -> dict | None:
         fcntl.flock(f, fcntl.LOCK_EX)
     turn = {"asked_unix_ns": asked, "started_unix_ns": time.time_ns()}
     turn["waited_s"] = (turn["started_unix_ns"] - asked) / 1e9
-    _held = (f, turn)
+    _held = (f, turn, None)
     record_prefix = settings.text(RECORD_VARIABLE, environ)
     if record_prefix:
         record_path = turn_record_path(record_prefix, os.getpid())
         write_json_atomic(record_path, turn)
 
         def _ended() -> None:
-            # as late as Python lets us write: the lock itself goes with the process, just after
-            write_json_atomic(record_path, {**turn, "ended_unix_ns": time.time_ns()})
+            # as late as Python lets us write: the lock itself goes with the process, just after;
+            # a turn given back earlier has written its end already
+            if turn.get("ended_unix_ns") is None:
+                write_json_atomic(record_path, {**turn, "ended_unix_ns": time.time_ns()})
 
         atexit.register(_ended)
+        _held = (f, turn, record_path)
     return turn
+
+
+def holds_turn() -> bool:
+    """Whether this process holds a GPU turn now."""
+    return _held is not None
+
+
+def release_turn(held_bytes: int | None, total_bytes: int | None) -> dict | None:
+    """Give the GPU's turn back before the process exits when the process holds at most
+    :data:`RELEASE_MAX_HELD_FRACTION` of the GPU's memory (``held_bytes`` of ``total_bytes``, NVML's
+    figures: :func:`workloads.telemetry.process_gpu_memory`). Call it only once the process will use
+    the GPU no more. Returns what was decided, for the run's record (``released``, ``held_bytes``,
+    and ``reason`` where the turn is kept), or None when the run holds no turn."""
+    global _held
+    if _held is None:
+        return None
+    f, turn, record_path = _held
+    decision: dict = {"released": False, "held_bytes": held_bytes}
+    if held_bytes is None or not total_bytes:
+        decision["reason"] = "NVML did not report this process's GPU memory: the turn lasts to the exit"
+        return decision
+    limit = RELEASE_MAX_HELD_FRACTION * total_bytes
+    if held_bytes > limit:
+        decision["reason"] = (f"the process still holds {held_bytes / 2**30:.2f} GiB of the GPU's memory, over "
+                              f"{RELEASE_MAX_HELD_FRACTION:.0%} of it: the turn lasts to the exit")
+        return decision
+    turn["ended_unix_ns"] = time.time_ns()
+    turn["released_before_exit"] = True
+    if record_path is not None:
+        # written before the lock goes: a reader never sees a later turn start before this one's end
+        write_json_atomic(record_path, turn)
+    fcntl.flock(f, fcntl.LOCK_UN)
+    f.close()
+    _held = None
+    decision["released"] = True
+    return decision

@@ -17,10 +17,24 @@ def chunk_bounds(n: int, chunks: int = CHUNKS) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
 
 
+#: threads :func:`parallel_chunks` uses at most (None: up to 32, one per core); see :func:`share_cores`
+_max_threads: int | None = None
+
+
+def share_cores() -> None:
+    """From now on use half the cores: the process checks its result beside another run's measurement
+    (workloads.runner: the GPU turn given back before the check), whose own host work needs some."""
+    global _max_threads
+    _max_threads = max(1, (os.cpu_count() or 2) // 2)
+
+
 def parallel_chunks(n: int, fn: Callable[[int, int, int], None], threads: int | None = None) -> None:
     """Call ``fn(index, start, stop)`` for every chunk of ``range(n)``, on threads."""
     bounds = chunk_bounds(n)
-    with ThreadPoolExecutor(max_workers=threads or min(32, os.cpu_count() or 1)) as pool:
+    threads = threads or min(32, os.cpu_count() or 1)
+    if _max_threads is not None:
+        threads = min(threads, _max_threads)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
         list(pool.map(lambda ib: fn(ib[0], *ib[1]), enumerate(bounds)))
 
 

@@ -38,8 +38,17 @@ class _Driver:
         self.call("cuInit", ctypes.c_uint(0))
         self.device = ctypes.c_int()
         self.call("cuDeviceGet", ctypes.byref(self.device), ctypes.c_int(ordinal))
-        self.context = ctypes.c_void_p()
-        self.call("cuDevicePrimaryCtxRetain", ctypes.byref(self.context), self.device)
+        self._context = None
+
+    @property
+    def context(self) -> ctypes.c_void_p:
+        """The device's primary context, retained on first use: the bus id and the attributes need
+        none, so that reading them (telemetry, the turn's memory check) never makes one."""
+        if self._context is None:
+            context = ctypes.c_void_p()
+            self.call("cuDevicePrimaryCtxRetain", ctypes.byref(context), self.device)
+            self._context = context
+        return self._context
 
     def call(self, name: str, *args) -> None:
         rc = getattr(self.lib, name)(*args)

@@ -36,3 +36,15 @@ class NumbaDevice:
 
     def event_pair(self) -> EventPair:
         return NumbaEventPair()
+
+    def free_cached_device_memory(self) -> None:
+        import gc
+
+        from numba import cuda
+
+        gc.collect()
+        # Numba defers cudaFree until enough frees pile up: do them now (its CUDA simulator keeps
+        # no such list)
+        deallocations = getattr(cuda.current_context(), "deallocations", None)
+        if deallocations is not None:
+            deallocations.clear()

@@ -40,7 +40,7 @@ from typing import Sequence
 import numpy as np
 
 from analysis import outputs
-from workloads import annotate, frameworks, gpu_turn, l2, provenance, sampling, settings, sources, telemetry
+from workloads import annotate, frameworks, gpu_turn, hostmath, l2, provenance, sampling, settings, sources, telemetry
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
 
@@ -101,6 +101,9 @@ def _parser(recipe: Recipe) -> argparse.ArgumentParser:
     p.add_argument("--check", choices=CHECKS, default="full",
                    help="full (default): every element of the last result against the float64 reference; "
                         "sample: a seeded sample of elements (the profiled runs: the timed run checks in full)")
+    p.add_argument("--no-provenance", action="store_true",
+                   help="first mode: leave the record's provenance out (workloads.tools.coldwarm keeps the cold "
+                        "run's: nvidia-smi, git and the library versions took 0.3-1 s a process)")
     p.add_argument("--seed", type=int, default=0, help="random inputs' seed")
     p.add_argument("--output", help="write the run's JSON record here (atomically)")
     return p
@@ -287,20 +290,44 @@ def _capture_range(recipe: Recipe):
     return cuda_profiler_range()
 
 
-def _check(v: Variant, recipe: Recipe, ph, how: str = "full") -> tuple[float, dict]:
-    """The relative error of the last result, and what was compared: every element, or the
-    variant's seeded sample (:meth:`Variant.sample_indices`, against :meth:`Variant.reference_at`)."""
+def _check(v: Variant, recipe: Recipe, ph, how: str = "full") -> tuple[float, dict, dict | None]:
+    """The relative error of the last result, what was compared (every element, or the variant's
+    seeded sample: :meth:`Variant.sample_indices` against :meth:`Variant.reference_at`), and the
+    GPU turn's end (:func:`workloads.gpu_turn.release_turn`).
+
+    Once the result is on the host the variant frees the device (``teardown`` and its framework's
+    cached memory); the run then gives its GPU turn back, if it holds a tenth of the GPU's memory
+    or less, so that the float64 reference and the comparison, CPU work of seconds for a 2 GiB
+    result, run beside the next run's turn rather than in it. A reference that reads or uses the
+    device (``Variant.reference_uses_device``) is computed before the teardown."""
     what = f"{recipe.name}/{v.name} size {v.size}"
     with ph("transfer"):
         out = v.result()
+    idx = v.sample_indices(out.size) if how == "sample" else None
+
+    def reference() -> np.ndarray:
+        return v.reference() if idx is None else v.reference_at(idx)
+
+    ref = None
+    if v.reference_uses_device:
+        with ph("check"):
+            ref = reference()
+    v.teardown()
+    v.free_cached_device_memory()
+    turn_end = None
+    if gpu_turn.holds_turn():
+        turn_end = gpu_turn.release_turn(*telemetry.process_gpu_memory())
+        if turn_end["released"]:
+            hostmath.share_cores()
     with ph("check"):
-        if how == "sample":
-            idx = v.sample_indices(out.size)
+        if ref is None:
+            ref = reference()
+        if idx is not None:
             got = np.ascontiguousarray(np.asarray(out).reshape(-1)[idx])
-            err = check_result(got, v.reference_at(idx), v.tolerance, f"{what} (sampled check)")
-            return err, {"method": "sample", "elements": int(idx.size), "of": int(out.size)}
-        err = check_result(out, v.reference(), v.tolerance, what)
-        return err, {"method": "full", "elements": int(out.size), "of": int(out.size)}
+            err = check_result(got, ref, v.tolerance, f"{what} (sampled check)")
+            return err, {"method": "sample", "elements": int(idx.size), "of": int(out.size)}, turn_end
+        err = check_result(out, ref, v.tolerance, what)
+        return err, {"method": "full", "elements": int(out.size), "of": int(out.size)}, turn_end
 
 
 def run(recipe: Recipe, args: argparse.Namespace) -> dict:
@@ -382,12 +409,16 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         record["warmup_calls"] = args.warmup
         record.update(timed_calls(v, ph, sampling_rule(args), args.l2, energy_burst_s=args.energy_burst_s))
     t0 = time.perf_counter()
-    record["relative_error"], record["check"] = _check(v, recipe, ph, args.check)
+    record["relative_error"], record["check"], turn_end = _check(v, recipe, ph, args.check)
     wall_s["transfer_and_check"] = time.perf_counter() - t0
+    if turn_end is not None:
+        record["gpu_turn_end"] = turn_end
     record["tolerance"] = v.tolerance
     record["host_wall_s"] = wall_s
-    v.teardown()
-    record["provenance"] = provenance_record or provenance.collect(recipe.requires)
+    if args.mode == "first" and args.no_provenance:
+        record["provenance"] = None
+    else:
+        record["provenance"] = provenance_record or provenance.collect(recipe.requires)
     if args.mode == "timed":
         record["provenance"]["l2_mode"] = args.l2
         record["provenance"]["gpu_state"] = {"start": record.pop("_gpu_state_start"),

@@ -24,6 +24,7 @@ median), the updates 0.7-2.3%; at 1 s both about 1%, the updates' energy 1-3% ab
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any, Callable
@@ -116,6 +117,20 @@ class Telemetry:
     def energy_mj(self) -> int | None:
         """The total-energy counter (mJ) alone; None where the GPU has none."""
         return self._get("nvmlDeviceGetTotalEnergyConsumption") if self.available else None
+
+    def total_memory_bytes(self) -> int | None:
+        info = self._get("nvmlDeviceGetMemoryInfo") if self.available else None
+        return None if info is None else int(info.total)
+
+    def process_memory_bytes(self, pid: int) -> int | None:
+        """The GPU memory NVML counts for process ``pid`` (its context included); None where NVML
+        does not list it (another PID namespace) or does not report the figure."""
+        processes = self._get("nvmlDeviceGetComputeRunningProcesses") if self.available else None
+        for p in processes or ():
+            if p.pid == pid:
+                used = getattr(p, "usedGpuMemory", None)
+                return None if used is None else int(used)
+        return None
 
     def device_state(self) -> dict:
         """For provenance: the settings that decide the clocks, and a snapshot."""
@@ -253,3 +268,12 @@ def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | No
         "loop_energy_per_call_j": (end - start) / 1e3 / calls if start is not None and end is not None and calls else None,
         "burst": burst,
     }
+
+
+def process_gpu_memory(pid: int | None = None, gpu: Telemetry | None = None) -> tuple[int | None, int | None]:
+    """(bytes of the GPU's memory process ``pid`` holds, the GPU's total bytes), as NVML counts
+    them for the GPU this process computes on; (None, None) without NVML."""
+    gpu = Telemetry.open() if gpu is None else gpu
+    if not gpu.available:
+        return None, None
+    return gpu.process_memory_bytes(os.getpid() if pid is None else pid), gpu.total_memory_bytes()

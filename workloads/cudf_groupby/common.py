@@ -128,6 +128,10 @@ class GroupbyVariant(CudfDevice, Variant):
 
     #: cuDF's memory from an RMM pool made in setup (pandas: nothing to pool, the step is skipped)
     use_pool = False
+    # the reference draws the inputs again, on the GPU as setup did
+    reference_uses_device = True
+    # CuPy's generator compiles its kernels in setup; groupby and to_pandas compile nothing
+    compiles_in_setup = True
 
     def __init__(self, size: int, seed: int = 0) -> None:
         super().__init__(size, seed)

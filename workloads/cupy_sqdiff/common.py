@@ -13,6 +13,9 @@ from workloads.cupy_backend import CupyDevice
 class SquaredDifference(CupyDevice, Variant):
     """Subclasses choose the allocator (:meth:`configure_allocator`) and the kernel (:meth:`compute`)."""
 
+    # the inputs are drawn on the GPU: the reference reads them back
+    reference_uses_device = True
+
     def configure_allocator(self) -> None:
         """Called before any device allocation; the default keeps CuPy's own memory pool."""
 

@@ -46,4 +46,5 @@ class HostDataUfunc(NumbaDevice, Variant):
         return Work(bytes_read=n8, bytes_written=n8, flops=10 * self.size, bytes_h2d=n8, bytes_d2h=n8)
 
     def teardown(self) -> None:
-        self.x = self.out = None
+        # the host input stays: the reference, computed after the teardown, reads it
+        self.out = None

@@ -17,6 +17,8 @@ class DeviceResident(NumbaDevice, Variant):
     summary = "inputs generated on the GPU, ufunc with a device out=: no host copies per call"
     improves_on = "streams"
     tolerance = 1e-13
+    # the inputs are drawn on the GPU: the reference reads them back
+    reference_uses_device = True
     #: the device arrays' element type (the float32 steps change it; the fill rounds to it)
     dtype = "float64"
 

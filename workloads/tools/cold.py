@@ -10,7 +10,7 @@ root are checked before anything runs.
 
 ``--shared-cache KEY`` (the timed, ncu and some nsys runs of one recipe) is
 the one exception: the compile caches of frameworks that compile outside what
-those runs measure (``Framework.shared_compile_cache``: JAX, Warp, PyCUDA), go to
+those runs measure (``Framework.shared_compile_cache``: JAX, Warp, PyCUDA, cuDF), go to
 ``<work-dir>/cache/shared/KEY/`` and stay there, so that the first run that
 needs a program compiles it and the others load it. Every other cache is still fresh.
 Deleting ``<work-dir>/cache/shared`` between runs is always safe.
@@ -227,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "(CUDA_VISIBLE_DEVICES) unless CUDA_VISIBLE_DEVICES is already set")
     p.add_argument("--shared-cache", metavar="KEY", default=None,
                    help="share the compile caches of frameworks that compile outside what is measured (JAX, Warp, "
-                        "PyCUDA) with the other runs given this KEY, in <work-dir>/cache/shared/KEY (one recipe's timed and ncu runs)")
+                        "PyCUDA, cuDF) with the other runs given this KEY, in <work-dir>/cache/shared/KEY (one recipe's timed and ncu runs)")
     p.add_argument("--turns", action="store_true",
                    help="one GPU: do not hold it for the whole command; the workload run inside takes it for its "
                         "GPU part (workloads.gpu_turn), so that several such jobs start and finish beside each other")

@@ -79,8 +79,12 @@ def run_recording(build_cmd: Callable[[str], Sequence[str]], env: dict, what: st
         os.unlink(out)
 
 
-def run_once(cmd: Sequence[str], env: dict, label: str, job: dict | None = None) -> dict:
-    record = run_recording(lambda out: [*cmd, "--mode", "first", "--output", out], env, f"{label} run", job=job)
+def run_once(cmd: Sequence[str], env: dict, label: str, job: dict | None = None, provenance: bool = True) -> dict:
+    """One process's first result; ``provenance=False``: the record leaves it out (the job holds the
+    GPU throughout, and only the cold run's is kept)."""
+    extra = [] if provenance else ["--no-provenance"]
+    record = run_recording(lambda out: [*cmd, "--mode", "first", *extra, "--output", out], env, f"{label} run",
+                           job=job)
     return {"phases": phases(record["first_result"]), "relative_error": record["relative_error"],
             "steady_call_ms": record["steady_call_ms"],
             "provenance": record["provenance"], "workload": record["workload"], "variant": record["variant"],
@@ -95,7 +99,7 @@ def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1) -> dict:
             results = {}
             for label, extra in RUNS:
                 print(f"coldwarm: {label}: {' '.join(cmd)}", file=sys.stderr, flush=True)
-                results[label] = run_once(cmd, dict(env, **extra), label, job)
+                results[label] = run_once(cmd, dict(env, **extra), label, job, provenance=label == RUNS[0][0])
             job["returncode"] = 0
     finally:
         safe_rmtree(run_dir, cache_root(work_dir))

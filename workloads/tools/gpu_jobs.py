@@ -154,6 +154,9 @@ def _read_turns(prefix: Path) -> list[dict]:
         entry = {"started_unix_ns": turn["started_unix_ns"], "waited_s": turn["waited_s"]}
         if "ended_unix_ns" in turn:
             entry["ended_unix_ns"] = turn["ended_unix_ns"]
+            if turn.get("released_before_exit"):
+                # the run gave the GPU back once its memory was free; its check ran after
+                entry["released_before_exit"] = True
         else:
             entry["ended_unix_ns"] = turns[i + 1]["started_unix_ns"] if i + 1 < len(turns) else job_end
             entry["end_unknown"] = True

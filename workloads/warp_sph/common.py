@@ -167,6 +167,8 @@ class SphFrame(WarpDevice, Variant):
     #: float32 rounding gives 1.3e-7 (62,500 and 2,000 particles); leaving out the SPH forces gives
     #: 3.6e-5 (62,500) and 1.1e-4 (2,000). 2e-6 sits between, 15x from each.
     tolerance: ClassVar[float] = 2e-6
+    # the reference is a float64 Warp simulation on the same device
+    reference_uses_device: ClassVar[bool] = True
     #: capture the frame's substeps in one graph (CUDA graph on a GPU)
     use_graph: ClassVar[bool] = False
     #: one hash-grid bucket per cell of the box instead of the example's 25^3 buckets

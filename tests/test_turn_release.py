@@ -1,0 +1,214 @@
+"""A measurement run gives its GPU turn back once its result is on the host and its device memory
+is free (workloads.gpu_turn.release_turn, workloads.runner._check): the float64 check then runs
+beside the next run's turn. A run that still holds much of the GPU keeps the turn to its exit."""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workloads import gpu_turn, runner, telemetry
+from workloads.contract import Recipe, ResultMismatch, Variant, Work
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _lock_is_free(path: Path) -> bool:
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
+
+
+# a child that takes its turn, then asks to give it back with the figures it is given, and reports
+# whether another process could take the lock while it still runs
+_CHILD = """
+import json, sys
+from workloads import gpu_turn
+gpu_turn.take_turn('probe')
+held, total = json.loads(sys.argv[1])
+decision = gpu_turn.release_turn(held, total)
+import fcntl
+f = open(sys.argv[2], 'a')
+try:
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    free = True
+except BlockingIOError:
+    free = False
+print(json.dumps({"decision": decision, "free_while_running": free}))
+"""
+
+
+@pytest.mark.parametrize("held, total, released", [(2 * 2**30, 80 * 2**30, True), (9 * 2**30, 80 * 2**30, False),
+                                                   (None, 80 * 2**30, False), (2**30, None, False)])
+def test_a_run_gives_its_turn_back_only_when_it_holds_a_tenth_of_the_gpu_or_less(tmp_path, held, total, released):
+    lock, record = tmp_path / "gpu0.lock", tmp_path / "turn"
+    env = dict(os.environ, COOKBOOK_GPU_TURN_LOCK=str(lock), COOKBOOK_GPU_TURN_RECORD=str(record))
+    r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps([held, total]), str(lock)], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["decision"]["released"] is released and out["free_while_running"] is released
+    assert out["decision"]["held_bytes"] == held
+    assert ("reason" in out["decision"]) is not released
+    [written] = list(tmp_path.glob("turn-*.json"))
+    turn = json.loads(written.read_text())
+    assert turn["started_unix_ns"] < turn["ended_unix_ns"]
+    assert turn.get("released_before_exit", False) is released
+    assert _lock_is_free(lock)  # and the exit lets go in any case
+
+
+def test_the_job_record_says_which_turns_ended_before_their_process(tmp_path):
+    """workloads.tools.gpu_jobs copies the run's word that it gave the GPU back early into the job's
+    record, which the record schema accepts."""
+    from analysis.gpu_jobs import RECORD_SCHEMA
+    from workloads.tools.gpu_jobs import _read_turns
+
+    prefix = tmp_path / "turns"
+    (tmp_path / "turns-1.json").write_text(json.dumps({"started_unix_ns": 1, "waited_s": 0.0, "ended_unix_ns": 5,
+                                                       "released_before_exit": True}))
+    (tmp_path / "turns-2.json").write_text(json.dumps({"started_unix_ns": 6, "waited_s": 0.1, "ended_unix_ns": 9}))
+    early, late = _read_turns(prefix)
+    assert early["released_before_exit"] is True and "released_before_exit" not in late
+    item = RECORD_SCHEMA["properties"]["gpu_turns"]["items"]
+    assert item["properties"]["released_before_exit"] == {"type": "boolean"}
+
+
+class _Probe(Variant):
+    """A host-only variant that logs the order of the runner's calls."""
+
+    name = "probe"
+    summary = "probe"
+    log: list[str] = []
+
+    def setup(self) -> None:
+        self.x = np.arange(self.size, dtype=np.float64)
+
+    def step(self) -> None:
+        pass
+
+    def result(self) -> np.ndarray:
+        self.log.append("result")
+        return self.x * 2.0
+
+    def reference(self) -> np.ndarray:
+        self.log.append("reference")
+        return np.arange(self.size, dtype=np.float64) * 2.0
+
+    def reference_at(self, flat_indices: np.ndarray) -> np.ndarray:
+        self.log.append("reference_at")
+        return flat_indices.astype(np.float64) * 2.0
+
+    def work(self) -> Work:
+        return Work(bytes_read=8 * self.size, bytes_written=8 * self.size, flops=self.size)
+
+    def synchronize(self) -> None:
+        pass
+
+    def event_pair(self):
+        raise NotImplementedError
+
+    def teardown(self) -> None:
+        self.log.append("teardown")
+
+    def free_cached_device_memory(self) -> None:
+        self.log.append("free")
+
+
+class _DeviceReference(_Probe):
+    reference_uses_device = True
+
+
+_RECIPE = Recipe(name="probe", title="probe", seed_document="000", framework="cupy", requires=(),
+                 variants=("probe",), default_size=8, size_meaning="elements")
+
+
+def _no_phase(*_args, **_kwargs):
+    return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("cls, how, order", [
+    (_Probe, "full", ["result", "teardown", "free", "release", "reference"]),
+    (_Probe, "sample", ["result", "teardown", "free", "release", "reference_at"]),
+    (_DeviceReference, "full", ["result", "reference", "teardown", "free", "release"]),
+    (_DeviceReference, "sample", ["result", "reference_at", "teardown", "free", "release"]),
+])
+def test_the_reference_is_computed_after_the_gpu_is_given_back_unless_it_uses_the_device(monkeypatch, cls, how,
+                                                                                          order):
+    log: list[str] = []
+    monkeypatch.setattr(_Probe, "log", log)
+    monkeypatch.setattr(gpu_turn, "holds_turn", lambda: True)
+    monkeypatch.setattr(telemetry, "process_gpu_memory", lambda: (1, 100))
+
+    def release(held, total):
+        log.append("release")
+        return {"released": True, "held_bytes": held}
+
+    monkeypatch.setattr(gpu_turn, "release_turn", release)
+    v = cls(size=1 << 18)
+    v.setup()
+    err, check, turn_end = runner._check(v, _RECIPE, _no_phase, how)
+    assert log == order and err == 0.0 and turn_end == {"released": True, "held_bytes": 1}
+    assert check["method"] == how
+
+
+def test_without_a_turn_the_run_checks_as_before_and_records_no_turn_end(monkeypatch):
+    log: list[str] = []
+    monkeypatch.setattr(_Probe, "log", log)
+    monkeypatch.setattr(gpu_turn, "holds_turn", lambda: False)
+    v = _Probe(size=64)
+    v.setup()
+    err, check, turn_end = runner._check(v, _RECIPE, _no_phase, "full")
+    assert turn_end is None and log == ["result", "teardown", "free", "reference"]
+
+
+def test_a_wrong_result_still_fails_after_the_turn_is_given_back(monkeypatch):
+    monkeypatch.setattr(_Probe, "log", [])
+    monkeypatch.setattr(gpu_turn, "holds_turn", lambda: False)
+
+    class Wrong(_Probe):
+        def result(self) -> np.ndarray:
+            return self.x * 3.0
+
+    v = Wrong(size=64)
+    v.setup()
+    with pytest.raises(ResultMismatch):
+        runner._check(v, _RECIPE, _no_phase, "full")
+
+
+def test_nvml_memory_of_this_process_is_read_from_the_running_processes():
+    """telemetry.process_gpu_memory: this process's entry of NVML's running processes and the total;
+    None where NVML does not list the process."""
+
+    class Proc:
+        def __init__(self, pid, used):
+            self.pid, self.usedGpuMemory = pid, used
+
+    class Nvml:
+        class NVMLError(Exception):
+            pass
+
+        @staticmethod
+        def nvmlDeviceGetComputeRunningProcesses(_h):
+            return [Proc(1, 5), Proc(os.getpid(), 512 * 2**20)]
+
+        @staticmethod
+        def nvmlDeviceGetMemoryInfo(_h):
+            class Info:
+                total = 80 * 2**30
+            return Info()
+
+    gpu = telemetry.Telemetry(Nvml, handle=object())
+    assert telemetry.process_gpu_memory(gpu=gpu) == (512 * 2**20, 80 * 2**30)
+    assert telemetry.process_gpu_memory(pid=2, gpu=gpu) == (None, 80 * 2**30)
+    assert telemetry.process_gpu_memory(gpu=telemetry.Telemetry(reason="none")) == (None, None)
