@@ -461,7 +461,7 @@ REFERENCE_KERNEL_PAGES = sorted(REFERENCE_KERNEL_DIRS)
 
 def step_cold(wc, profiler=None):
     """The cold wrapper (COLD) for one of a step's measurement runs (timed, timed_l2, nsys, ncu):
-    with ``--turns`` (on one GPU the run takes the GPU only from its setup to its exit,
+    with ``--turns`` (on one GPU the run takes the GPU only from its setup until its memory is freed or its exit,
     workloads/gpu_turn.py: other runs' imports and profiler start-up and shutdown go on beside it),
     and ``--shared-cache <recipe>`` when the recipe's framework compiles outside what its runs
     measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp; PyCUDA's

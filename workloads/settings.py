@@ -64,7 +64,7 @@ SETTINGS: Mapping[str, Setting] = {s.name: s for s in (
     Setting("COOKBOOK_LAUNCH_UNIX_NS", "", "When the parent started the process (ns since the epoch), "
             "for the time to first result.", "tools"),
     Setting("COOKBOOK_GPU_TURN_LOCK", "", "The lock file of the GPU a measurement run takes its turn on, "
-            "from its setup to its exit (`workloads/gpu_turn.py`); set by `workloads.tools.cold --turns`.",
+            "from its setup until its memory is freed or its exit (`workloads/gpu_turn.py`); set by `workloads.tools.cold --turns`.",
             "pipeline"),
     Setting("COOKBOOK_GPU_TURN_RECORD", "", "File the run writes its GPU turn's start and end to, for the "
             "GPU job record; set by `workloads.tools.cold --turns`.", "pipeline"),

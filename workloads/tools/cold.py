@@ -16,7 +16,7 @@ needs a program compiles it and the others load it. Every other cache is still f
 Deleting ``<work-dir>/cache/shared`` between runs is always safe.
 
 ``--turns`` (a step's timed, nsys and ncu runs, on one GPU): the wrapper does not hold the GPU;
-the workload inside takes it from its setup to its exit (``workloads/gpu_turn.py``), so that
+the workload inside takes it from its setup until its memory is freed or its exit (``workloads/gpu_turn.py``), so that
 several such commands start and finish beside each other while one uses the GPU.
 
 The command runs in its own process group. SIGINT, SIGTERM and SIGHUP sent to
