@@ -290,6 +290,21 @@ def _capture_range(recipe: Recipe):
     return cuda_profiler_range()
 
 
+def _free_device_and_end_turn(v: Variant) -> dict | None:
+    """Free the variant's device memory (``teardown``, then its framework's cached blocks) and give
+    the GPU's turn back if the process now holds little of it (:func:`workloads.gpu_turn.release_turn`);
+    what was decided, or None without a turn. After it the process uses the GPU no more, and its
+    host work shares the cores with the next run's (:func:`workloads.hostmath.share_cores`)."""
+    v.teardown()
+    v.free_cached_device_memory()
+    if not gpu_turn.holds_turn():
+        return None
+    turn_end = gpu_turn.release_turn(*telemetry.process_gpu_memory())
+    if turn_end["released"]:
+        hostmath.share_cores()
+    return turn_end
+
+
 def _check(v: Variant, recipe: Recipe, ph, how: str = "full") -> tuple[float, dict, dict | None]:
     """The relative error of the last result, what was compared (every element, or the variant's
     seeded sample: :meth:`Variant.sample_indices` against :meth:`Variant.reference_at`), and the
@@ -312,13 +327,7 @@ def _check(v: Variant, recipe: Recipe, ph, how: str = "full") -> tuple[float, di
     if v.reference_uses_device:
         with ph("check"):
             ref = reference()
-    v.teardown()
-    v.free_cached_device_memory()
-    turn_end = None
-    if gpu_turn.holds_turn():
-        turn_end = gpu_turn.release_turn(*telemetry.process_gpu_memory())
-        if turn_end["released"]:
-            hostmath.share_cores()
+    turn_end = _free_device_and_end_turn(v)
     with ph("check"):
         if ref is None:
             ref = reference()
