@@ -537,7 +537,7 @@ def experiment_compiled_first(wc):
 
 
 def measurement_env(wc):
-    """``K=V ...`` a step's timed and ncu runs add for the workload's framework (Framework.measurement_env)."""
+    """``K=V ...`` a step's timed, nsys and ncu runs add for the workload's framework (Framework.measurement_env)."""
     added = FRAMEWORK(RECIPES[wc.workload].framework).measurement_env
     return " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(added.items()))
 

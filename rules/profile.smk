@@ -135,7 +135,7 @@ rule nsys:
         python=PYTHON,
         nsys=NSYS,
         flags=nsys_flags,
-        env=capture_range_env,
+        env=lambda wc: " ".join(filter(None, (capture_range_env(wc), measurement_env(wc)))),
         calls=profiled_calls,
         # nsys adds the extension itself
         prefix=lambda wc, output: output.rep.removesuffix(".nsys-rep"),

@@ -120,6 +120,9 @@ class _Probe(Variant):
         # host-only work: host timestamps, as the pandas path of the cuDF recipe times
         return HostEventPair()
 
+    def keep_reference_inputs(self, flat_indices) -> None:
+        self.log.append("keep whole" if flat_indices is None else f"keep {flat_indices.size}")
+
     def teardown(self) -> None:
         self.log.append("teardown")
 
@@ -131,6 +134,17 @@ class _DeviceReference(_Probe):
     reference_uses_device = True
 
 
+class _GatheredSample(_Probe):
+    """Gathers the sampled elements itself (CuPy gathers on the device), as a framework may."""
+
+    check_sample_elements = 100
+
+    def sampled_result(self):
+        self.log.append("sampled_result")
+        idx = self.sample_indices(self.size)
+        return self.x[idx] * 2.0, idx, self.size
+
+
 _RECIPE = Recipe(name="probe", title="probe", seed_document="000", framework="cupy", requires=(),
                  variants=("probe",), default_size=8, size_meaning="elements")
 
@@ -140,10 +154,12 @@ def _no_phase(*_args, **_kwargs):
 
 
 @pytest.mark.parametrize("cls, how, order", [
-    (_Probe, "full", ["result", "teardown", "free", "release", "reference"]),
-    (_Probe, "sample", ["result", "teardown", "free", "release", "reference_at"]),
-    (_DeviceReference, "full", ["result", "reference", "teardown", "free", "release"]),
-    (_DeviceReference, "sample", ["result", "reference_at", "teardown", "free", "release"]),
+    (_Probe, "full", ["result", "keep whole", "teardown", "free", "release", "reference"]),
+    (_Probe, "sample", ["result", "keep 65536", "teardown", "free", "release", "reference_at"]),
+    (_DeviceReference, "full", ["result", "keep whole", "reference", "teardown", "free", "release"]),
+    (_DeviceReference, "sample", ["result", "keep 65536", "reference_at", "teardown", "free", "release"]),
+    # the sample is gathered by the variant (no whole result copied); its inputs are kept for it
+    (_GatheredSample, "sample", ["sampled_result", "keep 100", "teardown", "free", "release", "reference_at"]),
 ])
 def test_the_reference_is_computed_after_the_gpu_is_given_back_unless_it_uses_the_device(monkeypatch, cls, how,
                                                                                           order):
@@ -161,7 +177,8 @@ def test_the_reference_is_computed_after_the_gpu_is_given_back_unless_it_uses_th
     v.setup()
     err, check, turn_end = runner._check(v, _RECIPE, _no_phase, how)
     assert log == order and err == 0.0 and turn_end == {"released": True, "held_bytes": 1}
-    assert check["method"] == how
+    assert check["method"] == how and check["of"] == 1 << 18
+    assert check["elements"] == (1 << 18 if how == "full" else v.check_sample_elements)
 
 
 def test_without_a_turn_the_run_checks_as_before_and_records_no_turn_end(monkeypatch):
@@ -171,7 +188,7 @@ def test_without_a_turn_the_run_checks_as_before_and_records_no_turn_end(monkeyp
     v = _Probe(size=64)
     v.setup()
     err, check, turn_end = runner._check(v, _RECIPE, _no_phase, "full")
-    assert turn_end is None and log == ["result", "teardown", "free", "reference"]
+    assert turn_end is None and log == ["result", "keep whole", "teardown", "free", "reference"]
 
 
 def test_a_wrong_result_still_fails_after_the_turn_is_given_back(monkeypatch):

@@ -10,11 +10,12 @@ pipeline can time, trace and profile any of them without knowing what they do:
     v.setup()            # allocate and fill inputs            (NVTX phase "setup")
     v.step()             # one call of the computation, async  (NVTX phase "compute")
     out = v.result()     # bring the result to the host        (NVTX phase "transfer")
+    v.keep_reference_inputs(None)  # inputs drawn on the device: their host copy, GPU still held
     v.teardown()         # free the device memory (the GPU may go to the next run)
     ref = v.reference()  # float64 NumPy reference             (NVTX phase "check")
 
-(a variant whose reference reads the device says so, ``reference_uses_device``, and the runner
-then computes it before ``teardown``).
+(a variant whose reference computes on the device says so, ``reference_uses_device``, and the
+runner then computes it before ``teardown``).
 
 Each variant declares the work it must do (:class:`Work`): the fewest bytes it
 has to move through device memory and the floating-point operations it has to
@@ -94,10 +95,10 @@ class Variant(abc.ABC):
     compiles_in_setup: ClassVar[bool] = False
     #: largest accepted ||out - ref|| / ||ref|| (float64 work: rounding only)
     tolerance: ClassVar[float] = 1e-12
-    #: :meth:`reference` or :meth:`reference_at` reads the inputs back from the device or computes on it
-    #: (CuPy's inputs drawn on the GPU, Warp's float64 simulation): the runner then computes the
-    #: reference before it frees the device and gives the GPU to the next run; otherwise after (the
-    #: float64 reference on the host is CPU work: 1-4 s for a 2 GiB result)
+    #: :meth:`reference` or :meth:`reference_at` computes on the device (Warp's float64 simulation):
+    #: the runner then computes the reference before it frees the device and gives the GPU to the
+    #: next run; otherwise after (the float64 reference on the host is CPU work: 1-4 s for a 2 GiB
+    #: result). Inputs drawn on the device are copied back by :meth:`keep_reference_inputs` instead
     reference_uses_device: ClassVar[bool] = False
     #: result elements the sampled check compares (``--check sample``: the profiled runs, whose
     #: full-size check would cost seconds per process; the timed run checks every element)
@@ -142,6 +143,22 @@ class Variant(abc.ABC):
         """The float64 reference at ``flat_indices`` of the flattened result. The default computes
         the whole reference; elementwise recipes override it with the cheap computation."""
         return np.ascontiguousarray(self.reference().reshape(-1)[flat_indices], dtype=np.float64)
+
+    def sampled_result(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """The last call's result at the sampled check's elements: (those elements, their flat
+        indices from :meth:`sample_indices`, the result's element count). The default copies the
+        whole result to the host and picks; a framework that can gather on the device overrides
+        it (CuPy: 512 KiB cross to the host instead of a 2 GiB result)."""
+        out = np.asarray(self.result())
+        idx = self.sample_indices(out.size)
+        return np.ascontiguousarray(out.reshape(-1)[idx]), idx, int(out.size)
+
+    def keep_reference_inputs(self, flat_indices: np.ndarray | None) -> None:
+        """Copy to the host what :meth:`reference` (``flat_indices`` None) or :meth:`reference_at`
+        (those elements) will read from the device, for a variant whose inputs were drawn there.
+        The runner calls it after the result is on the host and before :meth:`teardown`, while the
+        run still holds the GPU; the float64 reference itself then runs after the GPU is given
+        back. The default keeps nothing: the inputs are on the host already."""
 
     # Device plumbing: every framework has its own; workloads share a mixin per framework.
     @abc.abstractmethod

@@ -64,9 +64,10 @@ class Framework:
     shared_compile_cache: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: how its variants are timed, in the reports' words
     timer: str = CUDA_EVENTS
-    #: environment a step's timed and ncu runs add (ncu replays kernels: a framework that preallocates
-    #: the GPU would make every replay save and restore it; a timed run that holds little of the GPU
-    #: gives it back before its float64 check). The nsys runs and cold/warm starts run as users do
+    #: environment a step's timed, nsys and ncu runs add (ncu replays kernels: a framework that
+    #: preallocates the GPU would make every replay save and restore it; a run that holds little of
+    #: the GPU gives it back before its float64 check). Cold/warm starts and the experiments run as
+    #: users do
     measurement_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: NVTX domains the framework itself writes that no report reads, left out of nsys captures
     #: (``--nvtx-domain-exclude``; "default" is the unnamed domain)
@@ -266,10 +267,11 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         cuda_problem=_jax_cuda_problem,
         timer="a host timer around `block_until_ready()` (JAX has no CUDA-event API)",
         # JAX preallocates 75% of the GPU by default: ncu's kernel replay then saves and restores
-        # ~105 GB per pass and makes no progress, and a timed run keeps the GPU through its float64
-        # check (3-4 s at 8192) and exit. Without it the steady calls are the same: the allocator
-        # experiment's float32 loop at 8192 made 0 allocations per call and ran 0.6% faster than with
-        # it (H200 reference); preallocating cost ~1.2 s of each process's setup (H100)
+        # ~105 GB per pass and makes no progress, and a timed or nsys run keeps the GPU through its
+        # float64 check (3-4 s at 8192) and exit. Without it the steady calls are the same, so are
+        # the calls nsys traces: the allocator experiment's float32 loop at 8192 made 0 allocations
+        # per call and ran 0.6% faster than with it (H200 reference); preallocating cost ~1.2 s of
+        # each process's setup (H100). Its cold/warm starts and experiments keep JAX's default
         measurement_env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
         # XLA's own NVTX ranges: "TSL" (one per thunk, with registered strings) and the default
         # domain (XlaLauncher). On an H100 (nsys 2025.3.1) the eager baseline at 2048 under a capture

@@ -307,18 +307,24 @@ def _free_device_and_end_turn(v: Variant) -> dict | None:
 
 def _check(v: Variant, recipe: Recipe, ph, how: str = "full") -> tuple[float, dict, dict | None]:
     """The relative error of the last result, what was compared (every element, or the variant's
-    seeded sample: :meth:`Variant.sample_indices` against :meth:`Variant.reference_at`), and the
+    seeded sample: :meth:`Variant.sampled_result` against :meth:`Variant.reference_at`), and the
     GPU turn's end (:func:`workloads.gpu_turn.release_turn`).
 
-    Once the result is on the host the variant frees the device (``teardown`` and its framework's
-    cached memory); the run then gives its GPU turn back, if it holds a tenth of the GPU's memory
-    or less, so that the float64 reference and the comparison, CPU work of seconds for a 2 GiB
-    result, run beside the next run's turn rather than in it. A reference that reads or uses the
-    device (``Variant.reference_uses_device``) is computed before the teardown."""
+    Once the result is on the host, and with it the host copy of any input drawn on the device
+    (:meth:`Variant.keep_reference_inputs`), the variant frees the device (``teardown`` and its
+    framework's cached memory); the run then gives its GPU turn back, if it holds a tenth of the
+    GPU's memory or less, so that the float64 reference and the comparison, CPU work of seconds for
+    a 2 GiB result, run beside the next run's turn rather than in it. A reference that computes on
+    the device (``Variant.reference_uses_device``) is computed before the teardown."""
     what = f"{recipe.name}/{v.name} size {v.size}"
     with ph("transfer"):
-        out = v.result()
-    idx = v.sample_indices(out.size) if how == "sample" else None
+        if how == "sample":
+            out, idx, total = v.sampled_result()
+        else:
+            out, idx = v.result(), None
+            total = int(out.size)
+    with ph("check"):
+        v.keep_reference_inputs(idx)
 
     def reference() -> np.ndarray:
         return v.reference() if idx is None else v.reference_at(idx)
@@ -332,11 +338,10 @@ def _check(v: Variant, recipe: Recipe, ph, how: str = "full") -> tuple[float, di
         if ref is None:
             ref = reference()
         if idx is not None:
-            got = np.ascontiguousarray(np.asarray(out).reshape(-1)[idx])
-            err = check_result(got, ref, v.tolerance, f"{what} (sampled check)")
-            return err, {"method": "sample", "elements": int(idx.size), "of": int(out.size)}, turn_end
+            err = check_result(out, ref, v.tolerance, f"{what} (sampled check)")
+            return err, {"method": "sample", "elements": int(idx.size), "of": total}, turn_end
         err = check_result(out, ref, v.tolerance, what)
-        return err, {"method": "full", "elements": int(out.size), "of": int(out.size)}, turn_end
+        return err, {"method": "full", "elements": total, "of": total}, turn_end
 
 
 def run(recipe: Recipe, args: argparse.Namespace) -> dict:

@@ -128,8 +128,6 @@ class GroupbyVariant(CudfDevice, Variant):
 
     #: cuDF's memory from an RMM pool made in setup (pandas: nothing to pool, the step is skipped)
     use_pool = False
-    # the reference draws the inputs again, on the GPU as setup did
-    reference_uses_device = True
     # CuPy's generator compiles its kernels in setup; groupby and to_pandas compile nothing
     compiles_in_setup = True
 
@@ -178,8 +176,14 @@ class GroupbyVariant(CudfDevice, Variant):
         frame = self.out.to_pandas() if self.library == "cudf" else self.out
         return table_from_frame(frame, f"cudf_groupby/{self.name} ({self.library})")
 
+    def keep_reference_inputs(self, flat_indices: np.ndarray | None) -> None:
+        # the reference draws the inputs again, on the GPU as setup did, while the run holds it;
+        # the float64 table is then computed on the host (every group: the sample is the whole result)
+        self.kept_inputs = host_inputs(self.library, self.size, self.seed)
+
     def reference(self) -> np.ndarray:
-        keys, values = host_inputs(self.library, self.size, self.seed)
+        kept, self.kept_inputs = getattr(self, "kept_inputs", None), None
+        keys, values = kept if kept is not None else host_inputs(self.library, self.size, self.seed)
         return reference_table(keys, values)
 
     def work(self) -> Work:

@@ -13,9 +13,6 @@ from workloads.cupy_backend import CupyDevice
 class SquaredDifference(CupyDevice, Variant):
     """Subclasses choose the allocator (:meth:`configure_allocator`) and the kernel (:meth:`compute`)."""
 
-    # the inputs are drawn on the GPU: the reference reads them back
-    reference_uses_device = True
-
     def configure_allocator(self) -> None:
         """Called before any device allocation; the default keeps CuPy's own memory pool."""
 
@@ -42,12 +39,34 @@ class SquaredDifference(CupyDevice, Variant):
 
         return cupy.asnumpy(self.out)
 
-    def reference(self) -> np.ndarray:
+    def sampled_result(self) -> tuple[np.ndarray, np.ndarray, int]:
         import cupy
 
+        # gathered on the device: the sample crosses to the host, not the 2 GiB result
+        idx = self.sample_indices(int(self.out.size))
+        return cupy.asnumpy(self.out.reshape(-1)[cupy.asarray(idx)]), idx, int(self.out.size)
+
+    def keep_reference_inputs(self, flat_indices: np.ndarray | None) -> None:
+        # the inputs were drawn on the GPU: read back (all of them, or the sampled elements
+        # gathered on the device) while the run holds the GPU
+        self._kept_inputs = (flat_indices, self._host_inputs(flat_indices))
+
+    def _host_inputs(self, flat_indices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(a, b) flattened on the host, at ``flat_indices`` or whole: the copy that
+        :meth:`keep_reference_inputs` kept for these indices, else read from the device now."""
+        kept, self._kept_inputs = getattr(self, "_kept_inputs", None), None
+        if kept is not None and kept[0] is flat_indices:
+            return kept[1]
+        import cupy
+
+        if flat_indices is None:
+            return cupy.asnumpy(self.a).reshape(-1), cupy.asnumpy(self.b).reshape(-1)
+        idx = cupy.asarray(flat_indices)
+        return cupy.asnumpy(self.a.reshape(-1)[idx]), cupy.asnumpy(self.b.reshape(-1)[idx])
+
+    def reference(self) -> np.ndarray:
         # in place and on every core: at 16384^2 each temporary is 2 GiB of host memory
-        d = cupy.asnumpy(self.a).reshape(-1)
-        b = cupy.asnumpy(self.b).reshape(-1)
+        d, b = self._host_inputs(None)
 
         def square_of_difference(_i: int, start: int, stop: int) -> None:
             part = d[start:stop]
@@ -55,14 +74,11 @@ class SquaredDifference(CupyDevice, Variant):
             np.multiply(part, part, out=part)
 
         hostmath.parallel_chunks(d.size, square_of_difference)
-        return d.reshape(self.a.shape)
+        return d.reshape(self.size, self.size)
 
     def reference_at(self, flat_indices: np.ndarray) -> np.ndarray:
-        import cupy
-
-        # gathered on the device, so only the sampled inputs cross to the host
-        idx = cupy.asarray(flat_indices)
-        d = cupy.asnumpy(self.a.reshape(-1)[idx]) - cupy.asnumpy(self.b.reshape(-1)[idx])
+        a, b = self._host_inputs(flat_indices)
+        d = a - b
         return d * d
 
     def work(self) -> Work:

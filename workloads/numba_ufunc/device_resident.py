@@ -17,8 +17,6 @@ class DeviceResident(NumbaDevice, Variant):
     summary = "inputs generated on the GPU, ufunc with a device out=: no host copies per call"
     improves_on = "streams"
     tolerance = 1e-13
-    # the inputs are drawn on the GPU: the reference reads them back
-    reference_uses_device = True
     #: the device arrays' element type (the float32 steps change it; the fill rounds to it)
     dtype = "float64"
 
@@ -37,11 +35,20 @@ class DeviceResident(NumbaDevice, Variant):
     def result(self) -> np.ndarray:
         return self.d_out.copy_to_host()
 
+    def keep_reference_inputs(self, flat_indices: np.ndarray | None) -> None:
+        # the input was drawn on the GPU: read back while the run holds it (whole: a Numba device
+        # array gathers no scattered elements)
+        self.host_x = self.d_x.copy_to_host()
+
+    def _host_x(self) -> np.ndarray:
+        """The input on the host: the copy :meth:`keep_reference_inputs` kept, else read now."""
+        return self.host_x if getattr(self, "host_x", None) is not None else self.d_x.copy_to_host()
+
     def reference(self) -> np.ndarray:
-        return hostmath.parallel_map(body.reference, self.d_x.copy_to_host())
+        return hostmath.parallel_map(body.reference, self._host_x())
 
     def reference_at(self, flat_indices: np.ndarray) -> np.ndarray:
-        return body.reference(self.d_x.copy_to_host()[flat_indices])
+        return body.reference(self._host_x()[flat_indices])
 
     def work(self) -> Work:
         n8 = 8 * self.size
