@@ -52,13 +52,17 @@ RECORD_SCHEMA = {
         "slurm_job_id": _TEXT_OR_NULL,
         "git_commit": _TEXT_OR_NULL,
         "killed_by": _TEXT_OR_NULL,
+        # a job that held the GPU throughout ran on these CPU cores alone (workloads.gpu_turn.split_cores)
+        "cpu_cores": {"type": "string"},
         "gpu_turns": {"type": "array", "items": {
             "type": "object", "required": ["started_unix_ns", "ended_unix_ns"],
             "properties": {"started_unix_ns": _NS, "ended_unix_ns": _NS, "waited_s": {"type": "number"},
                            # the process died before writing its end: the end is a bound (gpu_jobs._read_turns)
                            "end_unknown": {"type": "boolean"},
                            # the run gave the GPU back before its exit (workloads.gpu_turn.release_turn)
-                           "released_before_exit": {"type": "boolean"}}}},
+                           "released_before_exit": {"type": "boolean"},
+                           # the CPU cores the run held with the GPU (workloads.gpu_turn.split_cores)
+                           "cpu_cores": {"type": "string"}}}},
     },
 }
 #: a pause longer than this between jobs starts a new run (a pipeline resumed another day)

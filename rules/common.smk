@@ -52,6 +52,28 @@ COLD = shlex.join([PYTHON, "-m", "workloads.tools.cold", "--work-dir", WORK, "--
 # with --use-conda: the environment file of the CUDA major version the driver runs
 CONDA_ENV = f"../{config['conda_env']}"
 
+
+def _split_cores_for_one_gpu():
+    """On a machine with one GPU that the runs share: the run holding the GPU gets half the cores to
+    itself, and Snakemake with every other job it starts keeps to the other half
+    (workloads.gpu_turn.split_cores), so that no job's host work slows a measured run."""
+    from workloads import gpu_turn
+    from workloads.tools.gpu_jobs import physical_gpus
+
+    if config["gpus"] != 1 or not physical_gpus():
+        return None
+    from workloads import settings
+
+    made = not settings.text(gpu_turn.HOLDER_CORES_VARIABLE)
+    split = gpu_turn.split_cores()
+    if split and made:
+        print(f"CPU cores: {gpu_turn.core_text(split[0])} for the run that holds the GPU, "
+              f"{gpu_turn.core_text(split[1])} for everything else", file=sys.stderr)
+    return split
+
+
+CORE_SPLIT = _split_cores_for_one_gpu()
+
 for _name, _c in config["workloads"].items():
     if _name not in RECIPES:
         raise ValueError(

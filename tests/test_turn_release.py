@@ -77,10 +77,12 @@ def test_the_job_record_says_which_turns_ended_before_their_process(tmp_path):
 
     prefix = tmp_path / "turns"
     (tmp_path / "turns-1.json").write_text(json.dumps({"started_unix_ns": 1, "waited_s": 0.0, "ended_unix_ns": 5,
-                                                       "released_before_exit": True}))
+                                                       "released_before_exit": True, "cpu_cores": "8-15"}))
     (tmp_path / "turns-2.json").write_text(json.dumps({"started_unix_ns": 6, "waited_s": 0.1, "ended_unix_ns": 9}))
     early, late = _read_turns(prefix)
     assert early["released_before_exit"] is True and "released_before_exit" not in late
+    # the cores the run held with the GPU (a pipeline that split them: gpu_turn.split_cores)
+    assert early["cpu_cores"] == "8-15" and "cpu_cores" not in late and "end_unknown" not in late
     item = RECORD_SCHEMA["properties"]["gpu_turns"]["items"]
     assert item["properties"]["released_before_exit"] == {"type": "boolean"}
 
@@ -231,3 +233,99 @@ def test_nvml_memory_of_this_process_is_read_from_the_running_processes():
     assert telemetry.process_gpu_memory(gpu=gpu) == (512 * 2**20, 80 * 2**30)
     assert telemetry.process_gpu_memory(pid=2, gpu=gpu) == (None, 80 * 2**30)
     assert telemetry.process_gpu_memory(gpu=telemetry.Telemetry(reason="none")) == (None, None)
+
+
+# --- the run holding the GPU has CPU cores of its own (workloads.gpu_turn.split_cores) ---------
+
+def test_cpu_lists_read_and_write_linux_syntax():
+    assert gpu_turn.core_list("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11}
+    assert gpu_turn.core_text({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11"
+    assert gpu_turn.core_text(gpu_turn.core_list("5")) == "5"
+
+
+def _fake_affinity(monkeypatch, cores):
+    moves: list[tuple[int, set]] = []
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(cores))
+    monkeypatch.setattr(os, "sched_setaffinity", lambda tid, c: moves.append((tid, set(c))))
+    return moves
+
+
+def test_the_split_gives_the_upper_half_to_the_gpu_holder_and_moves_everything_else_to_the_lower(monkeypatch):
+    moves = _fake_affinity(monkeypatch, range(16))
+    environ: dict[str, str] = {}
+    holder, others = gpu_turn.split_cores(environ)
+    assert holder == set(range(8, 16)) and others == set(range(8))
+    assert environ == {gpu_turn.HOLDER_CORES_VARIABLE: "8-15", gpu_turn.OTHER_CORES_VARIABLE: "0-7"}
+    # every thread of this process (Snakemake's, whose jobs inherit it) moved to the others' half
+    assert moves and all(c == others for _, c in moves)
+    assert {tid for tid, _ in moves} == {int(t) for t in os.listdir("/proc/self/task")}
+    # a nested Snakemake (rebuild_reports) keeps the split it inherited and moves nothing
+    moves.clear()
+    assert gpu_turn.split_cores(environ) == (holder, others) and moves == []
+
+
+def test_too_few_cores_are_not_split(monkeypatch):
+    moves = _fake_affinity(monkeypatch, range(3))
+    environ: dict[str, str] = {}
+    assert gpu_turn.split_cores(environ) is None and environ == {} and moves == []
+
+
+_CORES_CHILD = """
+import json, os, sys
+from workloads import gpu_turn
+before = sorted(os.sched_getaffinity(0))
+turn = gpu_turn.take_turn('probe')
+during = sorted(os.sched_getaffinity(0))
+gpu_turn.release_turn(1, 100)
+print(json.dumps({"before": before, "during": during, "after": sorted(os.sched_getaffinity(0)),
+                  "turn_cores": turn.get("cpu_cores")}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two cores")
+def test_a_run_holds_the_holders_cores_from_its_turn_to_its_release(tmp_path):
+    """A real process: on the others' core until its turn, on the holder's core in it, back after."""
+    cores = sorted(os.sched_getaffinity(0))
+    holder, other = cores[-1], cores[0]
+    env = dict(os.environ, PYTHONPATH=str(REPO), **{
+        gpu_turn.LOCK_VARIABLE: str(tmp_path / "gpu0.lock"), gpu_turn.RECORD_VARIABLE: str(tmp_path / "turn"),
+        gpu_turn.HOLDER_CORES_VARIABLE: str(holder), gpu_turn.OTHER_CORES_VARIABLE: str(other)})
+    # started on the others' core, as every job of a split pipeline is
+    r = subprocess.run(["taskset", "-c", str(other), sys.executable, "-c", _CORES_CHILD], env=env,
+                       capture_output=True, text=True, cwd=tmp_path, check=True)
+    seen = json.loads(r.stdout)
+    assert seen == {"before": [other], "during": [holder], "after": [other], "turn_cores": str(holder)}
+    (record,) = tmp_path.glob("turn-*.json")
+    assert json.loads(record.read_text())["cpu_cores"] == str(holder)
+
+
+def test_without_a_split_a_turn_leaves_the_cores_alone(monkeypatch, tmp_path):
+    moves = _fake_affinity(monkeypatch, range(16))
+    monkeypatch.setattr(gpu_turn, "_held", None)
+    environ = {gpu_turn.LOCK_VARIABLE: str(tmp_path / "gpu0.lock")}
+    turn = gpu_turn.take_turn("probe", environ)
+    try:
+        assert "cpu_cores" not in turn and moves == []
+    finally:
+        gpu_turn.release_turn(1, 100)
+    assert moves == []
+
+
+def test_a_job_that_holds_the_gpu_throughout_runs_on_the_holders_cores(monkeypatch, tmp_path):
+    """Cold/warm starts (and the other jobs without turns) hold the GPU for the whole job: the
+    wrapper moves itself, so its processes inherit the holder's cores; the record says which."""
+    from workloads.tools.gpu_jobs import gpu_job
+
+    moves = _fake_affinity(monkeypatch, range(16))
+    env = {gpu_turn.HOLDER_CORES_VARIABLE: "8-15", gpu_turn.OTHER_CORES_VARIABLE: "0-7"}
+    with gpu_job(tmp_path, 1, env, "coldwarm", ["probe"]) as record:
+        assert moves and all(c == set(range(8, 16)) for _, c in moves)
+        record["returncode"] = 0
+    assert record["assigned_by"] == "default" and record["cpu_cores"] == "8-15"
+    moves.clear()
+    with gpu_job(tmp_path, 1, dict(env), "timed", ["probe"], turns=True) as record:
+        # with turns, the run inside moves itself for its turn alone
+        assert moves == []
+        record["returncode"] = 0
+    assert "cpu_cores" not in record

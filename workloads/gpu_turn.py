@@ -13,8 +13,14 @@ turn to its exit, so that the next run never starts short of memory (JAX preallo
 GPU by default, and the next JAX run would fail to allocate).
 
 What overlaps a measured window is therefore CPU work of other runs in their first seconds
-(Python, imports, the profiler starting) or last (the profiler writing its report): never another
-run's kernels, copies or allocations.
+(Python, imports, the profiler starting) or last (the profiler writing its report, the float64
+check): never another run's kernels, copies or allocations. So that this CPU work does not slow the
+measured run either (a launch-bound step's host time is what it measures), the machine's cores are
+split in two (:func:`split_cores`, which the pipeline does for one shared GPU): the process that
+holds the GPU runs on the holder's half alone, from its turn's start to its end
+(:func:`use_holder_cores`), and every other process of the pipeline, analysis jobs included, on
+the other half. A job that holds the GPU throughout (cold/warm starts) moves its whole process
+tree to the holder's half.
 
 Without ``COOKBOOK_GPU_TURN_LOCK`` (a run by hand, a SLURM job with its own GPU, a host with
 several GPUs where the wrapper holds one for the whole job) :func:`take_turn` does nothing.
@@ -37,6 +43,12 @@ from workloads import settings
 
 LOCK_VARIABLE = "COOKBOOK_GPU_TURN_LOCK"
 RECORD_VARIABLE = "COOKBOOK_GPU_TURN_RECORD"
+#: the CPU cores of the process that holds the GPU, and of every other process ("0-7"), where the
+#: pipeline split them (:func:`split_cores`)
+HOLDER_CORES_VARIABLE = "COOKBOOK_GPU_HOLDER_CORES"
+OTHER_CORES_VARIABLE = "COOKBOOK_OTHER_CORES"
+#: fewest cores worth splitting (two for the holder, two for the rest)
+MIN_CORES_TO_SPLIT = 4
 
 #: the open lock file of this process's turn (kept open, so locked, until the process exits or
 #: :func:`release_turn` gives it back), and the turn's record
@@ -45,6 +57,80 @@ _held = None
 #: CUDA context and libraries' handles, ~0.5 GiB): the next run then has nine tenths of the GPU or
 #: more. What a run holds is NVML's figure for its process, not a declaration of the recipe
 RELEASE_MAX_HELD_FRACTION = 0.10
+
+
+def core_list(text: str) -> set[int]:
+    """The cores of a Linux CPU list ("0-3,8,10-11")."""
+    cores: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        first, _, last = part.partition("-")
+        cores.update(range(int(first), int(last or first) + 1))
+    return cores
+
+
+def core_text(cores) -> str:
+    """A Linux CPU list of ``cores``, with ranges: {0, 1, 2, 5} -> "0-2,5"."""
+    ordered, parts = sorted(cores), []
+    for core in ordered:
+        if parts and core == parts[-1][1] + 1:
+            parts[-1][1] = core
+        else:
+            parts.append([core, core])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in parts)
+
+
+def _move_process(cores: set[int]) -> None:
+    """Every thread of this process onto ``cores`` (a thread inherits its creator's affinity, but
+    threads started before, such as a library's pool, keep theirs)."""
+    try:
+        threads = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        threads = [0]
+    for tid in threads:
+        try:
+            os.sched_setaffinity(tid, cores)
+        except (ProcessLookupError, PermissionError):
+            pass  # the thread ended meanwhile, or is not ours to move
+
+
+def split_cores(environ=os.environ) -> tuple[set[int], set[int]] | None:
+    """Split the cores this process may use in two for a pipeline on one shared GPU: the upper half
+    for the process holding the GPU, the lower half for everything else; name both in ``environ``
+    (inherited by every job) and move this process (Snakemake, whose jobs inherit it) to the lower
+    half. Returns (holder's cores, others' cores), the split already made where ``environ`` names
+    one, or None where there is nothing to split (fewer than :data:`MIN_CORES_TO_SPLIT` cores, or
+    no CPU affinity on this system)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    holder_text, other_text = settings.text(HOLDER_CORES_VARIABLE, environ), settings.text(OTHER_CORES_VARIABLE, environ)
+    if holder_text and other_text:
+        return core_list(holder_text), core_list(other_text)
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < MIN_CORES_TO_SPLIT:
+        return None
+    others, holder = set(cores[: len(cores) // 2]), set(cores[len(cores) // 2:])
+    environ[HOLDER_CORES_VARIABLE], environ[OTHER_CORES_VARIABLE] = core_text(holder), core_text(others)
+    _move_process(others)
+    return holder, others
+
+
+def use_holder_cores(environ=os.environ) -> str | None:
+    """Move this process to the GPU holder's cores (:func:`split_cores`); their list, or None where the
+    pipeline split none."""
+    text = settings.text(HOLDER_CORES_VARIABLE, environ)
+    if text and hasattr(os, "sched_setaffinity"):
+        _move_process(core_list(text))
+        return text
+    return None
+
+
+def use_other_cores(environ=os.environ) -> str | None:
+    """Move this process back to the cores of the processes that do not hold the GPU."""
+    text = settings.text(OTHER_CORES_VARIABLE, environ)
+    if text and hasattr(os, "sched_setaffinity"):
+        _move_process(core_list(text))
+        return text
+    return None
 
 
 def turn_record_path(prefix: str, pid: int) -> str:
@@ -71,6 +157,9 @@ def take_turn(what: str, environ=os.environ) -> dict | None:
         fcntl.flock(f, fcntl.LOCK_EX)
     turn = {"asked_unix_ns": asked, "started_unix_ns": time.time_ns()}
     turn["waited_s"] = (turn["started_unix_ns"] - asked) / 1e9
+    holder_cores = use_holder_cores(environ)
+    if holder_cores:
+        turn["cpu_cores"] = holder_cores
     _held = (f, turn, None)
     record_prefix = settings.text(RECORD_VARIABLE, environ)
     if record_prefix:
@@ -120,5 +209,7 @@ def release_turn(held_bytes: int | None, total_bytes: int | None) -> dict | None
     fcntl.flock(f, fcntl.LOCK_UN)
     f.close()
     _held = None
+    # the check and the exit run beside the next run's turn, on the others' cores
+    use_other_cores()
     decision["released"] = True
     return decision

@@ -21,17 +21,25 @@ def chunk_bounds(n: int, chunks: int = CHUNKS) -> list[tuple[int, int]]:
 _max_threads: int | None = None
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its affinity: the pipeline gives the run holding the GPU
+    cores of its own, workloads.gpu_turn.split_cores), else the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def share_cores() -> None:
-    """From now on use half the cores: the process checks its result beside another run's measurement
-    (workloads.runner: the GPU turn given back before the check), whose own host work needs some."""
+    """From now on use half the cores it may run on: the process checks its result beside other
+    processes' host work (workloads.runner: the GPU turn given back before the check)."""
     global _max_threads
-    _max_threads = max(1, (os.cpu_count() or 2) // 2)
+    _max_threads = max(1, available_cores() // 2)
 
 
 def parallel_chunks(n: int, fn: Callable[[int, int, int], None], threads: int | None = None) -> None:
     """Call ``fn(index, start, stop)`` for every chunk of ``range(n)``, on threads."""
     bounds = chunk_bounds(n)
-    threads = threads or min(32, os.cpu_count() or 1)
+    threads = threads or min(32, available_cores())
     if _max_threads is not None:
         threads = min(threads, _max_threads)
     with ThreadPoolExecutor(max_workers=threads) as pool:

@@ -68,6 +68,11 @@ SETTINGS: Mapping[str, Setting] = {s.name: s for s in (
             "pipeline"),
     Setting("COOKBOOK_GPU_TURN_RECORD", "", "File the run writes its GPU turn's start and end to, for the "
             "GPU job record; set by `workloads.tools.cold --turns`.", "pipeline"),
+    Setting("COOKBOOK_GPU_HOLDER_CORES", "", "CPU cores (a Linux CPU list) a run uses while it holds the "
+            "shared GPU; set by the pipeline on a machine with one GPU (`workloads/gpu_turn.py: split_cores`).",
+            "pipeline"),
+    Setting("COOKBOOK_OTHER_CORES", "", "CPU cores of every process of the pipeline that does not hold the "
+            "GPU; set with `COOKBOOK_GPU_HOLDER_CORES`.", "pipeline"),
     Setting("COOKBOOK_GIT_COMMIT", "", "The suite's commit, for records written on a copy without `.git`.",
             "user"),
     Setting("COOKBOOK_SLURM_PARTITION", "gpu", "SLURM partition with the GPUs (profiles/slurm).", "user"),

@@ -160,6 +160,8 @@ def _read_turns(prefix: Path) -> list[dict]:
         else:
             entry["ended_unix_ns"] = turns[i + 1]["started_unix_ns"] if i + 1 < len(turns) else job_end
             entry["end_unknown"] = True
+        if turn.get("cpu_cores"):
+            entry["cpu_cores"] = turn["cpu_cores"]
         out.append(entry)
     return out
 
@@ -196,6 +198,9 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             # one GPU: jobs still take turns on it, even if more were let through at once
             # (--resources gpu=2 without --config gpus=2)
             stack.enter_context(gpu_slot(work_dir, 1))
+            # the job holds the GPU throughout: its processes run on the holder's cores, away from
+            # the other jobs' host work (workloads.gpu_turn.split_cores)
+            holder_cores = gpu_turn.use_holder_cores(env)
         if env.get("CUDA_VISIBLE_DEVICES") is not None:
             # so that index i is nvidia-smi's (and SLURM's) GPU i, not the i-th fastest
             env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
@@ -217,6 +222,8 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             "returncode": None,
             "killed_by": None,  # the signal the wrapper passed on to the job (workloads/tools/cold.py)
         }
+        if assigned_by == "default" and holder_cores:
+            record["cpu_cores"] = holder_cores
         where = f"GPU {visible}" if visible is not None else "the default GPU"
         print(f"{tag}: on {where} ({assigned_by})"
               + (f", {record['gpu']['uuid']}" if record["gpu"] else ""), file=sys.stderr, flush=True)
