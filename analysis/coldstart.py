@@ -30,7 +30,7 @@ def first_call_costs(ex: Trace, workload: str, variant: str) -> dict:
 
     ``other`` is the call's time outside those API calls: Python, and in a cold process the
     JIT compilation (NVRTC, nvcc, LLVM), which the CUDA trace does not show as API time."""
-    ranges = [r for r in ex.nvtx_ranges() if r.domain == SUITE_DOMAIN and r.name == f"{workload}/{variant}/compute"]
+    ranges = [r for r in ex.nvtx_ranges(f"{workload}/{variant}/compute") if r.domain == SUITE_DOMAIN]
     if not ranges:
         raise AnalysisInputError(ex.path, f"no NVTX range {SUITE_DOMAIN}:{workload}/{variant}/compute")
     ranges.sort(key=lambda r: r.start_ns)

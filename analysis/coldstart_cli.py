@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import json
 
-from analysis import coldstart
 from analysis.outputs import write_text_atomic
 
 
 def _run(a) -> None:
+    # here, not at the top: `python -m analysis` imports every command's module to build its parser
+    from analysis import coldstart  # noqa: PLC0415
+
     rows = coldstart.summarize(a.records, a.captures)
     write_text_atomic(a.output, json.dumps(rows, indent=1, sort_keys=True) + "\n")
     for r in rows:

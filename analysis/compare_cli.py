@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import json
 
-from analysis import compare
 from analysis.markdown import write_page
 from analysis.outputs import write_text_atomic
 
 
 def cmd_compare(a) -> int:
+    # here, not at the top: `python -m analysis` imports every command's module to build its parser
+    from analysis import compare  # noqa: PLC0415
+
     c = compare.compare_folders(a.base, a.cand)
     md = compare.markdown(c)
     if a.output_md:
@@ -25,7 +27,7 @@ def cmd_compare(a) -> int:
 
 
 def cmd_cross_gpu(a) -> int:
-    from analysis import cross_gpu
+    from analysis import compare, cross_gpu  # noqa: PLC0415
 
     write_page(a.output_md, cross_gpu.markdown(compare.compare_folders(a.base, a.cand)))
     print(f"wrote {a.output_md}")

@@ -162,6 +162,9 @@ def _timeline_panel(ax, rows: dict[str, list], x0: int, x1: int, title: str, min
     unit, scale = _time_unit(x1 - x0)
     shown = [name for name, bars in rows.items() if bars]
     width = (x1 - x0) / scale
+    # the limits are set below: without this, matplotlib autoscales the view after each of the hundreds
+    # of bars, most of the figure's time
+    ax.set_autoscale_on(False)
     for y, name in enumerate(shown):
         for start, end, color, label in rows[name]:
             left, w = (start - x0) / scale, max((end - start) / scale, min_width * width)

@@ -8,8 +8,6 @@ import dataclasses
 import json
 
 from analysis.errors import AnalysisInputError
-from analysis.kernel_page import kernel_page
-from analysis.ncu_source import read_kernel_profile
 from analysis.markdown import write_page
 from analysis.outputs import check_targets, write_text_atomic
 
@@ -33,6 +31,11 @@ def load_run(path: str) -> dict:
 
 
 def _run(a: argparse.Namespace) -> int:
+    # here, not at the top: `python -m analysis` imports every command's module to build its parser,
+    # and these bring the provenance reader (importlib.metadata)
+    from analysis.kernel_page import kernel_page  # noqa: PLC0415
+    from analysis.ncu_source import read_kernel_profile  # noqa: PLC0415
+
     run = load_run(a.run) if a.run else None
     k = read_kernel_profile(a.report, a.launch)
     if run and k.function_name != run["profiled_kernel"]:

@@ -9,13 +9,16 @@ import argparse
 import json
 import os
 
-from analysis import multiprocess
 from analysis.run_summary import load_json
 
 
 
 
 def cmd_multiprocess_report(a: argparse.Namespace) -> int:
+    # here, not at the top: `python -m analysis` imports every command's module to build its parser,
+    # and this one brings nvtx and the workloads' annotations
+    from analysis import multiprocess  # noqa: PLC0415
+
     procs = multiprocess.read_processes(a.export)
     multiprocess.require_processes(procs, a.export)
     check_targets(a.output, a.figure, *([a.json] if a.json else []))

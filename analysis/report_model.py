@@ -458,11 +458,24 @@ def evidence_limiter(run: dict, fl: Floor, runs: Sequence[dict], ceilings: dict)
     return Limiter(step.label(), step.next_move().rstrip("."), source)
 
 
-def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = True) -> tuple[Step, ...]:
-    """One size's runs -> steps in the recipe's ladder order, each compared with its parent."""
+#: which verdicts :func:`build_steps` computes (each is a bootstrap of 9,999 resamples, the bulk of a
+#: model's time): "all", every step against the baseline and its parent (a recipe's page); "result",
+#: only the fastest step against the baseline (what :func:`result_box` states, all the index shows);
+#: "none". A verdict not computed is None.
+VERDICTS_WANTED = ("all", "result", "none")
+
+
+def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = True,
+                verdicts_wanted: str = "all") -> tuple[Step, ...]:
+    """One size's runs -> steps in the recipe's ladder order, each compared with its parent
+    (``verdicts_wanted``: see :data:`VERDICTS_WANTED`)."""
+    if verdicts_wanted not in VERDICTS_WANTED:
+        raise ValueError(f"verdicts_wanted {verdicts_wanted!r}: not one of {VERDICTS_WANTED}")
     by_variant = {r["variant"]: r for r in runs}
     ordered = [by_variant[v] for v in recipe.variants if v in by_variant]
     base = ordered[0]
+    # the step result_box picks: the first of the fastest, in ladder order
+    fastest = min(ordered, key=lambda r: r["timing"]["median_ms"])
     busy = {r["variant"]: busy_time(r) for r in ordered}
     steps = []
     for r in ordered:
@@ -471,13 +484,18 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
         parent = by_variant.get(parent_name) if parent_name else None
         calls = r["nsys"]["calls"]
         first = calls[0]
+        vs_baseline = vs_parent = None
+        if r is not base and (verdicts_wanted == "all" or (verdicts_wanted == "result" and r is fastest)):
+            vs_baseline = _compare(base, r)
+        if parent and verdicts_wanted == "all":
+            # the same seeded bootstrap when the parent is the baseline: computed once
+            vs_parent = vs_baseline if parent is base else _compare(parent, r)
         steps.append(Step(
             variant=r["variant"], improves_on=parent_name, summary=sources.name_sources(r["summary"]), size=r["size"],
             median_ms=r["timing"]["median_ms"], q1_ms=r["timing"]["q1_ms"], q3_ms=r["timing"]["q3_ms"],
             floor_ms=fl.ms, floor_resource=fl.binding.resource, floor_rate_name=fl.binding.rate_name, achieved=fl.achieved(r["timing"]["median_ms"]),
             floor_unit=fl.binding.unit, achieved_of_ceiling=fl.ms / r["timing"]["median_ms"],
-            vs_baseline=None if r is base else _compare(base, r),
-            vs_parent=_compare(parent, r) if parent else None,
+            vs_baseline=vs_baseline, vs_parent=vs_parent,
             busy=busy[r["variant"]],
             kernels_per_call=tuple(sorted({c["kernels"] for c in _steady(calls)})),
             alloc_calls_first=first["allocation_calls"],
@@ -712,16 +730,21 @@ def _what(argv: Sequence[str]) -> str:
 
 
 def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, tools: dict | None = None,
-          gpu_jobs: Sequence[dict] = (), ncu_metric_keys: Sequence[str] = ()) -> ReportModel:
+          gpu_jobs: Sequence[dict] = (), ncu_metric_keys: Sequence[str] = (),
+          verdicts_wanted: str = "all") -> ReportModel:
     """The model of one recipe's report. ``tools``: the pipeline's preflight record (nsys and ncu
-    versions); ``gpu_jobs``: GPU job records (analysis.gpu_jobs), any recipe's."""
+    versions); ``gpu_jobs``: GPU job records (analysis.gpu_jobs), any recipe's. ``verdicts_wanted``
+    "result" (the index): only the result box's verdict, at the largest size (:data:`VERDICTS_WANTED`)."""
     ceilings = ceilings_record["ceilings"]
     timer = timer_of(recipe.framework)
     sizes = tuple(sorted(by_size))
     from analysis import no_counters  # noqa: PLC0415
 
     counters = no_counters.recipe_has_counters(by_size)
-    ladder = {s: build_steps(recipe, by_size[s], ceilings, counters) for s in sizes}
+    # the result box is the largest size's: with "result", the other sizes need no verdict
+    ladder = {s: build_steps(recipe, by_size[s], ceilings, counters,
+                             "none" if verdicts_wanted == "result" and s != sizes[-1] else verdicts_wanted)
+              for s in sizes}
     all_runs = [r for s in sizes for r in ladder_runs(recipe, by_size[s])]
     groups, folded = group_findings(all_runs)
     split = ()

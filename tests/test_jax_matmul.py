@@ -344,6 +344,16 @@ def test_pycuda_frees_what_it_allocates_so_the_peak_is_below_the_total():
     assert mem["peak_bytes"] <= mem["allocated_bytes"]
 
 
+def test_ranges_by_name_are_those_of_all_ranges_with_that_name():
+    """``nvtx_ranges(name)``, which the sections use on exports with XLA's thousands of ranges, keeps
+    what filtering every range would keep, in the same order."""
+    ex = reference_trace(str(REFERENCE / "jax_matmul/experiments/allocator/default.sqlite.gz"))
+    every = ex.nvtx_ranges()
+    name = "jax_matmul/float32/compute"
+    assert len(every) > 1000 and ex.nvtx_ranges(name) == [r for r in every if r.name == name]
+    assert ex.nvtx_ranges(name) and ex.nvtx_ranges("no such range") == []
+
+
 def test_compute_calls_find_the_kernels_inside_each_range():
     path = str(REFERENCE / "cupy_sqdiff/baseline/n4096/nsys.sqlite.gz")
     calls = readers.compute_calls(reference_trace(path), "cupy_sqdiff", "baseline")

@@ -96,6 +96,33 @@ def test_cudf_pool_steps_compare_with_their_parents():
     assert steps["split_agg_pool"].vs_parent.label == "faster"
 
 
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)
+def test_the_index_model_computes_only_the_result_boxs_verdict_and_states_the_same(recipe):
+    """``verdicts_wanted="result"`` (the index's): the fastest step's verdict against the baseline at
+    the largest size, equal to the page's, and no other; the index line made from it is the same."""
+    from analysis import markdown
+
+    full = _model(recipe.name)
+    ceilings = json.loads((REFERENCE / "ceilings.json").read_text())
+    own = REFERENCE / recipe.name / "ceilings.json"
+    lean = report_model.build(recipe, _by_size(recipe.name), json.loads(own.read_text()) if own.exists() else ceilings,
+                              verdicts_wanted="result")
+    assert lean.result.best_vs_baseline == full.result.best_vs_baseline
+    computed = [(s.variant, s.size) for steps in lean.ladder.values() for s in steps if s.vs_baseline or s.vs_parent]
+    assert computed == ([] if lean.result.best_vs_baseline is None else [(lean.result.best.variant, lean.result.size)])
+    assert lean.result.best.vs_parent is None
+    preflight = json.loads((REFERENCE / "preflight.json").read_text())
+    assert markdown.index_report([lean], ceilings, preflight) == markdown.index_report([full], ceilings, preflight)
+
+
+def test_a_step_whose_parent_is_the_baseline_has_one_verdict_against_both():
+    steps = _model("cupy_sqdiff").ladder[max(_model("cupy_sqdiff").sizes)]
+    children = [s for s in steps if s.improves_on == steps[0].variant]
+    assert children and all(s.vs_parent is s.vs_baseline for s in children)
+    with pytest.raises(ValueError, match="verdicts_wanted"):
+        report_model.build_steps(BY_NAME["cupy_sqdiff"], _by_size("cupy_sqdiff")[4096], {}, verdicts_wanted="some")
+
+
 # --- busy time --------------------------------------------------------------------------------------
 
 def test_busy_time_is_the_union_numba_streams_below_pinned():

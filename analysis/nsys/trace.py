@@ -551,11 +551,14 @@ class Trace:
         if "NVTX_EVENTS" not in self.tables:
             raise AnalysisInputError(self.path, "export has no NVTX_EVENTS table: NVTX tracing was off "
                                                 "(nsys -t nvtx) or the program made no NVTX calls")
+        return [NvtxEvent(rid, st, en, et, tid, etid, self.domain_name(dom, tid), txt or "", pl, real, cat)
+                for rid, st, en, et, tid, etid, dom, txt, pl, real, cat in self._cached_nvtx_rows(event_types)]
+
+    def _cached_nvtx_rows(self, event_types: Sequence[int]) -> list[tuple]:
         key = tuple(event_types)
         if key not in self._nvtx_rows:
             self._nvtx_rows[key] = self._nvtx_event_rows(key)
-        return [NvtxEvent(rid, st, en, et, tid, etid, self.domain_name(dom, tid), txt or "", pl, real, cat)
-                for rid, st, en, et, tid, etid, dom, txt, pl, real, cat in self._nvtx_rows[key]]
+        return self._nvtx_rows[key]
 
     def _nvtx_event_rows(self, event_types: tuple[int, ...]) -> list[tuple]:
         cols = self.columns_of("NVTX_EVENTS")
@@ -581,12 +584,19 @@ class Trace:
             event_types)
         return rows
 
-    def nvtx_ranges(self) -> list[NvtxRange]:
-        """Closed push/pop and start/end ranges, with their domain names ([] without NVTX_EVENTS)."""
+    def nvtx_ranges(self, name: str | None = None) -> list[NvtxRange]:
+        """Closed push/pop and start/end ranges, with their domain names ([] without NVTX_EVENTS);
+        only those called ``name`` when given: a reader after a few ranges of an export that holds
+        tens of thousands (XLA's) builds only those."""
         if "NVTX_EVENTS" not in self.tables:
             return []
-        return [NvtxRange(e.start, e.end, e.text, e.domain, e.tid, e.payload)
-                for e in self.nvtx_events((NVTX_PUSH_POP, NVTX_START_END)) if e.end is not None]
+        rows = self._cached_nvtx_rows((NVTX_PUSH_POP, NVTX_START_END))
+        if any(dom for _, _, _, _, _, _, dom, *_ in rows):
+            # the domains are read (and a damaged one refused) whether or not ``name`` keeps their ranges
+            self.nvtx_domain_names()
+        return [NvtxRange(st, en, txt or "", self.domain_name(dom, tid), tid, pl)
+                for _rid, st, en, _type, tid, _end_tid, dom, txt, pl, _real, _cat in rows
+                if en is not None and (name is None or (txt or "") == name)]
 
     # --- columns -----------------------------------------------------------------------------------
 

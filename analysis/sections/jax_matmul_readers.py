@@ -84,7 +84,7 @@ class Call:
 
 def _compute_ranges(ex: Trace, workload: str, variant: str):
     name = f"{workload}/{variant}/compute"
-    ranges = sorted((r for r in ex.nvtx_ranges() if r.domain == SUITE_DOMAIN and r.name == name),
+    ranges = sorted((r for r in ex.nvtx_ranges(name) if r.domain == SUITE_DOMAIN),
                     key=lambda r: r.start_ns)
     if not ranges:
         raise AnalysisInputError(ex.path, f"no NVTX range {SUITE_DOMAIN}:{name} (a run of the suite's runner "
