@@ -129,6 +129,16 @@ def requested_targets():
     return sorted(dag.targets) or ["profile_all"]
 
 
+onstart:
+    # what the user asked for, named in the preflight's message: its job inherits the environment. Not
+    # a param of the rule, which Snakemake compares with the last run's: `snakemake capture_reference`
+    # after `snakemake profile_all` re-ran the preflight and, as every GPU job reads its record, the
+    # whole pipeline
+    from workloads.tools.preflight import TARGETS_VARIABLE
+
+    os.environ[TARGETS_VARIABLE] = " ".join(requested_targets())
+
+
 # Recipes whose packages are importable here; the others are skipped (the preflight records why).
 ONLY = config.get("only_workloads")
 for _name in ONLY or []:

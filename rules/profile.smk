@@ -13,8 +13,9 @@ checkpoint preflight:
         python=PYTHON,
         nsys=NSYS,
         ncu=NCU,
-        # the message names what the user asked for (kernel_page is not profile_all)
-        targets=lambda wc: " ".join(f"--target {shlex.quote(t)}" for t in requested_targets()),
+        # the message names what the user asked for (kernel_page is not profile_all), read from the
+        # environment (onstart, rules/common.smk): as a param, another target (capture_reference
+        # after profile_all) re-ran the preflight and with it every GPU job
     envmodules:
         *ENVMODULES,
     conda:
@@ -23,7 +24,7 @@ checkpoint preflight:
     # the profiles), also when the job ran on a cluster node
     shell:
         "{params.python:q} -m workloads.tools.preflight --nsys {params.nsys:q} --ncu {params.ncu:q}"
-        " {params.targets} --output {output:q} > {log:q} 2>&1"
+        " --output {output:q} > {log:q} 2>&1"
 
 
 rule ceilings:

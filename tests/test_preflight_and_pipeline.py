@@ -125,3 +125,19 @@ def test_laptop_profile_plans_smaller_runs(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "cupy_sqdiff/fused/n8192/timing.json" in r.stdout
     assert "n16384" not in r.stdout
+
+
+def test_the_preflight_job_is_the_same_whatever_the_target(tmp_path):
+    """The preflight's command names no target (the message reads them from the environment the
+    pipeline's onstart sets): with the target as a param, `snakemake capture_reference` after
+    `snakemake profile_all` found the preflight's params changed and ran it again, and after it every
+    GPU job, whose inputs include its record."""
+    from test_cold import _planned_shell_lines
+
+    def preflight_command(target):
+        lines = _planned_shell_lines(tmp_path / target, [target])
+        return [line.strip() for line in lines if "-m workloads.tools.preflight " in line]
+
+    [profile_all] = preflight_command("profile_all")
+    assert "--target" not in profile_all
+    assert preflight_command("capture_reference") == [profile_all]

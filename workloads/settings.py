@@ -73,6 +73,8 @@ SETTINGS: Mapping[str, Setting] = {s.name: s for s in (
             "pipeline"),
     Setting("COOKBOOK_OTHER_CORES", "", "CPU cores of every process of the pipeline that does not hold the "
             "GPU; set with `COOKBOOK_GPU_HOLDER_CORES`.", "pipeline"),
+    Setting("COOKBOOK_REQUESTED_TARGETS", "", "The Snakemake targets asked for, named in the preflight's "
+            "message; set by the pipeline when it starts.", "pipeline"),
     Setting("COOKBOOK_GIT_COMMIT", "", "The suite's commit, for records written on a copy without `.git`.",
             "user"),
     Setting("COOKBOOK_SLURM_PARTITION", "gpu", "SLURM partition with the GPUs (profiles/slurm).", "user"),

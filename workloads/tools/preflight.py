@@ -20,9 +20,12 @@ import subprocess
 import sys
 from typing import Sequence
 
-from workloads import provenance
+from workloads import provenance, settings
 from workloads.registry import RECIPES
 from workloads.runner import write_json_atomic
+
+#: the targets the user asked Snakemake for, space-separated (set by the pipeline's onstart)
+TARGETS_VARIABLE = "COOKBOOK_REQUESTED_TARGETS"
 
 
 def tool_version(exe: str) -> str | None:
@@ -146,11 +149,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ncu", required=True, help="Nsight Compute executable to check (a path or a name on PATH)")
     p.add_argument("--output", required=True, help="JSON record to write when everything is present")
     p.add_argument("--target", action="append", default=[], metavar="NAME",
-                   help="what the user asked Snakemake for (repeatable), named in the message")
+                   help=f"what the user asked Snakemake for (repeatable), named in the message; default: the "
+                        f"targets in {TARGETS_VARIABLE} (the pipeline sets it)")
     args = p.parse_args(argv)
-    record, problems = check(args.nsys, args.ncu, args.target)
+    targets = args.target or settings.text(TARGETS_VARIABLE).split()
+    record, problems = check(args.nsys, args.ncu, targets)
     if problems:
-        what = " and ".join(args.target) or "GPU profiling"
+        what = " and ".join(targets) or "GPU profiling"
         print(f"preflight: {what} cannot run here:", file=sys.stderr)
         for prob in problems:
             print(f"  - {prob}", file=sys.stderr)
