@@ -114,23 +114,24 @@ def split_cores(environ=os.environ) -> tuple[set[int], set[int]] | None:
     return holder, others
 
 
-def use_holder_cores(environ=os.environ) -> str | None:
-    """Move this process to the GPU holder's cores (:func:`split_cores`); their list, or None where the
-    pipeline split none."""
-    text = settings.text(HOLDER_CORES_VARIABLE, environ)
+def _use_cores(variable: str, environ) -> str | None:
+    """Move this process to the cores ``variable`` names (:func:`split_cores`); their list, or None
+    where the pipeline split none."""
+    text = settings.text(variable, environ)
     if text and hasattr(os, "sched_setaffinity"):
         _move_process(core_list(text))
         return text
     return None
+
+
+def use_holder_cores(environ=os.environ) -> str | None:
+    """Move this process to the cores of the process that holds the GPU."""
+    return _use_cores(HOLDER_CORES_VARIABLE, environ)
 
 
 def use_other_cores(environ=os.environ) -> str | None:
     """Move this process back to the cores of the processes that do not hold the GPU."""
-    text = settings.text(OTHER_CORES_VARIABLE, environ)
-    if text and hasattr(os, "sched_setaffinity"):
-        _move_process(core_list(text))
-        return text
-    return None
+    return _use_cores(OTHER_CORES_VARIABLE, environ)
 
 
 def turn_record_path(prefix: str, pid: int) -> str:
