@@ -329,3 +329,21 @@ def test_a_job_that_holds_the_gpu_throughout_runs_on_the_holders_cores(monkeypat
         assert moves == []
         record["returncode"] = 0
     assert "cpu_cores" not in record
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two cores")
+def test_a_timed_record_names_the_cores_its_run_held_with_the_gpu(tmp_path):
+    """A whole run through the runner (JAX's CPU path): its record says which cores it had to itself."""
+    from test_jax_matmul import CPU_ENV
+
+    cores = sorted(os.sched_getaffinity(0))
+    env = dict(CPU_ENV, **{gpu_turn.LOCK_VARIABLE: str(tmp_path / "gpu0.lock"),
+                           gpu_turn.HOLDER_CORES_VARIABLE: str(cores[-1]), gpu_turn.OTHER_CORES_VARIABLE: str(cores[0])})
+    out = tmp_path / "t.json"
+    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "jit", "--size", "64",
+                        "--mode", "timed", "--warmup", "1", "--repeats", "3", "--output", str(out)],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    record = json.loads(out.read_text())
+    assert record["gpu_turn_cpu_cores"] == str(cores[-1]) and record["gpu_turn_waited_s"] >= 0

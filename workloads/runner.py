@@ -386,6 +386,9 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
     }
     if turn is not None:
         record["gpu_turn_waited_s"] = turn["waited_s"]
+        if turn.get("cpu_cores"):
+            # the CPU cores this run had to itself while it held the GPU (gpu_turn.split_cores)
+            record["gpu_turn_cpu_cores"] = turn["cpu_cores"]
     if args.mode == "first":
         with ph("compute", payload=0):
             v.step()
