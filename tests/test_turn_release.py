@@ -347,3 +347,17 @@ def test_a_timed_record_names_the_cores_its_run_held_with_the_gpu(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     record = json.loads(out.read_text())
     assert record["gpu_turn_cpu_cores"] == str(cores[-1]) and record["gpu_turn_waited_s"] >= 0
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity")
+def test_cores_this_process_may_not_use_are_one_clear_error(tmp_path):
+    """A split inherited from elsewhere (a core the machine lacks): the run and the wrapper say which
+    variable, in one line, instead of a traceback."""
+    with pytest.raises(gpu_turn.CoreSplitError, match=f"{gpu_turn.HOLDER_CORES_VARIABLE}=4096: not cores"):
+        gpu_turn.use_holder_cores({gpu_turn.HOLDER_CORES_VARIABLE: "4096"})
+    env = dict(os.environ, **{gpu_turn.HOLDER_CORES_VARIABLE: "4096", gpu_turn.OTHER_CORES_VARIABLE: "0"})
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--gpus", "1", "--",
+                        sys.executable, "-c", "pass"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{gpu_turn.HOLDER_CORES_VARIABLE}=4096: not cores this process may run on" in r.stderr

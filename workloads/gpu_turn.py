@@ -40,6 +40,7 @@ import time
 
 from analysis.outputs import write_json_atomic
 from workloads import settings
+from workloads.contract import WorkloadError
 
 LOCK_VARIABLE = "COOKBOOK_GPU_TURN_LOCK"
 RECORD_VARIABLE = "COOKBOOK_GPU_TURN_RECORD"
@@ -79,7 +80,11 @@ def core_text(cores) -> str:
     return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in parts)
 
 
-def _move_process(cores: set[int]) -> None:
+class CoreSplitError(WorkloadError):
+    """The cores a pipeline variable names are not cores this process may run on."""
+
+
+def _move_process(cores: set[int], variable: str = "") -> None:
     """Every thread of this process onto ``cores`` (a thread inherits its creator's affinity, but
     threads started before, such as a library's pool, keep theirs)."""
     try:
@@ -91,6 +96,11 @@ def _move_process(cores: set[int]) -> None:
             os.sched_setaffinity(tid, cores)
         except (ProcessLookupError, PermissionError):
             pass  # the thread ended meanwhile, or is not ours to move
+        except OSError as e:
+            # an inherited split from another machine or CPU set: say which variable, not a traceback
+            raise CoreSplitError(f"{variable or 'CPU cores'}={core_text(cores)}: not cores this process may run on "
+                                 f"({e.strerror}); unset {HOLDER_CORES_VARIABLE} and {OTHER_CORES_VARIABLE}, "
+                                 "the pipeline sets them") from None
 
 
 def split_cores(environ=os.environ) -> tuple[set[int], set[int]] | None:
@@ -119,7 +129,7 @@ def _use_cores(variable: str, environ) -> str | None:
     where the pipeline split none."""
     text = settings.text(variable, environ)
     if text and hasattr(os, "sched_setaffinity"):
-        _move_process(core_list(text))
+        _move_process(core_list(text), variable)
         return text
     return None
 

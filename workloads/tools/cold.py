@@ -43,7 +43,7 @@ import threading
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from workloads import frameworks
+from workloads import frameworks, gpu_turn
 from workloads.tools.gpu_jobs import gpu_job
 
 #: environment variable -> sub-folder of the run's cache root (the driver's and each framework's)
@@ -245,7 +245,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_cache_root(args.work_dir)
     except UnsafePathError as e:
         p.error(str(e))
-    return run_cold(cmd, args.work_dir, args.tag, args.keep, args.gpus, args.shared_cache, args.turns)
+    try:
+        return run_cold(cmd, args.work_dir, args.tag, args.keep, args.gpus, args.shared_cache, args.turns)
+    except gpu_turn.CoreSplitError as e:
+        print(f"workloads.tools.cold: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
