@@ -252,6 +252,8 @@ def _fake_affinity(monkeypatch, cores):
 
 def test_the_split_gives_the_upper_half_to_the_gpu_holder_and_moves_everything_else_to_the_lower(monkeypatch):
     moves = _fake_affinity(monkeypatch, range(16))
+    # one hardware thread per core here (siblings: test_hardware_thread_siblings_stay_on_one_side_of_the_split)
+    monkeypatch.setattr(gpu_turn, "sibling_groups", lambda cores: [{c} for c in sorted(cores)])
     environ: dict[str, str] = {}
     holder, others = gpu_turn.split_cores(environ)
     assert holder == set(range(8, 16)) and others == set(range(8))
@@ -361,3 +363,20 @@ def test_cores_this_process_may_not_use_are_one_clear_error(tmp_path):
                         sys.executable, "-c", "pass"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"{gpu_turn.HOLDER_CORES_VARIABLE}=4096: not cores this process may run on" in r.stderr
+
+
+def test_hardware_thread_siblings_stay_on_one_side_of_the_split():
+    """16 logical CPUs on 8 cores, Linux numbering siblings n and n+8: the holder gets whole cores
+    (4-7 and 12-15), not the other halves of the others' cores."""
+    topology = {f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list": f"{c % 8},{c % 8 + 8}"
+                for c in range(16)}
+    groups = gpu_turn.sibling_groups(range(16), read=topology.__getitem__)
+    assert groups == [{c, c + 8} for c in range(8)]
+    others, holder = gpu_turn.halves(range(16), groups)
+    assert others == {0, 1, 2, 3, 8, 9, 10, 11} and holder == {4, 5, 6, 7, 12, 13, 14, 15}
+    # no topology to read: one group per CPU, the plain halves
+    def unreadable(path):
+        raise OSError(path)
+
+    assert gpu_turn.halves(range(16), gpu_turn.sibling_groups(range(16), read=unreadable)) == (set(range(8)),
+                                                                                              set(range(8, 16)))

@@ -16,8 +16,8 @@ What overlaps a measured window is therefore CPU work of other runs in their fir
 (Python, imports, the profiler starting) or last (the profiler writing its report, the float64
 check): never another run's kernels, copies or allocations. So that this CPU work does not slow the
 measured run either (a launch-bound step's host time is what it measures), the machine's cores are
-split in two (:func:`split_cores`, which the pipeline does for one shared GPU): the process that
-holds the GPU runs on the holder's half alone, from its turn's start to its end
+split in two (:func:`split_cores`, which the pipeline does for one shared GPU; hardware-thread
+siblings stay on one side): the process that holds the GPU runs on the holder's half alone, from its turn's start to its end
 (:func:`use_holder_cores`), and every other process of the pipeline, analysis jobs included, on
 the other half. A job that holds the GPU throughout (cold/warm starts) moves its whole process
 tree to the holder's half.
@@ -103,9 +103,41 @@ def _move_process(cores: set[int], variable: str = "") -> None:
                                  "the pipeline sets them") from None
 
 
+def sibling_groups(cores, read=None) -> list[set[int]]:
+    """``cores`` grouped by physical core: the logical CPUs Linux lists as hardware-thread siblings
+    (``/sys/devices/system/cpu/cpuN/topology/thread_siblings_list``) share one core's pipelines, so a
+    split that put siblings on both sides would leave the measured run sharing a core. One group per
+    CPU where the file cannot be read. ``read(path)`` defaults to reading the file."""
+    def read_file(path: str) -> str:
+        with open(path) as f:
+            return f.read()
+
+    read = read or read_file
+    groups: dict[frozenset, set[int]] = {}
+    for cpu in sorted(cores):
+        try:
+            siblings = core_list(read(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")) & set(cores)
+        except (OSError, ValueError):
+            siblings = {cpu}
+        groups.setdefault(frozenset(siblings or {cpu}), set()).update(siblings or {cpu})
+    return sorted(groups.values(), key=min)
+
+
+def halves(cores, groups: list[set[int]]) -> tuple[set[int], set[int]]:
+    """(others', holder's): the physical cores (``groups``) in order, the first half to the others,
+    the rest to the holder; plain halves of ``cores`` where there are too few groups to split."""
+    if len(groups) < 2:
+        ordered = sorted(cores)
+        return set(ordered[: len(ordered) // 2]), set(ordered[len(ordered) // 2:])
+    first = groups[: len(groups) // 2]
+    others = set().union(*first)
+    return others, set(cores) - others
+
+
 def split_cores(environ=os.environ) -> tuple[set[int], set[int]] | None:
-    """Split the cores this process may use in two for a pipeline on one shared GPU: the upper half
-    for the process holding the GPU, the lower half for everything else; name both in ``environ``
+    """Split the cores this process may use in two for a pipeline on one shared GPU, by physical core
+    (:func:`sibling_groups`): the upper half for the process holding the GPU, the lower half for
+    everything else; name both in ``environ``
     (inherited by every job) and move this process (Snakemake, whose jobs inherit it) to the lower
     half. Returns (holder's cores, others' cores), the split already made where ``environ`` names
     one, or None where there is nothing to split (fewer than :data:`MIN_CORES_TO_SPLIT` cores, or
@@ -115,10 +147,10 @@ def split_cores(environ=os.environ) -> tuple[set[int], set[int]] | None:
     holder_text, other_text = settings.text(HOLDER_CORES_VARIABLE, environ), settings.text(OTHER_CORES_VARIABLE, environ)
     if holder_text and other_text:
         return core_list(holder_text), core_list(other_text)
-    cores = sorted(os.sched_getaffinity(0))
+    cores = os.sched_getaffinity(0)
     if len(cores) < MIN_CORES_TO_SPLIT:
         return None
-    others, holder = set(cores[: len(cores) // 2]), set(cores[len(cores) // 2:])
+    others, holder = halves(cores, sibling_groups(cores))
     environ[HOLDER_CORES_VARIABLE], environ[OTHER_CORES_VARIABLE] = core_text(holder), core_text(others)
     _move_process(others)
     return holder, others
