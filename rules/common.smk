@@ -57,13 +57,12 @@ def _split_cores_for_one_gpu():
     """On a machine with one GPU that the runs share: the run holding the GPU gets half the cores to
     itself, and Snakemake with every other job it starts keeps to the other half
     (workloads.gpu_turn.split_cores), so that no job's host work slows a measured run."""
-    from workloads import gpu_turn
+    from workloads import gpu_turn, settings
     from workloads.tools.gpu_jobs import physical_gpus
 
     if config["gpus"] != 1 or not physical_gpus():
         return None
-    from workloads import settings
-
+    # a nested Snakemake (rebuild_reports' per-reference runs) inherits the split: said once
     made = not settings.text(gpu_turn.HOLDER_CORES_VARIABLE)
     split = gpu_turn.split_cores()
     if split and made:

@@ -380,3 +380,33 @@ def test_hardware_thread_siblings_stay_on_one_side_of_the_split():
 
     assert gpu_turn.halves(range(16), gpu_turn.sibling_groups(range(16), read=unreadable)) == (set(range(8)),
                                                                                               set(range(8, 16)))
+
+
+def test_inputs_kept_before_the_teardown_serve_the_reference_once():
+    """Variant.keep_reference_inputs: what host_reference_inputs copies while the device is held is
+    what the reference reads after the teardown, taken once (the reference may change it in place);
+    read again without a keep, it comes from the device."""
+
+    class DeviceInputs(_Probe):
+        reads: list = []
+        keep_reference_inputs = Variant.keep_reference_inputs  # the contract's, not the probe's log
+
+        def host_reference_inputs(self, flat_indices):
+            self.reads.append(flat_indices)
+            return self.x.copy() if self.x is not None else None
+
+        def teardown(self) -> None:
+            self.x = None
+
+        def reference(self) -> np.ndarray:
+            return self.reference_inputs(None) * 2.0
+
+    v = DeviceInputs(size=64)
+    v.setup()
+    v.keep_reference_inputs(None)
+    v.teardown()
+    assert np.array_equal(v.reference(), np.arange(64) * 2.0) and v.reads == [None]
+    # the kept copy was taken: a second reference reads the (now freed) device again
+    with pytest.raises(TypeError):
+        v.reference()
+    assert v.reads == [None, None]

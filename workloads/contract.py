@@ -153,12 +153,24 @@ class Variant(abc.ABC):
         idx = self.sample_indices(out.size)
         return np.ascontiguousarray(out.reshape(-1)[idx]), idx, int(out.size)
 
+    def host_reference_inputs(self, flat_indices: np.ndarray | None):
+        """What :meth:`reference` (``flat_indices`` None) or :meth:`reference_at` (those elements)
+        reads from the device, copied to the host now: a variant whose inputs were drawn on the GPU
+        overrides it and reads its inputs through :meth:`reference_inputs`. The default: None (the
+        inputs are on the host already)."""
+        return None
+
     def keep_reference_inputs(self, flat_indices: np.ndarray | None) -> None:
-        """Copy to the host what :meth:`reference` (``flat_indices`` None) or :meth:`reference_at`
-        (those elements) will read from the device, for a variant whose inputs were drawn there.
-        The runner calls it after the result is on the host and before :meth:`teardown`, while the
-        run still holds the GPU; the float64 reference itself then runs after the GPU is given
-        back. The default keeps nothing: the inputs are on the host already."""
+        """The runner calls it once the result is on the host and before :meth:`teardown`, while the
+        run still holds the GPU: :meth:`host_reference_inputs` now, kept for the reference that
+        follows, which then runs after the GPU is given back."""
+        self._kept_reference_inputs = self.host_reference_inputs(flat_indices)
+
+    def reference_inputs(self, flat_indices: np.ndarray | None):
+        """For :meth:`reference` and :meth:`reference_at`: the inputs :meth:`keep_reference_inputs`
+        kept (taken once: the reference may change them in place), else copied from the device now."""
+        kept = self.__dict__.pop("_kept_reference_inputs", None)
+        return kept if kept is not None else self.host_reference_inputs(flat_indices)
 
     # Device plumbing: every framework has its own; workloads share a mixin per framework.
     @abc.abstractmethod

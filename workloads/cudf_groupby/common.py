@@ -176,15 +176,12 @@ class GroupbyVariant(CudfDevice, Variant):
         frame = self.out.to_pandas() if self.library == "cudf" else self.out
         return table_from_frame(frame, f"cudf_groupby/{self.name} ({self.library})")
 
-    def keep_reference_inputs(self, flat_indices: np.ndarray | None) -> None:
-        # the reference draws the inputs again, on the GPU as setup did, while the run holds it;
-        # the float64 table is then computed on the host (every group: the sample is the whole result)
-        self.kept_inputs = host_inputs(self.library, self.size, self.seed)
+    def host_reference_inputs(self, flat_indices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        # drawn again, on the GPU as setup did (every group: the sample is the whole result)
+        return host_inputs(self.library, self.size, self.seed)
 
     def reference(self) -> np.ndarray:
-        kept, self.kept_inputs = getattr(self, "kept_inputs", None), None
-        keys, values = kept if kept is not None else host_inputs(self.library, self.size, self.seed)
-        return reference_table(keys, values)
+        return reference_table(*self.reference_inputs(None))
 
     def work(self) -> Work:
         groups = min(NUM_GROUPS, self.size)

@@ -46,17 +46,9 @@ class SquaredDifference(CupyDevice, Variant):
         idx = self.sample_indices(int(self.out.size))
         return cupy.asnumpy(self.out.reshape(-1)[cupy.asarray(idx)]), idx, int(self.out.size)
 
-    def keep_reference_inputs(self, flat_indices: np.ndarray | None) -> None:
-        # the inputs were drawn on the GPU: read back (all of them, or the sampled elements
-        # gathered on the device) while the run holds the GPU
-        self._kept_inputs = (flat_indices, self._host_inputs(flat_indices))
-
-    def _host_inputs(self, flat_indices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """(a, b) flattened on the host, at ``flat_indices`` or whole: the copy that
-        :meth:`keep_reference_inputs` kept for these indices, else read from the device now."""
-        kept, self._kept_inputs = getattr(self, "_kept_inputs", None), None
-        if kept is not None and kept[0] is flat_indices:
-            return kept[1]
+    def host_reference_inputs(self, flat_indices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        # the inputs were drawn on the GPU: (a, b) flattened, whole or the sampled elements gathered
+        # on the device
         import cupy
 
         if flat_indices is None:
@@ -66,7 +58,7 @@ class SquaredDifference(CupyDevice, Variant):
 
     def reference(self) -> np.ndarray:
         # in place and on every core: at 16384^2 each temporary is 2 GiB of host memory
-        d, b = self._host_inputs(None)
+        d, b = self.reference_inputs(None)
 
         def square_of_difference(_i: int, start: int, stop: int) -> None:
             part = d[start:stop]
@@ -77,7 +69,7 @@ class SquaredDifference(CupyDevice, Variant):
         return d.reshape(self.size, self.size)
 
     def reference_at(self, flat_indices: np.ndarray) -> np.ndarray:
-        a, b = self._host_inputs(flat_indices)
+        a, b = self.reference_inputs(flat_indices)
         d = a - b
         return d * d
 

@@ -35,20 +35,15 @@ class DeviceResident(NumbaDevice, Variant):
     def result(self) -> np.ndarray:
         return self.d_out.copy_to_host()
 
-    def keep_reference_inputs(self, flat_indices: np.ndarray | None) -> None:
-        # the input was drawn on the GPU: read back while the run holds it (whole: a Numba device
-        # array gathers no scattered elements)
-        self.host_x = self.d_x.copy_to_host()
-
-    def _host_x(self) -> np.ndarray:
-        """The input on the host: the copy :meth:`keep_reference_inputs` kept, else read now."""
-        return self.host_x if getattr(self, "host_x", None) is not None else self.d_x.copy_to_host()
+    def host_reference_inputs(self, flat_indices: np.ndarray | None) -> np.ndarray:
+        # the input was drawn on the GPU: all of it (a Numba device array gathers no scattered elements)
+        return self.d_x.copy_to_host()
 
     def reference(self) -> np.ndarray:
-        return hostmath.parallel_map(body.reference, self._host_x())
+        return hostmath.parallel_map(body.reference, self.reference_inputs(None))
 
     def reference_at(self, flat_indices: np.ndarray) -> np.ndarray:
-        return body.reference(self._host_x()[flat_indices])
+        return body.reference(self.reference_inputs(flat_indices)[flat_indices])
 
     def work(self) -> Work:
         n8 = 8 * self.size

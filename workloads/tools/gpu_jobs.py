@@ -180,6 +180,7 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
     # for its own wrapper)
     env.pop(gpu_turn.LOCK_VARIABLE, None)
     env.pop(gpu_turn.RECORD_VARIABLE, None)
+    holder_cores = None
     with contextlib.ExitStack() as stack:
         if env.get("CUDA_VISIBLE_DEVICES") is not None:
             assigned_by = "scheduler"
@@ -222,7 +223,7 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             "returncode": None,
             "killed_by": None,  # the signal the wrapper passed on to the job (workloads/tools/cold.py)
         }
-        if assigned_by == "default" and holder_cores:
+        if holder_cores:
             record["cpu_cores"] = holder_cores
         where = f"GPU {visible}" if visible is not None else "the default GPU"
         print(f"{tag}: on {where} ({assigned_by})"
