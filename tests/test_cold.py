@@ -101,6 +101,8 @@ def test_coldwarm_runs_three_times_in_one_private_cache_and_removes_it(tmp_path)
         parts = ph["interpreter_and_suite_import_s"] + ph["setup_s"] + ph["first_call_s"]
         assert ph["time_to_first_result_s"] == pytest.approx(parts)
         assert all(v > 0 for v in ph.values())
+        # the seeded sample (the step's timed run checks every element)
+        assert run["check"]["method"] == "sample" and 0 < run["check"]["elements"] <= run["check"]["of"] == 1000
     assert list(cache_root(tmp_path).iterdir()) == []
 
 

@@ -410,3 +410,30 @@ def test_inputs_kept_before_the_teardown_serve_the_reference_once():
     with pytest.raises(TypeError):
         v.reference()
     assert v.reads == [None, None]
+
+
+@pytest.mark.parametrize("mode, check", [("run", "full"), ("run", "sample"), ("timed", "full")])
+def test_host_work_the_variant_names_is_done_before_the_run_waits_for_its_turn(monkeypatch, mode, check):
+    """``Variant.prepare_host`` (CuPy pre-faults the host arrays a full check copies into) runs
+    before the GPU turn is taken, told how much of the result the run will check; its time is
+    its own phase of the record, not the setup's."""
+    log: list[str] = []
+
+    class Prepared(_Probe):
+        def prepare_host(self, check: str) -> None:
+            log.append(f"prepare {check}")
+
+        def setup(self) -> None:
+            log.append("setup")
+            super().setup()
+
+    monkeypatch.setattr(_Probe, "log", [])
+    monkeypatch.setattr(Recipe, "variant_class", lambda self, name: Prepared)
+    monkeypatch.setattr(gpu_turn, "take_turn", lambda what, environ=os.environ: log.append("turn"))
+    monkeypatch.setattr(runner.provenance, "collect", lambda requires: {})
+    args = runner._parser(_RECIPE).parse_args(["--variant", "probe", "--size", "64", "--mode", mode,
+                                               "--check", check, "--warmup", "1", "--repeats", "10",
+                                               "--budget-s", "0.01", "--energy-burst-s", "0"])
+    record = runner.run(_RECIPE, args)
+    assert log == [f"prepare {check}", "turn", "setup"]
+    assert record["host_wall_s"]["prepare_host"] >= 0 and record["check"]["method"] == check

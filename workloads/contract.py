@@ -110,6 +110,12 @@ class Variant(abc.ABC):
         self.size = size
         self.seed = seed
 
+    def prepare_host(self, check: str) -> None:
+        """Host work that needs no GPU, done before the run waits for its GPU turn; ``check`` is how
+        much of the result the run will compare ("full" or "sample"). The default does nothing; CuPy
+        pre-faults the host arrays a full check copies back into (6 GiB at 16384^2, whose first
+        touch inside the copies held the GPU ~2 s a run)."""
+
     @abc.abstractmethod
     def setup(self) -> None:
         """Allocate and fill the inputs on the device."""

@@ -363,6 +363,9 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
     provenance_record = None if args.mode == "first" else provenance.collect(recipe.requires)
     if args.mode == "timed":
         sampling.load_statistics()
+    t0 = time.perf_counter()
+    v.prepare_host(args.check)
+    wall_s["prepare_host"] = time.perf_counter() - t0
     # from here to the process's exit this run uses the GPU: on a GPU shared by the pipeline's
     # runs, wait for its turn (a no-op otherwise; workloads/gpu_turn.py)
     turn = gpu_turn.take_turn(f"{recipe.name}/{v.name} size {v.size}")
