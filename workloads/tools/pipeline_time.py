@@ -113,6 +113,7 @@ def format_budget(b: Budget, heading: str) -> str:
 RECORD_KINDS = {"timing.json": "timed", "nsys-run.json": "nsys", "ncu-run.json": "ncu"}
 #: the phases, in program order: the records' host_wall_s keys, then the timed runs' sampling and burst
 PHASES = ("prepare_host", "setup", "warmup", "sampling", "energy burst", "compute", "transfer_and_check")
+PHASES_ALWAYS_SHOWN = frozenset(PHASES) - {"prepare_host"}
 PHASE_TITLES = {"prepare_host": "host arrays (before the turn)", "setup": "setup", "warmup": "warm-up", "sampling": "timed samples", "energy burst": "energy burst",
                 "compute": "calls (profiled)", "transfer_and_check": "transfer + check"}
 
@@ -163,10 +164,13 @@ def phases(captures_dir: str) -> tuple[tuple[PhaseRow, ...], tuple[PhaseRow, ...
 
 
 def format_phases(by_kind: Sequence[PhaseRow], by_recipe: Sequence[PhaseRow], heading: str) -> str:
+    # a phase no run has (records older than the phase, e.g. prepare_host) gets no column
+    shown = [p for p in PHASES if p in PHASES_ALWAYS_SHOWN or any(r.seconds[p] for r in by_kind)]
+
     def table(title: str, rows: Sequence[PhaseRow]) -> list[str]:
-        head = f"| {title} | runs | " + " | ".join(f"{PHASE_TITLES[p]} s" for p in PHASES) + " | phases s |"
-        out = [head, "|---|---|" + "---|" * (len(PHASES) + 1)]
-        out += [f"| {r.key} | {r.runs} | " + " | ".join(f"{r.seconds[p]:.1f}" for p in PHASES)
+        head = f"| {title} | runs | " + " | ".join(f"{PHASE_TITLES[p]} s" for p in shown) + " | phases s |"
+        out = [head, "|---|---|" + "---|" * (len(shown) + 1)]
+        out += [f"| {r.key} | {r.runs} | " + " | ".join(f"{r.seconds[p]:.1f}" for p in shown)
                 + f" | {sum(r.seconds.values()):.1f} |" for r in rows]
         return out + [""]
 
