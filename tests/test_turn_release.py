@@ -9,6 +9,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -437,3 +439,142 @@ def test_host_work_the_variant_names_is_done_before_the_run_waits_for_its_turn(m
     record = runner.run(_RECIPE, args)
     assert log == [f"prepare {check}", "turn", "setup"]
     assert record["host_wall_s"]["prepare_host"] >= 0 and record["check"]["method"] == check
+
+
+# --- host-quiet windows (gpu_turn.quiet_host, gpu_turn.heavy_host_work) ---------------------------
+
+_HOLDER = """
+import os, sys, time
+from workloads import gpu_turn
+kind, ready, release = sys.argv[1:4]
+open(ready + ".asking", "w").close()
+with getattr(gpu_turn, kind)() as waited:
+    open(ready, "w").write(str(waited))
+    while not os.path.exists(release):
+        time.sleep(0.01)
+"""
+
+
+def _start_holder(tmp_path, env, kind, name):
+    """A process that asks for the lock (``kind``), says so, then holds it until told to let go;
+    returned once it has asked."""
+    ready, release = tmp_path / f"{name}.ready", tmp_path / f"{name}.release"
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, kind, str(ready), str(release)], cwd=REPO, env=env)
+    _wait_for(tmp_path / f"{name}.ready.asking", proc)
+    return proc, ready, release
+
+
+def _wait_for(path, proc, timeout_s=30.0):
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert proc.poll() is None, "the holder ended early"
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.01)
+
+
+def test_heavy_host_work_waits_for_a_measured_window_and_runs_beside_other_heavy_work(tmp_path):
+    env = dict(os.environ, **{gpu_turn.QUIET_VARIABLE: str(tmp_path / "host-quiet.lock")})
+    quiet, quiet_ready, quiet_release = _start_holder(tmp_path, env, "quiet_host", "quiet")
+    _wait_for(quiet_ready, quiet)
+    heavy, heavy_ready, heavy_release = _start_holder(tmp_path, env, "heavy_host_work", "heavy")
+    time.sleep(0.3)
+    assert not heavy_ready.exists()  # the measured window holds it off
+    quiet_release.touch()
+    _wait_for(heavy_ready, heavy)
+    assert float(heavy_ready.read_text()) >= 0.2  # it says how long it waited
+    # a second heavy job runs beside the first
+    other, other_ready, other_release = _start_holder(tmp_path, env, "heavy_host_work", "other")
+    _wait_for(other_ready, other)
+    # a measured window waits for both, and one that waits is not overtaken by heavy work that starts later
+    window, window_ready, window_release = _start_holder(tmp_path, env, "quiet_host", "window")
+    time.sleep(0.3)
+    late, late_ready, late_release = _start_holder(tmp_path, env, "heavy_host_work", "late")
+    time.sleep(0.3)
+    assert not window_ready.exists() and not late_ready.exists()
+    heavy_release.touch()
+    other_release.touch()
+    _wait_for(window_ready, window)
+    time.sleep(0.3)
+    assert not late_ready.exists()
+    window_release.touch()
+    _wait_for(late_ready, late)
+    late_release.touch()
+    for p in (quiet, heavy, other, window, late):
+        assert p.wait(timeout=30) == 0
+
+
+def test_without_the_lock_named_host_quiet_windows_and_heavy_work_do_not_wait(monkeypatch):
+    monkeypatch.delenv(gpu_turn.QUIET_VARIABLE, raising=False)
+    with gpu_turn.quiet_host() as waited_quiet, gpu_turn.heavy_host_work() as waited_heavy:
+        assert waited_quiet == 0.0 and waited_heavy == 0.0
+
+
+def test_the_wrapper_names_the_quiet_lock_for_timed_and_nsys_runs_and_holds_it_for_a_whole_job(tmp_path, monkeypatch):
+    """Timed and nsys runs of a shared GPU get the host-quiet lock, an ncu run does not (its counters
+    are the GPU's); a job that holds the GPU throughout holds the host quiet too, once the heavy
+    work in progress ends, and its processes do not see the lock (they would wait for themselves)."""
+    from workloads.tools import gpu_jobs
+
+    monkeypatch.setattr(gpu_jobs, "physical_gpus", lambda: [])
+    for tag, named in (("timed", True), ("nsys", True), ("ncu", False)):
+        env = {gpu_turn.QUIET_VARIABLE: "/elsewhere/inherited.lock"}
+        with gpu_jobs.gpu_job(tmp_path, 1, env, tag, ["x"], turns=True) as record:
+            record["returncode"] = 0
+        assert (gpu_turn.QUIET_VARIABLE in env) == named
+        if named:
+            assert env[gpu_turn.QUIET_VARIABLE] == str(gpu_jobs.lock_folder(tmp_path) / gpu_jobs.QUIET_LOCK_NAME)
+    lock_env = dict(os.environ, **{gpu_turn.QUIET_VARIABLE: str(gpu_jobs.lock_folder(tmp_path) / gpu_jobs.QUIET_LOCK_NAME)})
+    heavy, heavy_ready, heavy_release = _start_holder(tmp_path, lock_env, "heavy_host_work", "heavy")
+    _wait_for(heavy_ready, heavy)
+    threading.Timer(0.5, heavy_release.touch).start()
+    env = {gpu_turn.QUIET_VARIABLE: "/elsewhere/inherited.lock"}
+    with gpu_jobs.gpu_job(tmp_path, 1, env, "coldwarm", ["x"]) as record:
+        assert gpu_turn.QUIET_VARIABLE not in env
+        late, late_ready, late_release = _start_holder(tmp_path, lock_env, "heavy_host_work", "late")
+        time.sleep(0.3)
+        assert not late_ready.exists()
+        record["returncode"] = 0
+    assert record["host_quiet_waited_s"] >= 0.3
+    _wait_for(late_ready, late)
+    late_release.touch()
+    assert heavy.wait(timeout=30) == 0 and late.wait(timeout=30) == 0
+
+
+def test_a_timed_run_measures_in_a_quiet_window_and_checks_its_whole_result_as_heavy_work(monkeypatch):
+    """The order in a timed run: host arrays (heavy, before the turn), turn, setup, quiet window
+    (warm-up and samples), result, teardown, release, then the whole result's check as heavy work."""
+    log: list[str] = []
+
+    @contextlib.contextmanager
+    def logged(name):
+        log.append(f"{name} begins")
+        yield 0.0
+        log.append(f"{name} ends")
+
+    class Logged(_Probe):
+        def prepare_host(self, check: str) -> None:
+            log.append("prepare_host")
+
+        def setup(self) -> None:
+            log.append("setup")
+            super().setup()
+
+        def step(self) -> None:
+            if "step" not in log:
+                log.append("step")
+
+    monkeypatch.setattr(_Probe, "log", log)
+    monkeypatch.setattr(Recipe, "variant_class", lambda self, name: Logged)
+    monkeypatch.setattr(gpu_turn, "take_turn", lambda what, environ=os.environ: log.append("turn"))
+    monkeypatch.setattr(gpu_turn, "quiet_host", lambda environ=os.environ: logged("quiet"))
+    monkeypatch.setattr(gpu_turn, "heavy_host_work", lambda environ=os.environ: logged("heavy"))
+    monkeypatch.setattr(gpu_turn, "holds_turn", lambda: True)
+    monkeypatch.setattr(gpu_turn, "release_turn", lambda held, total: log.append("release") or {"released": True})
+    monkeypatch.setattr(telemetry, "process_gpu_memory", lambda: (1, 100))
+    monkeypatch.setattr(runner.provenance, "collect", lambda requires: {})
+    args = runner._parser(_RECIPE).parse_args(["--variant", "probe", "--size", "64", "--mode", "timed", "--warmup", "1",
+                                               "--repeats", "10", "--budget-s", "0.01", "--energy-burst-s", "0"])
+    record = runner.run(_RECIPE, args)
+    assert log == ["heavy begins", "prepare_host", "heavy ends", "turn", "setup", "quiet begins", "step", "quiet ends",
+                   "result", "keep whole", "teardown", "free", "release", "heavy begins", "reference", "heavy ends"]
+    assert record["host_wall_s"]["quiet_wait"] == 0.0
