@@ -54,8 +54,6 @@ RECORD_SCHEMA = {
         "killed_by": _TEXT_OR_NULL,
         # a job that held the GPU throughout ran on these CPU cores alone (workloads.gpu_turn.split_cores)
         "cpu_cores": {"type": "string"},
-        # ... after waiting this long for the other runs' heavy host work to end (workloads.gpu_turn.quiet_host)
-        "host_quiet_waited_s": {"type": "number", "minimum": 0},
         "gpu_turns": {"type": "array", "items": {
             "type": "object", "required": ["started_unix_ns", "ended_unix_ns"],
             "properties": {"started_unix_ns": _NS, "ended_unix_ns": _NS, "waited_s": {"type": "number"},

@@ -22,18 +22,6 @@ siblings stay on one side): the process that holds the GPU runs on the holder's 
 the other half. A job that holds the GPU throughout (cold/warm starts) moves its whole process
 tree to the holder's half.
 
-The split keeps the others off the holder's cores, not off the memory bus and the last-level cache
-the cores share: a float64 check streaming 6 GiB on eight threads made CuPy's launch-bound
-``fused`` step at 4096 measure 35% slower than the same machine's cold/warm processes did (an
-H200, 0.148 against 0.110 ms per call). So the windows whose host time is measured (a timed run's
-warm-up, samples and energy burst; an nsys run's calls; a job that holds the GPU throughout, which
-measures start-up) are also *host-quiet* (:func:`quiet_host`): the heavy host work of the
-pipeline's other runs (the float64 check of a whole result, pre-faulting its host arrays:
-:func:`heavy_host_work`) waits for them to end, and they wait for the heavy work in progress. An
-ncu run's windows are not quiet: its counters are the GPU's, and its replays take most of its time.
-Both go through one gate (a second lock), so that a measured window waiting for the heavy work in
-progress is not overtaken by heavy work that starts later.
-
 Without ``COOKBOOK_GPU_TURN_LOCK`` (a run by hand, a SLURM job with its own GPU, a host with
 several GPUs where the wrapper holds one for the whole job) :func:`take_turn` does nothing.
 
@@ -45,7 +33,6 @@ for two runs on one GPU at once.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import fcntl
 import os
 import sys
@@ -61,11 +48,6 @@ RECORD_VARIABLE = "COOKBOOK_GPU_TURN_RECORD"
 #: pipeline split them (:func:`split_cores`)
 HOLDER_CORES_VARIABLE = "COOKBOOK_GPU_HOLDER_CORES"
 OTHER_CORES_VARIABLE = "COOKBOOK_OTHER_CORES"
-#: the host-quiet lock (:func:`quiet_host`, :func:`heavy_host_work`), named by the job wrapper for
-#: the runs of a shared GPU whose host time is measured (timed, nsys) and for the heavy host work of
-#: any run; its gate is the same path with GATE_SUFFIX
-QUIET_VARIABLE = "COOKBOOK_HOST_QUIET_LOCK"
-GATE_SUFFIX = ".gate"
 #: fewest cores worth splitting (two for the holder, two for the rest)
 MIN_CORES_TO_SPLIT = 4
 
@@ -274,48 +256,3 @@ def release_turn(held_bytes: int | None, total_bytes: int | None) -> dict | None
     use_other_cores()
     decision["released"] = True
     return decision
-
-
-def _lock_through_gate(path: str, mode: int):
-    """``path`` locked in ``mode`` (shared or exclusive), taken while holding its gate
-    (``path`` + GATE_SUFFIX, exclusive) so that whoever waits first is served first, whatever the
-    mode; returns the open, locked file."""
-    gate = open(path + GATE_SUFFIX, "a")
-    try:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        f = open(path, "a")
-        fcntl.flock(f, mode)
-    finally:
-        gate.close()  # closing the file lets its lock go
-    return f
-
-
-@contextlib.contextmanager
-def _host_lock(mode: int, environ):
-    path = settings.text(QUIET_VARIABLE, environ)
-    if not path:
-        yield 0.0
-        return
-    t0 = time.perf_counter()
-    f = _lock_through_gate(path, mode)
-    try:
-        yield time.perf_counter() - t0
-    finally:
-        fcntl.flock(f, fcntl.LOCK_UN)
-        f.close()
-
-
-def quiet_host(environ=os.environ):
-    """A window whose host time is measured: no heavy host work of the pipeline's other runs runs
-    in it (:func:`heavy_host_work` waits). A context manager giving the seconds waited for the heavy
-    work in progress to end; a no-op (0 s) without ``COOKBOOK_HOST_QUIET_LOCK``. Take it while
-    holding the GPU, never the other way round."""
-    return _host_lock(fcntl.LOCK_EX, environ)
-
-
-def heavy_host_work(environ=os.environ):
-    """Host work that streams GiBs through memory (a whole result's float64 check, pre-faulting
-    host arrays): it waits while a run measures (:func:`quiet_host`), and several run at once. A
-    context manager giving the seconds waited; a no-op (0 s) without ``COOKBOOK_HOST_QUIET_LOCK``.
-    Never wait for the GPU inside it."""
-    return _host_lock(fcntl.LOCK_SH, environ)

@@ -333,10 +333,7 @@ def _check(v: Variant, recipe: Recipe, ph, how: str = "full") -> tuple[float, di
         with ph("check"):
             ref = reference()
     turn_end = _free_device_and_end_turn(v)
-    # a whole result's float64 reference and comparison stream GiBs through host memory: not beside
-    # another run's measured window (gpu_turn.heavy_host_work); a sample is light
-    heavy = gpu_turn.heavy_host_work() if idx is None else contextlib.nullcontext(0.0)
-    with heavy, ph("check"):
+    with ph("check"):
         if ref is None:
             ref = reference()
         if idx is not None:
@@ -367,10 +364,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
     if args.mode == "timed":
         sampling.load_statistics()
     t0 = time.perf_counter()
-    # streams host memory where it does anything (CuPy's full check): not beside a measured window
-    # of another run (gpu_turn.quiet_host); done before the wait for the GPU, never during it
-    with gpu_turn.heavy_host_work():
-        v.prepare_host(args.check)
+    v.prepare_host(args.check)
     wall_s["prepare_host"] = time.perf_counter() - t0
     # from here to the process's exit this run uses the GPU: on a GPU shared by the pipeline's
     # runs, wait for its turn (a no-op otherwise; workloads/gpu_turn.py)
@@ -413,34 +407,26 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
             "first_result_unix_ns": first_result,
         }
     elif args.mode == "run":
-        # host-quiet where the job wrapper says the run's host time is measured (nsys: the gaps
-        # between launches; not ncu, whose counters are the GPU's): gpu_turn.quiet_host
-        with gpu_turn.quiet_host() as quiet_wait_s:
-            t0 = time.perf_counter()
-            with _capture_range(recipe) as in_range:
-                for i in range(args.calls):
-                    with ph("compute", payload=i):
-                        v.step()
-                        # one synchronize per call, so each compute range holds its own GPU work
-                        v.synchronize()
-            wall_s["compute"] = time.perf_counter() - t0
-        wall_s["quiet_wait"] = quiet_wait_s
+        t0 = time.perf_counter()
+        with _capture_range(recipe) as in_range:
+            for i in range(args.calls):
+                with ph("compute", payload=i):
+                    v.step()
+                    # one synchronize per call, so each compute range holds its own GPU work
+                    v.synchronize()
+        wall_s["compute"] = time.perf_counter() - t0
         record["calls"] = args.calls
         # whether the calls ran inside cuProfilerStart/Stop: a profiler honouring it recorded only them
         record["capture_range"] = bool(in_range)
     else:
-        # warm-up, samples and energy burst: no other run's heavy host work beside them
-        # (gpu_turn.quiet_host; the wait is recorded, in the turn, before the warm-up)
-        with gpu_turn.quiet_host() as quiet_wait_s:
-            t0 = time.perf_counter()
-            with ph("warmup"):
-                for _ in range(args.warmup):
-                    v.step()
-                v.synchronize()
-            wall_s["warmup"] = time.perf_counter() - t0
-            record["warmup_calls"] = args.warmup
-            record.update(timed_calls(v, ph, sampling_rule(args), args.l2, energy_burst_s=args.energy_burst_s))
-        wall_s["quiet_wait"] = quiet_wait_s
+        t0 = time.perf_counter()
+        with ph("warmup"):
+            for _ in range(args.warmup):
+                v.step()
+            v.synchronize()
+        wall_s["warmup"] = time.perf_counter() - t0
+        record["warmup_calls"] = args.warmup
+        record.update(timed_calls(v, ph, sampling_rule(args), args.l2, energy_burst_s=args.energy_burst_s))
     t0 = time.perf_counter()
     record["relative_error"], record["check"], turn_end = _check(v, recipe, ph, args.check)
     wall_s["transfer_and_check"] = time.perf_counter() - t0

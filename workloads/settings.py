@@ -68,9 +68,6 @@ SETTINGS: Mapping[str, Setting] = {s.name: s for s in (
             "pipeline"),
     Setting("COOKBOOK_GPU_TURN_RECORD", "", "File the run writes its GPU turn's start and end to, for the "
             "GPU job record; set by `workloads.tools.cold --turns`.", "pipeline"),
-    Setting("COOKBOOK_HOST_QUIET_LOCK", "", "The lock that keeps a run's heavy host work (a whole result's "
-            "float64 check) out of the windows whose host time another run measures (`workloads/gpu_turn.py: "
-            "quiet_host`); set by the job wrapper on a machine with one GPU.", "pipeline"),
     Setting("COOKBOOK_GPU_HOLDER_CORES", "", "CPU cores (a Linux CPU list) a run uses while it holds the "
             "shared GPU; set by the pipeline on a machine with one GPU (`workloads/gpu_turn.py: split_cores`).",
             "pipeline"),

@@ -147,14 +147,12 @@ def run_child(variant: str, size: int, warmup: int, repeats: int, setting: str) 
         v.synchronize()
     setup_s = time.perf_counter() - t0
     after_setup = _driver_memory()
-    # the calls' host-timed window: no other run's heavy host work beside it (gpu_turn.quiet_host)
-    with gpu_turn.quiet_host() as quiet_wait_s:
-        with ph("warmup"):
-            for _ in range(warmup):
-                v.step()
-            v.synchronize()
-        # JAX's host-clock pair waits in stop(): reading it inside the range adds no wait there
-        times_ms = [timed_step(v, ph, i) for i in range(repeats)]
+    with ph("warmup"):
+        for _ in range(warmup):
+            v.step()
+        v.synchronize()
+    # JAX's host-clock pair waits in stop(): reading it inside the range adds no wait there
+    times_ms = [timed_step(v, ph, i) for i in range(repeats)]
     record = {
         "setting": setting,
         "environment": {k: os.environ[k] for k in ALLOCATOR_VARIABLES if k in os.environ},
@@ -166,7 +164,6 @@ def run_child(variant: str, size: int, warmup: int, repeats: int, setting: str) 
         "timing": _summary_ms(times_ms),
         "timer": "host timer with block_until_ready",
         "setup_s": setup_s,
-        "host_quiet_waited_s": quiet_wait_s,
         "jax_backend": jax.default_backend(),
         "memory_stats": _memory_stats(),
         "driver_memory_after_setup": after_setup,

@@ -41,8 +41,6 @@ from workloads.provenance import git_commit, tool_output
 #: the format of a job record; analysis/gpu_jobs.py refuses others
 RECORD_VERSION = 1
 RECORDS_FOLDER = "gpu-jobs"
-#: the host-quiet lock of a shared GPU's runs (workloads.gpu_turn.quiet_host), beside its GPU lock
-QUIET_LOCK_NAME = "host-quiet.lock"
 
 
 def lock_folder(work_dir: str | os.PathLike) -> Path:
@@ -182,10 +180,7 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
     # for its own wrapper)
     env.pop(gpu_turn.LOCK_VARIABLE, None)
     env.pop(gpu_turn.RECORD_VARIABLE, None)
-    # nor a host-quiet window inside a job that holds it throughout (it would wait for itself)
-    env.pop(gpu_turn.QUIET_VARIABLE, None)
     holder_cores = None
-    quiet_wait_s = None
     with contextlib.ExitStack() as stack:
         if env.get("CUDA_VISIBLE_DEVICES") is not None:
             assigned_by = "scheduler"
@@ -199,21 +194,13 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             turn_records = locks / f"turn-{os.getpid()}-{time.time_ns()}"
             env[gpu_turn.LOCK_VARIABLE] = str(locks / "gpu0.lock")
             env[gpu_turn.RECORD_VARIABLE] = str(turn_records)
-            # a timed or nsys run's measured windows are host-quiet, and its heavy host work keeps
-            # out of the others' (workloads.gpu_turn.quiet_host); an ncu run measures no host time
-            # (its counters are the GPU's) and does no heavy host work (a sampled check)
-            if tag != "ncu":
-                env[gpu_turn.QUIET_VARIABLE] = str(locks / QUIET_LOCK_NAME)
         else:
             assigned_by = "default"
             # one GPU: jobs still take turns on it, even if more were let through at once
             # (--resources gpu=2 without --config gpus=2)
             stack.enter_context(gpu_slot(work_dir, 1))
             # the job holds the GPU throughout: its processes run on the holder's cores, away from
-            # the other jobs' host work (workloads.gpu_turn.split_cores), and all of it is measured
-            # (start-up, peaks): host-quiet throughout, once the heavy host work in progress ends
-            quiet_wait_s = stack.enter_context(
-                gpu_turn.quiet_host({gpu_turn.QUIET_VARIABLE: str(lock_folder(work_dir) / QUIET_LOCK_NAME)}))
+            # the other jobs' host work (workloads.gpu_turn.split_cores)
             holder_cores = gpu_turn.use_holder_cores(env)
         if env.get("CUDA_VISIBLE_DEVICES") is not None:
             # so that index i is nvidia-smi's (and SLURM's) GPU i, not the i-th fastest
@@ -238,8 +225,6 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
         }
         if holder_cores:
             record["cpu_cores"] = holder_cores
-        if quiet_wait_s is not None:
-            record["host_quiet_waited_s"] = quiet_wait_s
         where = f"GPU {visible}" if visible is not None else "the default GPU"
         print(f"{tag}: on {where} ({assigned_by})"
               + (f", {record['gpu']['uuid']}" if record["gpu"] else ""), file=sys.stderr, flush=True)

@@ -112,11 +112,9 @@ def format_budget(b: Budget, heading: str) -> str:
 #: a run record's file name -> the kind of GPU job that wrote it
 RECORD_KINDS = {"timing.json": "timed", "nsys-run.json": "nsys", "ncu-run.json": "ncu"}
 #: the phases, in program order: the records' host_wall_s keys, then the timed runs' sampling and burst
-PHASES = ("prepare_host", "setup", "quiet_wait", "warmup", "sampling", "energy burst", "compute",
-          "transfer_and_check")
-PHASES_ALWAYS_SHOWN = frozenset(PHASES) - {"prepare_host", "quiet_wait"}
-PHASE_TITLES = {"prepare_host": "host arrays (before the turn)", "setup": "setup",
-                "quiet_wait": "wait for host quiet", "warmup": "warm-up", "sampling": "timed samples", "energy burst": "energy burst",
+PHASES = ("prepare_host", "setup", "warmup", "sampling", "energy burst", "compute", "transfer_and_check")
+PHASES_ALWAYS_SHOWN = frozenset(PHASES) - {"prepare_host"}
+PHASE_TITLES = {"prepare_host": "host arrays (before the turn)", "setup": "setup", "warmup": "warm-up", "sampling": "timed samples", "energy burst": "energy burst",
                 "compute": "calls (profiled)", "transfer_and_check": "transfer + check"}
 
 
