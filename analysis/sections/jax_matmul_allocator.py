@@ -43,7 +43,7 @@ def summarize(workload_root: str) -> dict:
             "setting": s["setting"],
             "environment": " ".join(f"{k}={v}" for k, v in s.get("environment_added", {}).items()) or "(none)",
             "nsys_error": s.get("nsys_error"),
-            # the setting crashed under nsys every time and was run without it (exp_allocator)
+            # the setting crashed under nsys and was run once without it (exp_allocator)
             "timed_without_nsys": bool(s.get("timed_without_nsys")),
             "peak_bytes": mem.get("peak_bytes"),
             "peak_share": mem["peak_bytes"] / total if total else None,
