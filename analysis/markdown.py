@@ -222,23 +222,43 @@ def steps_detail_table(steps: Sequence[rm.Step]) -> str:
                   "kernels ms", "copies H2D / D2H / other ms", "overlapping ms", "kernels per call",
                   "alloc calls: first / later", "host timer ms: returns / synced", "first call ms",
                   "noise (IQR / median)", "rel. error",
-                  "rests on: samples, warm-up, nsys calls; SM clock, throttled, J/call (NVML)"),
+                  "rests on: samples, warm-up, nsys calls; SM clock, throttled, J/call (NVML); CPU busy: "
+                  "own cores / others"),
                  rows)
 
 
 def rests_on(s: rm.Step) -> str:
     """What a step's numbers rest on, in one cell: timed samples (why sampling stopped), warm-up
-    calls, calls under nsys; then the SM clock, throttled samples and joules per call while timed."""
+    calls, calls under nsys; then the SM clock, throttled samples and joules per call while timed;
+    then how busy the run's own CPU cores and the others were meanwhile (a launch-bound step's time
+    is the host's: the others share its memory bus and cache)."""
     head = f"{s.samples}" + (f" {s.stopped_because}" if s.stopped_because else "")
     head += f", {'—' if s.warmup_calls is None else s.warmup_calls} warm-up, {s.nsys_calls} nsys"
     t = s.telemetry
     if not t or not t.get("available", True):
-        return head + "; NVML not recorded"
-    lo, hi = t.get("sm_clock_mhz_range") or (None, None)
-    clocks = "—" if lo is None else f"{lo}" if lo == hi else f"{lo}–{hi}"
-    energy, how = telemetry.energy_per_call(t)
-    joules = "— J" if energy is None else f"{energy:.3g} J ({how})"
-    return f"{head}; {clocks} MHz, {t.get('throttled_samples', '—')} throttled, {joules}"
+        cell = head + "; NVML not recorded"
+    else:
+        lo, hi = t.get("sm_clock_mhz_range") or (None, None)
+        clocks = "—" if lo is None else f"{lo}" if lo == hi else f"{lo}–{hi}"
+        energy, how = telemetry.energy_per_call(t)
+        joules = "— J" if energy is None else f"{energy:.3g} J ({how})"
+        cell = f"{head}; {clocks} MHz, {t.get('throttled_samples', '—')} throttled, {joules}"
+    return cell + _host_load_text(s.host_load)
+
+
+def _host_load_text(load: dict | None) -> str:
+    """"; CPU 14% (8-15) / 63% (0-7)": busy shares of the run's own cores and the others; "" in
+    captures older than the record."""
+    if not load:
+        return ""
+    if not load.get("available", True):
+        return "; CPU load not recorded"
+
+    def share(x):
+        return "—" if x is None else f"{x:.0%}"
+
+    return (f"; CPU {share(load.get('own_busy'))} ({load.get('own_cores')}) / "
+            f"{share(load.get('other_busy'))} ({load.get('other_cores') or 'none'})")
 
 
 def copies_table(rows: Sequence[rm.CopyRow], steps: Sequence[rm.Step]) -> str:

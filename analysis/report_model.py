@@ -136,6 +136,9 @@ class Step:
     warmup_calls: int | None = None
     nsys_calls: int = 0
     telemetry: dict | None = None
+    #: how busy the timed run's own CPU cores and the others were while it measured
+    #: (workloads/hostload.py; None in older captures)
+    host_load: dict | None = None
 
     @property
     def time_over_floor(self) -> float:
@@ -507,6 +510,7 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
             change=_change(r, parent, busy[r["variant"]], busy.get(parent_name) if parent else None),
             samples=len(r["times_ms"]), stopped_because=(r.get("sampling") or {}).get("stopped_because"),
             warmup_calls=r.get("warmup_calls"), nsys_calls=len(calls), telemetry=r.get("telemetry"),
+            host_load=r.get("host_load"),
         ))
     return tuple(steps)
 

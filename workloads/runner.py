@@ -40,7 +40,7 @@ from typing import Sequence
 import numpy as np
 
 from analysis import outputs
-from workloads import annotate, frameworks, gpu_turn, hostmath, l2, provenance, sampling, settings, sources, telemetry
+from workloads import annotate, frameworks, gpu_turn, hostload, hostmath, l2, provenance, sampling, settings, sources, telemetry
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
 
@@ -407,6 +407,9 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
             "first_result_unix_ns": first_result,
         }
     elif args.mode == "run":
+        # how busy this run's cores and the others were while it measured (workloads/hostload.py)
+        load = hostload.HostLoad()
+        load.start()
         t0 = time.perf_counter()
         with _capture_range(recipe) as in_range:
             for i in range(args.calls):
@@ -415,10 +418,13 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
                     # one synchronize per call, so each compute range holds its own GPU work
                     v.synchronize()
         wall_s["compute"] = time.perf_counter() - t0
+        record["host_load"] = load.stop()
         record["calls"] = args.calls
         # whether the calls ran inside cuProfilerStart/Stop: a profiler honouring it recorded only them
         record["capture_range"] = bool(in_range)
     else:
+        load = hostload.HostLoad()
+        load.start()
         t0 = time.perf_counter()
         with ph("warmup"):
             for _ in range(args.warmup):
@@ -427,6 +433,8 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         wall_s["warmup"] = time.perf_counter() - t0
         record["warmup_calls"] = args.warmup
         record.update(timed_calls(v, ph, sampling_rule(args), args.l2, energy_burst_s=args.energy_burst_s))
+        # warm-up, samples and energy burst: how busy this run's cores and the others were
+        record["host_load"] = load.stop()
     t0 = time.perf_counter()
     record["relative_error"], record["check"], turn_end = _check(v, recipe, ph, args.check)
     wall_s["transfer_and_check"] = time.perf_counter() - t0
