@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import json
 import os
 import pathlib
 import shutil
@@ -64,9 +65,24 @@ def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str
 def reference_runs(with_nsys_stats: bool = False) -> list[pathlib.Path]:
     """Every run folder of the reference capture (workload/variant/n<size>). ``with_nsys_stats``:
     only those that kept nsys' own CSVs (ground truth); a run captured by hand outside the pipeline
-    (reports/reference/h200/jax_matmul/jit/n512) has none."""
-    runs = sorted(p.parent for p in REFERENCE.glob("*/*/n*/timing.json"))
+    has none (every run of the current H200 reference came from the pipeline and has them)."""
+    # a reference keeps the timed record gzipped (timing.json.gz); a live run writes it plain
+    runs = sorted({p.parent for pattern in ("*/*/n*/timing.json", "*/*/n*/timing.json.gz")
+                   for p in REFERENCE.glob(pattern)})
     return [r for r in runs if (r / "nsys-stats").is_dir()] if with_nsys_stats else runs
+
+
+def reference_ceilings(workload: str | None = None) -> dict:
+    """The reference's ``ceilings.json`` record a workload's steps are measured against: the workload's
+    own where it has one (a workload merged in from a later run keeps its own: analysis.layout), else
+    the run's, at the reference's top level."""
+    own = REFERENCE / workload / "ceilings.json" if workload else None
+    return json.loads((own if own is not None and own.exists() else REFERENCE / "ceilings.json").read_text())
+
+
+def has_timing_record(run: pathlib.Path) -> bool:
+    """Whether a run folder holds its timed record, plain (a live run) or gzipped (a reference)."""
+    return (run / "timing.json").is_file() or (run / "timing.json.gz").is_file()
 
 
 def _run_id(run: pathlib.Path) -> str:
