@@ -30,6 +30,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 DEEP = os.environ.get("HYPOTHESIS_PROFILE") == "deep"
 
 
+#: what copy_checkout leaves out besides virtual environments: outputs and captures that only readers' tests read
+READER_FIXTURES = ("reports/reference/", "reports/figures/", "tests/data/thirdparty_h100/",
+                   "tests/data/ncu_lineinfo_pycuda_h200/", "tests/data/nsys_memory_h200/")
+
+
 def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str | tuple[str, ...] = ()
                   ) -> pathlib.Path:
     """The checkout's files that git tracks or would track (new, not ignored) into ``dst``, so that
@@ -45,9 +50,9 @@ def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str
     # a virtual environment that .gitignore does not name is still one (it holds pyvenv.cfg)
     venvs = {p.parent.name for p in REPO.glob("*/pyvenv.cfg")}
     # the committed figures are outputs the pipeline draws again, never inputs; the third-party
-    # captures (6 MB) are fixtures of the readers' tests, which read them in place
-    files = [f for f in listed.stdout.split("\0") if f and not f.startswith(("reports/reference/", "reports/figures/",
-                                                                          "tests/data/thirdparty_h100/"))
+    # captures (6 MB) and the previous reference's captures (1.2 MB) are fixtures of the readers' tests,
+    # which read them in place
+    files = [f for f in listed.stdout.split("\0") if f and not f.startswith(READER_FIXTURES)
              and f.split("/", 1)[0] not in venvs]
     if reference == "link":
         (dst / "reports").mkdir(parents=True, exist_ok=True)
