@@ -349,7 +349,8 @@ def test_large_allocations_are_listed_in_order_and_doubling_runs_found():
     mem = readers.device_memory(reference_trace(str(path)))
     threshold = readers.LARGE_ALLOCATION_BYTES
     in_order = [b for (b,) in _sql(path, f"""SELECT bytes FROM CUDA_GPU_MEMORY_USAGE_EVENTS
-        WHERE memoryOperationType = 0 AND memKind IN {DEVICE_KINDS_SQL} AND bytes >= {threshold} ORDER BY start, rowid""")]
+        WHERE memoryOperationType = 0 AND memKind IN {DEVICE_KINDS_SQL} AND bytes >= {threshold}
+        ORDER BY start, rowid""")]
     assert mem["large_allocations_bytes"] == in_order
     assert readers.longest_doubling(mem["large_allocations_bytes"]) == [2 ** k for k in range(21, 31)]
     # with the pool, nothing doubles
@@ -413,7 +414,8 @@ def test_compute_calls_find_the_kernels_inside_each_range():
     assert n == sum(c.kernels for c in calls)
     # CuPy's pool takes its blocks in the first calls (the previous reference's capture of this step,
     # which recorded device-memory events); the allocator experiment's loop allocates nothing in a call
-    assert readers.allocations_per_call(reference_trace(CUPY_WITH_MEMORY_EVENTS), "cupy_sqdiff", "baseline") == [16, 1, 0]
+    cupy = reference_trace(CUPY_WITH_MEMORY_EVENTS)
+    assert readers.allocations_per_call(cupy, "cupy_sqdiff", "baseline") == [16, 1, 0]
     (in_calls,), = _sql(CUPY_WITH_MEMORY_EVENTS, f"""
         SELECT COUNT(*) FROM CUDA_GPU_MEMORY_USAGE_EVENTS e JOIN NVTX_EVENTS r
         ON e.start >= r.start AND e.start <= r.end LEFT JOIN StringIds s ON s.id = r.textId

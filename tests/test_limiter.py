@@ -132,7 +132,8 @@ def test_a_kernel_name_reused_at_another_launch_shape_is_not_profiled():
     assert wrapped("baseline") == {"wrapped_dot": False}
     profiled = {(int(launch["metrics"]["launch__grid_size"]), int(launch["metrics"]["launch__block_size"]))
                 for _, launch in by_kernel["wrapped_dot"]}
-    ran = {(s["grid_blocks"], s["block_threads"]) for s in _run("jax_matmul", "baseline", 512)["nsys"]["compute_launch_shapes"]
+    ran = {(s["grid_blocks"], s["block_threads"])
+           for s in _run("jax_matmul", "baseline", 512)["nsys"]["compute_launch_shapes"]
            if limiter.kernel_key(s["name"]) == "wrapped_dot"}
     assert ran and not ran <= profiled
 
