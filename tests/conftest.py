@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import json
 import os
 import pathlib
 import shutil
@@ -29,6 +30,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 DEEP = os.environ.get("HYPOTHESIS_PROFILE") == "deep"
 
 
+#: what copy_checkout leaves out besides virtual environments: outputs and captures that only readers' tests read
+READER_FIXTURES = ("reports/reference/", "reports/figures/", "tests/data/thirdparty_h100/",
+                   "tests/data/ncu_lineinfo_pycuda_h200/", "tests/data/nsys_memory_h200/")
+
+
 def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str | tuple[str, ...] = ()
                   ) -> pathlib.Path:
     """The checkout's files that git tracks or would track (new, not ignored) into ``dst``, so that
@@ -44,9 +50,9 @@ def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str
     # a virtual environment that .gitignore does not name is still one (it holds pyvenv.cfg)
     venvs = {p.parent.name for p in REPO.glob("*/pyvenv.cfg")}
     # the committed figures are outputs the pipeline draws again, never inputs; the third-party
-    # captures (6 MB) are fixtures of the readers' tests, which read them in place
-    files = [f for f in listed.stdout.split("\0") if f and not f.startswith(("reports/reference/", "reports/figures/",
-                                                                          "tests/data/thirdparty_h100/"))
+    # captures (6 MB) and the previous reference's captures (1.2 MB) are fixtures of the readers' tests,
+    # which read them in place
+    files = [f for f in listed.stdout.split("\0") if f and not f.startswith(READER_FIXTURES)
              and f.split("/", 1)[0] not in venvs]
     if reference == "link":
         (dst / "reports").mkdir(parents=True, exist_ok=True)
@@ -64,9 +70,24 @@ def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str
 def reference_runs(with_nsys_stats: bool = False) -> list[pathlib.Path]:
     """Every run folder of the reference capture (workload/variant/n<size>). ``with_nsys_stats``:
     only those that kept nsys' own CSVs (ground truth); a run captured by hand outside the pipeline
-    (reports/reference/h200/jax_matmul/jit/n512) has none."""
-    runs = sorted(p.parent for p in REFERENCE.glob("*/*/n*/timing.json"))
+    has none (every run of the current H200 reference came from the pipeline and has them)."""
+    # a reference keeps the timed record gzipped (timing.json.gz); a live run writes it plain
+    runs = sorted({p.parent for pattern in ("*/*/n*/timing.json", "*/*/n*/timing.json.gz")
+                   for p in REFERENCE.glob(pattern)})
     return [r for r in runs if (r / "nsys-stats").is_dir()] if with_nsys_stats else runs
+
+
+def reference_ceilings(workload: str | None = None) -> dict:
+    """The reference's ``ceilings.json`` record a workload's steps are measured against: the workload's
+    own where it has one (a workload merged in from a later run keeps its own: analysis.layout), else
+    the run's, at the reference's top level."""
+    own = REFERENCE / workload / "ceilings.json" if workload else None
+    return json.loads((own if own is not None and own.exists() else REFERENCE / "ceilings.json").read_text())
+
+
+def has_timing_record(run: pathlib.Path) -> bool:
+    """Whether a run folder holds its timed record, plain (a live run) or gzipped (a reference)."""
+    return (run / "timing.json").is_file() or (run / "timing.json.gz").is_file()
 
 
 def _run_id(run: pathlib.Path) -> str:

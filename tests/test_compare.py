@@ -1,6 +1,7 @@
 """``python -m analysis compare`` on the committed reference: with itself, and with a planted slowdown."""
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -10,43 +11,63 @@ import pytest
 from analysis.__main__ import main
 from analysis.compare import compare_folders
 from analysis.compare import markdown as compare_markdown
+from analysis.gzfiles import existing_capture
+from analysis.run_summary import load_json
+
+from conftest import reference_runs
 
 REF = os.path.join(os.path.dirname(__file__), "..", "reports", "reference", "h200")
 PLANTED = ("cupy_sqdiff", "fused", 16384)
+#: the reference's timed steps: one timed record (timing.json, gzipped there) per run folder
+STEPS = len(reference_runs())
 
 
 def _copy_timings(dst) -> None:
-    """The reference's timing records and ceilings, in their folders (the traces are not needed)."""
+    """The reference's timing records (gzipped, as it keeps them) and ceilings, in their folders (the
+    traces are not needed)."""
     for folder, _, files in os.walk(REF):
         for name in files:
-            if name in ("timing.json", "ceilings.json"):
+            if name in ("timing.json", "timing.json.gz", "ceilings.json"):
                 rel = os.path.relpath(os.path.join(folder, name), REF)
                 os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
                 shutil.copy(os.path.join(folder, name), os.path.join(dst, rel))
+
+
+def _edit_timing(folder, edit) -> None:
+    """Change the timed record in ``folder`` in place (``edit(record)``), plain or gzipped as it is."""
+    path = existing_capture(str(folder), "timing.json")
+    rec = load_json(path)
+    edit(rec)
+    with (gzip.open(path, "wt") if path.endswith(".gz") else open(path, "w")) as f:
+        json.dump(rec, f)
 
 
 def test_the_reference_compared_with_itself_is_the_same_everywhere(tmp_path, capsys):
     out_md, out_json = tmp_path / "c.md", tmp_path / "c.json"
     assert main(["compare", REF, REF, "--output-md", str(out_md), "--output-json", str(out_json)]) == 0
     c = json.loads(out_json.read_text())
-    assert len(c["steps"]) == 35 and not c["any_slower"]
+    assert len(c["steps"]) == STEPS and not c["any_slower"]
     assert {s["verdict"]["kind"] for s in c["steps"]} == {"same"}
     md = out_md.read_text()
-    assert "35 steps in both: 0 faster, 0 slower, 35 same, 0 uncertain" in md
-    # time/floor of each side comes from the ceilings of its own run (jax_matmul has its own)
+    assert f"{STEPS} steps in both: 0 faster, 0 slower, {STEPS} same, 0 uncertain" in md
+    # time/floor of each side comes from the ceilings of its own run
     fused = next(s for s in c["steps"] if (s["workload"], s["variant"], s["size"]) == PLANTED)
     assert fused["base"]["time_over_floor"] == pytest.approx(fused["cand"]["time_over_floor"])
-    assert fused["base"]["sm_clock_mhz_range"] is None  # these captures predate NVML telemetry
+    # the SM clock range NVML recorded over the timed samples
+    rec = load_json(os.path.join(REF, PLANTED[0], PLANTED[1], f"n{PLANTED[2]}", "timing.json"))
+    assert fused["base"]["sm_clock_mhz_range"] == rec["telemetry"]["sm_clock_mhz_range"] is not None
+    assert fused["base"]["sm_clock_mhz_range"] == fused["cand"]["sm_clock_mhz_range"]
 
 
 def test_a_planted_10_percent_slowdown_in_one_step_fails_the_gate(tmp_path, capsys):
     cand = tmp_path / "cand"
     _copy_timings(cand)
-    path = cand / PLANTED[0] / PLANTED[1] / f"n{PLANTED[2]}" / "timing.json"
-    rec = json.loads(path.read_text())
-    rec["times_ms"] = [t * 1.10 for t in rec["times_ms"]]
-    rec["timing"]["median_ms"] *= 1.10
-    path.write_text(json.dumps(rec))
+
+    def slower(rec):
+        rec["times_ms"] = [t * 1.10 for t in rec["times_ms"]]
+        rec["timing"]["median_ms"] *= 1.10
+
+    _edit_timing(cand / PLANTED[0] / PLANTED[1] / f"n{PLANTED[2]}", slower)
     assert main(["compare", REF, str(cand)]) == 1
     assert "slower: cupy_sqdiff/fused/n16384 slower 0.909× [" in capsys.readouterr().out
     c = compare_folders(REF, str(cand))
@@ -76,10 +97,8 @@ def test_snakemake_compare_writes_both_files_and_fails_on_a_slowdown(tmp_path):
     root = os.path.join(os.path.dirname(__file__), "..")
     cand = tmp_path / "cand"
     _copy_timings(cand)
-    path = cand / PLANTED[0] / PLANTED[1] / f"n{PLANTED[2]}" / "timing.json"
-    rec = json.loads(path.read_text())
-    rec["times_ms"] = [t * 1.10 for t in rec["times_ms"]]
-    path.write_text(json.dumps(rec))
+    _edit_timing(cand / PLANTED[0] / PLANTED[1] / f"n{PLANTED[2]}",
+                 lambda rec: rec.update(times_ms=[t * 1.10 for t in rec["times_ms"]]))
 
     def run(cand_dir, work):
         return subprocess.run([sys.executable, "-m", "snakemake", "compare", "--cores", "1", "--config",
@@ -100,15 +119,13 @@ def _scaled_runs(dst, factors, planted_factors=None) -> None:
         run = dst / f"run{i}"
         _copy_timings(run)
         for folder, _, files in os.walk(run):
-            if "timing.json" in files:
-                path = os.path.join(folder, "timing.json")
-                with open(path) as fh:
-                    rec = json.load(fh)
-                step = (rec["workload"], rec["variant"], rec["size"])
-                k = planted_factors[i] if planted_factors and step == PLANTED else f
-                rec["times_ms"] = [t * k for t in rec["times_ms"]]
-                with open(path, "w") as fh:
-                    json.dump(rec, fh)
+            if "timing.json" in files or "timing.json.gz" in files:
+                def scale(rec, i=i, f=f):
+                    step = (rec["workload"], rec["variant"], rec["size"])
+                    k = planted_factors[i] if planted_factors and step == PLANTED else f
+                    rec["times_ms"] = [t * k for t in rec["times_ms"]]
+
+                _edit_timing(folder, scale)
 
 
 def test_several_processes_per_step_make_the_process_the_unit(tmp_path):

@@ -110,13 +110,15 @@ def test_a_step_off_its_limiters_rate_is_said_not_to_follow_it():
 
 
 def test_a_reference_keeps_timed_records_and_raw_pages_gzipped_and_readers_take_either(tmp_path):
-    run = H200 / "pycuda_kernel" / "vectorized" / "n268435456"  # a plain (older) reference run
+    run = H200 / "pycuda_kernel" / "vectorized" / "n268435456"
+    # the run as a live run writes it: every capture plain
     src = tmp_path / "captures" / "pycuda_kernel" / "vectorized" / "n268435456"
     src.mkdir(parents=True)
-    for f in ("timing.json", "nsys-run.json", "ncu-raw.csv", "ncu-run.json"):
+    for f in ("nsys-run.json", "ncu-run.json"):
         shutil.copy2(run / f, src / f)
-    with gzip.open(run / "nsys.sqlite.gz") as g, open(src / "nsys.sqlite", "wb") as out:
-        shutil.copyfileobj(g, out)
+    for f in ("timing.json", "ncu-raw.csv", "nsys.sqlite"):
+        with gzip.open(run / f"{f}.gz") as g, open(src / f, "wb") as out:
+            shutil.copyfileobj(g, out)
     dst = tmp_path / "reports" / "reference" / "x"
     copied = copy_captures(str(tmp_path / "captures"), str(dst))
     kept = dst / "pycuda_kernel" / "vectorized" / "n268435456"
@@ -124,16 +126,17 @@ def test_a_reference_keeps_timed_records_and_raw_pages_gzipped_and_readers_take_
             "pycuda_kernel/vectorized/n268435456/ncu-raw.csv.gz",
             "pycuda_kernel/vectorized/n268435456/nsys-run.json"} <= set(copied)
     assert not (kept / "timing.json").exists() and not (kept / "ncu-raw.csv").exists()
-    # the plain path finds the gzipped copy, with the same content
-    assert load_json(str(kept / "timing.json")) == json.loads((run / "timing.json").read_text())
+    # the plain path finds the gzipped copy, with the same content: the reference's own gzipped bytes
+    assert load_json(str(kept / "timing.json")) == json.loads((src / "timing.json").read_text())
+    assert (kept / "timing.json.gz").read_bytes() == (run / "timing.json.gz").read_bytes()
     assert [launch.metrics for launch in read_raw_csv(kept / "ncu-raw.csv")] == \
-        [launch.metrics for launch in read_raw_csv(run / "ncu-raw.csv")]
+        [launch.metrics for launch in read_raw_csv(src / "ncu-raw.csv")]
     # a summary of the gzipped run reads its raw page (no ncu report kept) and equals the plain run's
     (src / "ncu.ncu-rep").unlink(missing_ok=True)
     assert summarize_run(str(kept))["ncu"] == summarize_run(str(src))["ncu"]
     # compare finds gzipped records
     assert compare.load_steps(str(dst))[("pycuda_kernel", "vectorized", 268435456)][0].times_ms == \
-        json.loads((run / "timing.json").read_text())["times_ms"]
+        json.loads((src / "timing.json").read_text())["times_ms"]
 
 
 def test_a_damaged_gzipped_record_is_a_typed_error_naming_the_file(tmp_path):

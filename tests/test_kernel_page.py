@@ -14,10 +14,13 @@ from analysis.kernel_page import capture_name, display_path, kernel_page
 from analysis.ncu_source import read_kernel_profile
 
 from conftest import REFERENCE, REPO
-from test_kernel_profile import make_vectorized_capture
+from test_kernel_profile import VECTORIZED_KERNEL_CAPTURE, make_vectorized_capture
 
-VECTORIZED = REFERENCE / "pycuda_kernel" / "vectorized" / "n268435456" / "ncu.ncu-rep.gz"
-NUMBA = REFERENCE / "numba_ufunc" / "baseline" / "n268435456" / "ncu.ncu-rep.gz"
+VECTORIZED = VECTORIZED_KERNEL_CAPTURE
+#: a Numba kernel profiled with the full set (its samples per instruction) and compiled without lineinfo
+NUMBA = REFERENCE / "numba_ufunc" / "fastmath" / "n268435456" / "ncu.ncu-rep.gz"
+#: a PyCUDA kernel compiled with -lineinfo but no #line directive (tests/data/ncu_lineinfo_pycuda_h200)
+NO_DIRECTIVE = REPO / "tests" / "data" / "ncu_lineinfo_pycuda_h200" / "device_resident.ncu-rep.gz"
 
 
 @pytest.fixture
@@ -43,11 +46,16 @@ def test_page_of_a_capture_shows_metrics_hottest_lines_and_how_it_was_made(vecto
                 str(vectorized_capture / "kernel-run.json"), "--output", str(out)) == 0
     page = out.read_text()
     assert page.startswith("# Kernel `scale_vec4`: pycuda_kernel / vectorized\n")
-    assert _row(page, "Duration")[1] == "536.0 µs"
+    # the report's numbers, as the page prints them
+    k = read_kernel_profile(str(VECTORIZED))
+    assert _row(page, "Duration")[1] == f"{k.metrics['gpu__time_duration.sum'] / 1e3:.1f} µs"
     assert _row(page, "Registers per thread")[1] == "20"
+    top = k.source.lines[0]
+    assert top.text.strip().startswith("v.x *= 2.0f")
     hottest = _row(page, "1")
-    assert hottest[1] == "`kernel.cu:32`" and hottest[3:6] == ["62,516", "97.1 %", "long_scoreboard 100 %"]
-    assert "No text was imported for `kernel.cu`" in page
+    assert hottest[1:3] == [f"`workloads/pycuda_kernel/kernels.py:{top.line}`", f"`{top.text.strip()}`"]
+    assert hottest[3:6] == [f"{top.samples:,}", f"{top.samples_pct:.1f} %", "long_scoreboard 100 %"]
+    assert "No text was imported" not in page  # the #line directive names a file ncu imported
     assert "## Python or CUDA-C lines" not in page  # PyCUDA: no line directives to choose
     assert "ncu-ui results/captures/kernels/pycuda_kernel_vectorized_scale_vec4/kernel.ncu-rep" in page
     # the stand-in run recorded no GPU, so the page cannot name the GPU's reference folder
@@ -68,12 +76,26 @@ def test_the_page_depends_on_the_capture_not_where_it_is_read_from(vectorized_ca
     assert live == ref
 
 
+def test_a_pycuda_capture_without_the_line_directive_has_lines_but_no_text(tmp_path):
+    out = tmp_path / "pycuda.md"
+    assert _cli("--report", str(NO_DIRECTIVE), "--output", str(out)) == 0
+    page = out.read_text()
+    k = read_kernel_profile(str(NO_DIRECTIVE))
+    top = k.source.lines[0]
+    assert _row(page, "1")[1:4] == [f"`kernel.cu:{top.line}`", "*(text not in the report)*", f"{top.samples:,}"]
+    assert "No text was imported for `kernel.cu`" in page
+
+
 def test_a_report_without_line_information_gets_the_hottest_sass_instead(tmp_path):
     out = tmp_path / "numba.md"
     assert _cli("--report", str(NUMBA), "--output", str(out), "--json", str(tmp_path / "numba.json")) == 0
     page = out.read_text()
     assert "**No line information**: no instruction of this kernel maps to a source line" in page
-    assert _row(page, "0x0180")[1:4] == ["`DMUL R4, R6, R6`", "78,722", "22.8 %"]
+    src = read_kernel_profile(str(NUMBA)).source
+    hot = src.hottest_instructions[0]
+    assert hot.samples > 0 and hot.sass
+    assert _row(page, f"0x{hot.offset:04x}")[1:4] == [f"`{hot.sass}`", f"{hot.samples:,}",
+                                                      f"{100 * hot.samples / src.total_samples:.1f} %"]
     record = json.loads((tmp_path / "numba.json").read_text())
     assert record["source"]["has_line_info"] is False and record["source"]["lines"] == []
     assert "No `kernel-run.json` came with this report" in page

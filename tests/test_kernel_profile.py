@@ -19,6 +19,10 @@ from workloads.tools.kernel_profile import kernel_regex, name_matches, ncu_comma
 
 from conftest import REFERENCE, REPO
 
+#: kernel_profile's capture of scale_vec4 on an H100 (its kernel page: reports/kernels/)
+VECTORIZED_KERNEL_CAPTURE = (REPO / "reports" / "reference" / "h100" / "kernels" / "pycuda_kernel_vectorized_scale_vec4"
+                             / "kernel.ncu-rep.gz")
+
 
 def _names(workload, variant, size):
     return kernel_names(str(REFERENCE / workload / variant / f"n{size}" / "ncu.ncu-rep.gz"))
@@ -189,10 +193,10 @@ def test_unknown_workload_variant_or_name_is_refused(tmp_path, stub_ncu):
 
 
 def make_vectorized_capture(tmp_path):
-    """kernel_profile's output when ncu hands back the committed report of PyCUDA's vectorized kernel."""
+    """kernel_profile's output when ncu hands back a real capture of PyCUDA's vectorized kernel: the
+    H100 reference's kernel-page capture (-lineinfo, the #line directive, sources imported)."""
     report = tmp_path / "real.ncu-rep"
-    with gzip.open(REFERENCE / "pycuda_kernel" / "vectorized" / "n268435456" / "ncu.ncu-rep.gz") as f, \
-            open(report, "wb") as g:
+    with gzip.open(VECTORIZED_KERNEL_CAPTURE) as f, open(report, "wb") as g:
         shutil.copyfileobj(f, g)
     r, _ = _profile(tmp_path, write_stub_ncu(tmp_path), "--workload", "pycuda_kernel", "--variant", "vectorized",
                     "--kernel", "scale_vec4", STUB_REPORT=str(report))

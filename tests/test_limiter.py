@@ -5,13 +5,14 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import shutil
 
 import pytest
 
 from analysis import floors, limiter, markdown, roofline
 from analysis.ncu import read_launches, read_raw_csv
 
-from conftest import REFERENCE, summary_of
+from conftest import REFERENCE, has_timing_record, reference_ceilings, summary_of
 
 
 @functools.lru_cache(maxsize=None)
@@ -24,11 +25,11 @@ def _runs(workload: str, size: int) -> list[dict]:
     from workloads.registry import BY_NAME
 
     return [_run(workload, v, size) for v in BY_NAME[workload].variants
-            if (REFERENCE / workload / v / f"n{size}" / "timing.json").exists()]
+            if has_timing_record(REFERENCE / workload / v / f"n{size}")]
 
 
 def _by_size(workload: str) -> dict[int, list[dict]]:
-    sizes = sorted({int(p.name[1:]) for p in (REFERENCE / workload).glob("*/n*") if (p / "timing.json").exists()})
+    sizes = sorted({int(p.name[1:]) for p in (REFERENCE / workload).glob("*/n*") if has_timing_record(p)})
     return {s: _runs(workload, s) for s in sizes}
 
 
@@ -71,7 +72,7 @@ def test_memory_rule_names_dram_for_the_fused_cupy_kernel_not_the_busier_l2():
 
 
 def test_memory_rule_names_l2_for_the_cudf_hash_aggregation_kernel():
-    """The hash kernel's atomics keep L2 at 68% while DRAM sits at 6.5% (ncu-raw.csv: no report kept)."""
+    """The hash kernel's atomics keep L2 at 67% while DRAM sits at 6.4%."""
     lim = limiter.classify(_launch("cudf_groupby", "agg_all", 50000000, "static_kernel")["metrics"])
     assert (lim.kind, lim.unit) == ("memory", "L2")
 
@@ -102,17 +103,39 @@ def test_step_host_link_rule_on_pycuda_pinned_async():
 
 
 @pytest.mark.parametrize("workload, variant, size, kind", [
-    # small calls: the GPU idles for 74% of jit's fastest steady call at 512. (CuPy's fused step at
-    # 4096 idles 30% of its fastest one: one disturbed call of three no longer makes it host-bound)
+    # small calls: the GPU idles for 65% of jit's fastest steady call at 512. (CuPy's fused step at
+    # 4096 idles 43% of its fastest one: one disturbed call of three no longer makes it host-bound)
     ("jax_matmul", "jit", 512, "launch/host"),
     ("cupy_sqdiff", "fused", 4096, "not profiled"),
     ("cudf_groupby", "split_agg", 50000000, "synchronization"),
-    # XLA names the int32 dot of every side `wrapped_dot`: ncu profiled the smallest sides only, so a
-    # kernel name reused for other shapes is not profiled
-    ("jax_matmul", "baseline", 8192, "not profiled"),
+    # ncu leaves tf32 out (rules/config.yaml) and no profiled step runs its cuBLAS TF32 kernels
+    ("jax_matmul", "tf32", 8192, "not profiled"),
 ])
 def test_step_rule_names_the_kind(workload, variant, size, kind):
     assert _step(workload, variant, size).kind == kind
+
+
+def test_a_kernel_name_reused_at_another_launch_shape_is_not_profiled():
+    """XLA names its own dot kernels `wrapped_dot` (`wrapped_dot_1`, ...) whatever they compute. float32's
+    profile at 8192 holds the `wrapped_dot` launches of its loop's small sides, which float32's loop at
+    512 runs at the same launch shapes: profiled. The int32 loop at 512 (baseline) runs a `wrapped_dot`
+    too, at another shape: other work, so the name alone does not make it profiled."""
+    by_kernel = limiter.launches_by_kernel(limiter.pool_of([_run("jax_matmul", "float32", 8192)]))
+    assert "wrapped_dot" in by_kernel
+
+    def wrapped(variant: str) -> dict[str, bool]:
+        rows = limiter.step_kernels(_run("jax_matmul", variant, 512), by_kernel)
+        return {limiter.kernel_key(r["name"]): bool(r["launches"]) for r in rows
+                if limiter.kernel_key(r["name"]).startswith("wrapped_dot")}
+
+    assert wrapped("float32") == {"wrapped_dot": True, "wrapped_dot_1": True}
+    assert wrapped("baseline") == {"wrapped_dot": False}
+    profiled = {(int(launch["metrics"]["launch__grid_size"]), int(launch["metrics"]["launch__block_size"]))
+                for _, launch in by_kernel["wrapped_dot"]}
+    ran = {(s["grid_blocks"], s["block_threads"])
+           for s in _run("jax_matmul", "baseline", 512)["nsys"]["compute_launch_shapes"]
+           if limiter.kernel_key(s["name"]) == "wrapped_dot"}
+    assert ran and not ran <= profiled
 
 
 def test_step_kernel_rule_borrows_the_profile_of_the_variant_running_the_same_kernel():
@@ -132,7 +155,15 @@ def test_step_kernel_rule_on_cupy_fused_and_warp():
 
 @pytest.mark.parametrize("pool_step, twin", [("split_agg_pool", "split_agg"), ("agg_all_pool", "agg_all")])
 def test_a_pool_step_borrows_its_twin(pool_step, twin):
-    assert _step("cudf_groupby", pool_step, 50000000).ncu_variants == (twin,)
+    """The pool steps were not profiled: each kernel of theirs takes the launches of its twin, which
+    runs the same kernels, and a step whose limiter stands on its kernels names the twin's profile. (One
+    whose GPU idles half its fastest steady call is named by that instead, and borrows no profile.)"""
+    run, pool = _run("cudf_groupby", pool_step, 50000000), limiter.pool_of(_runs("cudf_groupby", 50000000))
+    rows = [r for r in limiter.step_kernels(run, limiter.launches_by_kernel(pool)) if r["launches"]]
+    assert rows and {v for r in rows for v, _ in r["launches"]} == {twin}
+    step = limiter.step_limiter(run, pool)
+    on_kernels = step.kind not in ("host link", "launch/host", "synchronization")
+    assert step.ncu_variants == ((twin,) if on_kernels else ())
 
 
 # --- declared beside measured -------------------------------------------------------------------
@@ -196,12 +227,21 @@ def test_jax_roofline_places_the_bf16_gemm_under_the_bf16_tensor_roof():
     assert gemm.flops == pytest.approx(2 * 8192 ** 3, rel=0.01)
     assert gemm.flop_per_s / 1e12 == pytest.approx(894, rel=0.01)
     assert gemm.flop_per_s < r.peaks["BF16 tensor FLOP/s"]
-    assert {v for v, _ in r.integer_only} == {"jit"}  # the int32 dots: listed, not drawn
-    assert all(p.variant != "jit" for p in r.points)
+    # the int32 loops (baseline, jit) run at 512 only (rules/config.yaml variant_sizes): no point here
+    assert {p.variant for p in r.points} == {"float32", "bf16"}
+
+
+def test_integer_only_kernels_are_listed_not_drawn():
+    """Warp's counting sort scatters particle indices into cells: integer work only, no FLOPs to place."""
+    r = roofline.roofline(_by_size("warp_sph"))
+    assert r.integer_only and all(k.startswith("scatter_to_cells_") for _, k in r.integer_only)
+    # the two steps that build the cell list with a counting sort (rules/config.yaml: both profiled)
+    assert {v for v, _ in r.integer_only} == {"cell_list", "plane_threads"}
+    assert not any(p.kernel.startswith("scatter_to_cells_") for p in r.points)
 
 
 def test_roofline_roofs_are_the_precisions_executed_and_three_memory_levels():
-    ceilings = json.loads((REFERENCE / "warp_sph" / "ceilings.json").read_text())["ceilings"]
+    ceilings = reference_ceilings("warp_sph")["ceilings"]
     r = roofline.roofline(_by_size("warp_sph"))
     compute, memory = roofline.roofs(r, ceilings)
     assert [label for label, _, _ in compute] == ["FP32 peak", "FP32, measured (fp32_fma)"]
@@ -210,7 +250,7 @@ def test_roofline_roofs_are_the_precisions_executed_and_three_memory_levels():
 
 
 def test_roofline_figure_draws(tmp_path):
-    ceilings = json.loads((REFERENCE / "jax_matmul" / "ceilings.json").read_text())["ceilings"]
+    ceilings = reference_ceilings("jax_matmul")["ceilings"]
     out = tmp_path / "jax_roofline.png"
     roofline.figure(_by_size("jax_matmul"), ceilings, str(out), "JAX")
     assert out.stat().st_size > 10_000
@@ -218,19 +258,28 @@ def test_roofline_figure_draws(tmp_path):
 
 # --- the report hooks ---------------------------------------------------------------------------
 
-def test_cudf_report_shows_its_ncu_launches_with_their_limiter():
+def test_cudf_report_shows_its_ncu_launches_with_their_limiter(tmp_path):
     from analysis import report_model
+    from analysis.run_summary import summarize_run
     from workloads.registry import BY_NAME
 
     by_size = _by_size("cudf_groupby")
-    ceilings = json.loads((REFERENCE / "cudf_groupby" / "ceilings.json").read_text())
+    ceilings = reference_ceilings("cudf_groupby")
     m = report_model.build(BY_NAME["cudf_groupby"], by_size, ceilings, ncu_metric_keys=markdown.NCU_METRIC_KEYS)
     rows = m.ncu[50000000]
     assert any(row.variant == "agg_all" and "static_kernel<policy_selector" in row.kernel for row in rows)
-    last = m.ladder[50000000][-1]
-    assert last.variant == "agg_all_pool" and last.limiter.what == "memory: L2 (68% of peak)"
-    assert "profile of `agg_all`" in last.limiter.source
-    assert "(raw page only)" in m.ncu_coverage
+    # the pool step that stands on its kernels shows the limiter of its twin's profile
+    pool_step = next(s for s in m.ladder[50000000] if s.variant == "split_agg_pool")
+    assert pool_step.limiter.what == _step("cudf_groupby", "split_agg_pool", 50000000).label()
+    assert pool_step.limiter.what.startswith("memory: L2")
+    assert "profile of `split_agg`" in pool_step.limiter.source
+    assert "(raw page only)" not in m.ncu_coverage
+    # a folder that kept ncu's raw page but not its report (as references once did) says so
+    raw_only = tmp_path / "agg_all"
+    shutil.copytree(REFERENCE / "cudf_groupby" / "agg_all" / "n50000000", raw_only,
+                    ignore=shutil.ignore_patterns("ncu.ncu-rep*"))
+    runs = [summarize_run(str(raw_only)) if r["variant"] == "agg_all" else r for r in by_size[50000000]]
+    assert "`agg_all` (raw page only)" in report_model.ncu_coverage({50000000: runs})
 
 
 def test_coverage_line_names_the_profiled_variants_and_the_twins():
@@ -242,9 +291,13 @@ def test_coverage_line_names_the_profiled_variants_and_the_twins():
 
 
 def test_diagnose_gives_every_step_of_a_recipe_from_its_summaries():
+    from workloads.registry import BY_NAME
+
     steps = limiter.diagnose(_runs("pycuda_kernel", 268435456))
-    assert [s.variant for s in steps] == ["baseline", "grid_sized", "pinned_async", "device_resident", "vectorized"]
-    assert [s.limiter.kind for s in steps] == ["latency", "host link", "host link", "memory", "memory"]
+    assert [s.variant for s in steps] == list(BY_NAME["pycuda_kernel"].variants)
+    assert {s.variant: s.limiter.kind for s in steps} == {
+        "baseline": "latency", "grid_sized": "host link", "pinned_async": "host link", "streams": "host link",
+        "device_resident": "memory", "vectorized": "memory"}
     assert all(s.next_move.endswith(".") for s in steps)
     assert steps[-1].work.bytes_ratio() == pytest.approx(1.0, abs=0.02)
 
@@ -275,7 +328,7 @@ def test_a_step_with_unprofiled_kernels_keeps_a_lower_bound_and_says_how_much_wa
 
 def test_host_and_unprofiled_steps_have_no_kernel_floor():
     assert _step("cupy_sqdiff", "fused", 4096).floor_ns is None  # launch/host
-    assert _step("jax_matmul", "baseline", 8192).floor_ns is None  # not profiled at this shape
+    assert _step("jax_matmul", "tf32", 8192).floor_ns is None  # its kernels not profiled
 
 
 def test_numba_device_resident_stands_on_its_fp64_floor_not_on_device_memory():

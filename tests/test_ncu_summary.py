@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.__main__ import main
+from analysis.gzfiles import open_capture_text
 from analysis.ncu import SUMMARY_METRICS, read_launches
 from analysis.ncu_cli import HEADER
 
@@ -24,7 +25,8 @@ _SCALE = {"": 1, "%": 1, "register/thread": 1, "ns": 1, "nsecond": 1, "us": 1e3,
 
 
 def _raw(run):
-    with open(run / "ncu-raw.csv", newline="") as f:
+    # the reference keeps the raw page gzipped (ncu-raw.csv.gz)
+    with open_capture_text(str(run / "ncu-raw.csv"), newline="") as f:
         rows = list(csv.reader(f))
     return rows[0], rows[1], rows[2:]
 

@@ -15,6 +15,7 @@ import pytest
 from analysis import limiter, markdown, no_counters, run_summary
 from analysis.gzfiles import existing_capture
 from analysis.nsys.trace import Trace
+from analysis.run_summary import load_json
 from workloads.tools import preflight
 
 from conftest import REFERENCE, REPO
@@ -165,11 +166,22 @@ def test_report_without_ncu_files_labels_derived_numbers_and_lists_what_needs_co
     assert "No variant ran under Nsight Compute" not in md
     # derived numbers, labelled
     assert "theoretical occupancy (derived without counters)" in md
-    assert "| `vectorized` | `scale_vec4` | 540.3 | (1056, 1, 1) | (256, 1, 1) | 20 | 0 | 100% | warps | 1 | n/a |" in md
+    # the trace's columns are the trace's launches (mean duration of the step's scale_vec4 launches)
+    vec = REFERENCE / "pycuda_kernel" / "vectorized" / "n268435456"
+    with Trace(existing_capture(str(vec), "nsys.sqlite")) as ex:
+        (k,) = [k for k in ex.kernel_launch_resources()["kernels"] if k["name"] == "scale_vec4"]
+    avg_us = k["total_ns"] / k["launches"] / 1e3
+    assert (f"| `vectorized` | `scale_vec4` | {avg_us:.1f} | (1056, 1, 1) | (256, 1, 1) | 20 | 0 | 100% | warps | 1 "
+            "| n/a |") in md
     # the limiter as far as the evidence reaches: 90% of the measured copy rate is memory-bound;
     # the one-block baseline is below every rate, and why is not available
     assert "**evidence-limited: device memory-bound** (derived without counters)" in md
-    assert "90% of the measured device-to-device copy rate" in md
+    # the share is the record's declared bytes over its median against the run's measured copy rate
+    rec = load_json(str(vec / "timing.json"))
+    d2d = json.loads((REFERENCE / "ceilings.json").read_text())["ceilings"]["d2d_copy"]["gb_per_s"]
+    share = (rec["work"]["bytes_read"] + rec["work"]["bytes_written"]) / rec["timing"]["median_ms"] / 1e6 / d2d
+    assert share >= no_counters.BOUND_SHARE  # what makes it memory-bound as far as the evidence reaches
+    assert f"{share:.0%} of the measured device-to-device copy rate" in md
     assert "whether latency, occupancy or an SM pipe limits it is not available (needs counters)" in md
     # nsys' own measurements stand as they are
     assert "**host link** (measured without counters (nsys/CUPTI trace))" in md

@@ -10,6 +10,7 @@ import sqlite3
 import pytest
 
 from analysis.errors import AnalysisInputError
+from analysis.gzfiles import open_capture_text
 from analysis.ncu import SUMMARY_METRICS, read_launches
 from analysis.nsys.trace import Trace
 
@@ -83,7 +84,8 @@ NCU_RUNS = [r for r in RUNS if (r / "ncu.ncu-rep.gz").exists()]
 
 @pytest.mark.parametrize("run", NCU_RUNS, ids=lambda p: "/".join(p.parts[-3:]))
 def test_ncu_summary_equals_the_raw_page(run):
-    with open(run / "ncu-raw.csv", newline="") as f:
+    # the reference keeps the raw page gzipped (ncu-raw.csv.gz)
+    with open_capture_text(str(run / "ncu-raw.csv"), newline="") as f:
         rows = list(csv.reader(f))
     header, units, data = rows[0], rows[1], rows[2:]
     launches = read_launches(run / "ncu.ncu-rep.gz")

@@ -31,8 +31,11 @@ def test_a_summary_carries_its_schema_version_and_a_reader_refuses_another(tmp_p
 def test_the_layout_names_the_files_of_a_reference_run_folder():
     run = REFERENCE / "cupy_sqdiff" / "fused" / "n4096"
     assert layout.run_dir(str(REFERENCE), "cupy_sqdiff", "fused", 4096) == str(run)
-    for name in (layout.TIMING, layout.NSYS_RUN, layout.NSYS_STATS):
+    for name in (layout.NSYS_RUN, layout.NSYS_STATS):
         assert (run / name).exists(), name
+    # a reference keeps the captures and the records that grow with the samples gzipped
+    assert layout.capture(str(run), layout.TIMING) == str(run / (layout.TIMING + layout.GZIP_SUFFIX))
+    assert not (run / layout.TIMING).exists()
     assert layout.nsys_export(str(run)) == str(run / (layout.NSYS_EXPORT + layout.GZIP_SUFFIX))
     assert layout.capture(str(run.parent / "n16384"), layout.NCU_REPORT).endswith(".ncu-rep.gz")
     with pytest.raises(AnalysisInputError, match="ncu.ncu-rep"):
