@@ -217,13 +217,13 @@ def steps_detail_table(steps: Sequence[rm.Step]) -> str:
              f"{_ms(s.host_call_ms)} / {_ms(s.host_synced_ms)}", f"{s.first_call_ms:.1f}", f"{s.noise:.1%}",
              f"{s.relative_error:.1e}", rests_on(s))
             for s in steps]
-    return table(("step", "effective rate on the minimum-work floor's resource (of its reference rate)",
+    return table(("step", "effective rate on the floor's resource (of its reference rate)",
                   "GPU busy / wall ms",
                   "kernels ms", "copies H2D / D2H / other ms", "overlapping ms", "kernels per call",
                   "alloc calls: first / later", "host timer ms: returns / synced", "first call ms",
                   "noise (IQR / median)", "rel. error",
-                  "rests on: samples, warm-up, nsys calls; SM clock, throttled, J/call (NVML); CPU busy: "
-                  "own cores / others"),
+                  "rests on: samples, warm-up, nsys calls; SM clock, throttled, J/call (NVML); CPU busy: own / "
+                  "others"),
                  rows)
 
 
