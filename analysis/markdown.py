@@ -231,7 +231,7 @@ def rests_on(s: rm.Step) -> str:
     """What a step's numbers rest on, in one cell: timed samples (why sampling stopped), warm-up
     calls, calls under nsys; then the SM clock, throttled samples and joules per call while timed;
     then how busy the run's own CPU cores and the others were meanwhile (a launch-bound step's time
-    is the host's: the others share its memory bus and cache)."""
+    is the host's: what ran beside it is part of what its number rests on)."""
     head = f"{s.samples}" + (f" {s.stopped_because}" if s.stopped_because else "")
     head += f", {'—' if s.warmup_calls is None else s.warmup_calls} warm-up, {s.nsys_calls} nsys"
     t = s.telemetry
