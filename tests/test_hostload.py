@@ -92,3 +92,16 @@ def test_the_rests_on_cell_ends_with_the_cpu_load_and_says_when_it_was_not_recor
     assert missing == plain + "; CPU load not recorded"
     alone = dict(load, other_cores="", other_busy=None)
     assert markdown.rests_on(dataclasses.replace(step, host_load=alone)).endswith("; CPU 14% (8-15) / — (none)")
+
+
+def test_a_cold_start_records_no_load_and_reads_nothing_before_its_first_call(tmp_path):
+    """A cold/warm start's job holds the GPU throughout; its first call is what it measures."""
+    from test_jax_matmul import CPU_ENV
+
+    out = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "jit", "--size", "64",
+                        "--mode", "first", "--output", str(out)], cwd=REPO, env=CPU_ENV, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    record = json.loads(out.read_text())
+    assert "host_load" not in record and record["first_result"]["first_result_unix_ns"] > 0

@@ -391,6 +391,11 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         if turn.get("cpu_cores"):
             # the CPU cores this run had to itself while it held the GPU (gpu_turn.split_cores)
             record["gpu_turn_cpu_cores"] = turn["cpu_cores"]
+    # how busy this run's cores and the others are while it measures (workloads/hostload.py); a
+    # cold/warm start holds the GPU throughout and records none (nothing read before its first call)
+    load = None if args.mode == "first" else hostload.HostLoad()
+    if load is not None:
+        load.start()
     if args.mode == "first":
         with ph("compute", payload=0):
             v.step()
@@ -407,9 +412,6 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
             "first_result_unix_ns": first_result,
         }
     elif args.mode == "run":
-        # how busy this run's cores and the others were while it measured (workloads/hostload.py)
-        load = hostload.HostLoad()
-        load.start()
         t0 = time.perf_counter()
         with _capture_range(recipe) as in_range:
             for i in range(args.calls):
@@ -418,13 +420,10 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
                     # one synchronize per call, so each compute range holds its own GPU work
                     v.synchronize()
         wall_s["compute"] = time.perf_counter() - t0
-        record["host_load"] = load.stop()
         record["calls"] = args.calls
         # whether the calls ran inside cuProfilerStart/Stop: a profiler honouring it recorded only them
         record["capture_range"] = bool(in_range)
     else:
-        load = hostload.HostLoad()
-        load.start()
         t0 = time.perf_counter()
         with ph("warmup"):
             for _ in range(args.warmup):
@@ -433,7 +432,8 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         wall_s["warmup"] = time.perf_counter() - t0
         record["warmup_calls"] = args.warmup
         record.update(timed_calls(v, ph, sampling_rule(args), args.l2, energy_burst_s=args.energy_burst_s))
-        # warm-up, samples and energy burst: how busy this run's cores and the others were
+    if load is not None:
+        # over the profiled calls, or the warm-up, samples and energy burst
         record["host_load"] = load.stop()
     t0 = time.perf_counter()
     record["relative_error"], record["check"], turn_end = _check(v, recipe, ph, args.check)
