@@ -61,7 +61,9 @@ def test_every_cache_variable_points_into_a_fresh_private_folder(tmp_path):
         assert env1[var] == str(d1 / sub) and os.path.isdir(env1[var])
         assert env2[var] != env1[var]
     assert env1["HOME"] == "/home/x"
-    assert env1["JAX_ENABLE_COMPILATION_CACHE"] == "false"
+    # JAX keeps a persistent cache only when given a folder: a cold start gives it its private one
+    assert env1["JAX_ENABLE_COMPILATION_CACHE"] == "true"
+    assert env1["JAX_COMPILATION_CACHE_DIR"] == str(d1 / "jax")
 
 
 def test_two_concurrent_cold_runs_stay_apart(tmp_path):
@@ -84,8 +86,8 @@ def test_cold_run_passes_the_exit_status_through(tmp_path):
     assert rc == 7
 
 
-def test_coldwarm_runs_three_times_in_one_private_cache_and_removes_it(tmp_path):
-    """Under the CUDA simulator: the three runs share one cache folder, which is gone afterwards."""
+def test_coldwarm_runs_in_one_private_cache_and_removes_it(tmp_path):
+    """Under the CUDA simulator: the runs share one cache folder, which is gone afterwards."""
     pytest.importorskip("numba")
     out = tmp_path / "cw.json"
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
@@ -96,6 +98,9 @@ def test_coldwarm_runs_three_times_in_one_private_cache_and_removes_it(tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert set(rec["runs"]) == {"cold", "warm", "warm_driver_cache_off"}
+    # the simulator loads no PTX through the driver: its cache stays empty and the third run is not made
+    assert rec["driver_cache_after_cold"] == {"files": 0, "bytes": 0}
+    assert "PTX" in rec["runs"].pop("warm_driver_cache_off")["skipped"]
     for run in rec["runs"].values():
         ph = run["phases"]
         parts = ph["interpreter_and_suite_import_s"] + ph["setup_s"] + ph["first_call_s"]
@@ -294,7 +299,7 @@ def test_a_cache_root_that_is_a_symlink_is_refused_before_anything_runs(tmp_path
 def test_a_steps_runs_share_the_compile_cache_they_are_given_and_nothing_else(tmp_path):
     """--shared-cache: JAX's compile cache is on and in <work>/cache/shared/KEY for every run given
     KEY, and kept, and so are Warp's kernel cache, PyCUDA's nvcc cache and CuPy's (for cuDF); every other cache is still
-    private and removed; without it JAX's cache is off."""
+    private and removed; without it JAX's cache is private too."""
     probe = ("import json, os, sys; env = {v: os.environ.get(v) for v in %r}; "
              "d = env['JAX_COMPILATION_CACHE_DIR']; d and open(os.path.join(d, sys.argv[2]), 'w'); "
              "env['seen'] = sorted(os.listdir(d)) if d else None; json.dump(env, open(sys.argv[1], 'w'))"
@@ -316,10 +321,12 @@ def test_a_steps_runs_share_the_compile_cache_they_are_given_and_nothing_else(tm
     assert first["JAX_ENABLE_COMPILATION_CACHE"] == "true"
     assert second["seen"] == ["ncu", "timed"]  # the second run sees what the first stored
     assert other["seen"] == ["ncu-warp"]  # another recipe's runs have their own
-    assert alone["JAX_ENABLE_COMPILATION_CACHE"] == "false" and alone["JAX_COMPILATION_CACHE_DIR"] is None
+    # without a shared key JAX's cache is on too, in the run's private folder, which sees nothing of the others
+    assert alone["JAX_ENABLE_COMPILATION_CACHE"] == "true" and alone["seen"] == ["coldwarm"]
     # Warp's kernel cache, PyCUDA's nvcc cache and CuPy's kernel cache (cuDF's generator) are shared
     # the same way; the other caches are not
-    shared_folders = {"WARP_CACHE_PATH": "warp", "PYCUDA_CACHE_DIR": "pycuda", "CUPY_CACHE_DIR": "cudf"}
+    shared_folders = {"JAX_COMPILATION_CACHE_DIR": "jax", "WARP_CACHE_PATH": "warp", "PYCUDA_CACHE_DIR": "pycuda",
+                      "CUPY_CACHE_DIR": "cudf"}
     for var, folder in shared_folders.items():
         assert first[var] == second[var] == str(shared.parent / folder)
         assert len({first[var], other[var], alone[var]}) == 3
@@ -609,3 +616,43 @@ def test_a_recipe_cannot_load_an_experiment_from_a_step_that_does_not_compile_in
     for bad in (("e", "a", 8), ("x", "b", 8), ("e", "b", 0)):
         with pytest.raises(WorkloadError, match="experiments_from_cache"):
             Recipe(**common, experiments_from_cache=(bad,))
+
+
+FAKE_FIRST_RESULT = """
+import json, os, sys, time
+args = sys.argv[1:]
+out = args[args.index("--output") + 1]
+if os.environ.get("WRITE_DRIVER_CACHE") and not os.environ.get("CUDA_CACHE_DISABLE"):
+    # what the driver does after JIT-compiling PTX
+    with open(os.path.join(os.environ["CUDA_CACHE_PATH"], "index"), "w") as f:
+        f.write("x" * 100)
+now = time.time_ns()
+with open(out, "w") as f:
+    json.dump({"first_result": {"launch_unix_ns": int(os.environ["COOKBOOK_LAUNCH_UNIX_NS"]), "imported_unix_ns": now,
+                                "setup_done_unix_ns": now + 1, "first_result_unix_ns": now + 2},
+               "relative_error": 0.0, "check": {"method": "sample", "elements": 1, "of": 1},
+               "steady_call_ms": 1.0, "provenance": {"disabled": os.environ.get("CUDA_CACHE_DISABLE")},
+               "workload": "w", "variant": "v", "size": 1}, f)
+"""
+
+
+@pytest.mark.parametrize("writes", [False, True])
+def test_coldwarm_turns_the_driver_cache_off_only_where_the_cold_run_filled_it(tmp_path, monkeypatch, writes):
+    """The driver's compute cache holds PTX the driver JIT-compiled: the third run is made only where the
+    cold run left something in it, with the cache off; otherwise the record says why it is missing."""
+    from workloads.tools import coldwarm
+
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE_FIRST_RESULT)
+    if writes:
+        monkeypatch.setenv("WRITE_DRIVER_CACHE", "1")
+    monkeypatch.delenv("COOKBOOK_GPU_JOBS_DIR", raising=False)
+    rec = coldwarm.measure([sys.executable, str(script)], str(tmp_path))
+    off = rec["runs"]["warm_driver_cache_off"]
+    if writes:
+        assert rec["driver_cache_after_cold"] == {"files": 1, "bytes": 100}
+        assert "skipped" not in off and off["phases"]["time_to_first_result_s"] > 0
+    else:
+        assert rec["driver_cache_after_cold"] == {"files": 0, "bytes": 0}
+        assert set(off) == {"skipped"} and "no PTX" in off["skipped"]
+    assert list(cache_root(tmp_path).iterdir()) == []

@@ -67,12 +67,17 @@ def test_the_framework_records_import_no_gpu_package():
     assert r.stdout.strip() == "[]"
 
 
-def test_a_run_records_whether_it_compiled_afresh_or_loaded_a_steps_shared_programs():
-    """Provenance: a cold run has JAX's cache off; a run given a step's shared folder says where."""
+def test_a_run_records_whether_it_compiled_afresh_or_loaded_a_steps_shared_programs(tmp_path):
+    """Provenance: a cold run has JAX's cache on in its private folder; a run given a step's shared
+    folder says where."""
     from workloads import provenance
+    from workloads.tools.cold import fresh_cache_env
 
-    cold = frameworks.compile_cache_settings({"JAX_ENABLE_COMPILATION_CACHE": "false", "HOME": "/root"})
-    assert cold == {"JAX_ENABLE_COMPILATION_CACHE": "false"}
+    env, run_dir = fresh_cache_env(tmp_path, "t", {"HOME": "/root"})
+    cold = frameworks.compile_cache_settings(env)
+    assert cold["JAX_ENABLE_COMPILATION_CACHE"] == "true"
+    assert cold["JAX_COMPILATION_CACHE_DIR"] == str(run_dir / "jax") and (run_dir / "jax").is_dir()
+    assert cold["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
     shared = frameworks.shared_compile_caches("/w/cache/shared/jax_matmul")
     # JAX, Warp, PyCUDA and cuDF (CuPy's generator in setup) compile outside what timed and ncu runs measure
     assert set(shared) == {"jax", "warp", "pycuda", "cudf"}

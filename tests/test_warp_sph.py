@@ -240,7 +240,10 @@ def test_coldstart_child_records_warps_module_loads(tmp_path):
     assert rec["stamps"]["first_frame_unix_ns"] > rec["stamps"]["setup_done_unix_ns"]
 
 
-def test_coldstart_deletes_only_its_own_cache_folders(tmp_path, monkeypatch):
+@pytest.mark.parametrize("driver_jit", [True, False])
+def test_coldstart_deletes_only_its_own_cache_folders(tmp_path, monkeypatch, driver_jit):
+    """Every state's caches are its own and gone afterwards; the run with the driver's cache off is made only
+    where the cold run left that cache non-empty (the driver JIT-compiled PTX)."""
     from workloads.warp_sph import exp_coldstart
 
     seen = []
@@ -252,6 +255,9 @@ def test_coldstart_deletes_only_its_own_cache_folders(tmp_path, monkeypatch):
         assert (env.get("CUDA_CACHE_DISABLE") == "1") == (label == "cold_cache_disabled")
         with open(os.path.join(cache, "marker"), "w") as f:
             f.write(label)
+        if driver_jit and env.get("CUDA_CACHE_DISABLE") != "1":
+            with open(os.path.join(env["CUDA_CACHE_PATH"], "jitted"), "w") as f:
+                f.write(label)
         seen.append((label, cache, env["CUDA_CACHE_PATH"]))
         return {"variant": variant, "state": label, "phases": {"time_to_first_result_s": 1.0},
                 "module_loads": [], "provenance": {}}
@@ -262,12 +268,29 @@ def test_coldstart_deletes_only_its_own_cache_folders(tmp_path, monkeypatch):
     mine.write_text("{}")
     exp_coldstart.run_experiment(str(tmp_path / "out"), sys.executable, ["baseline"], 100)
     labels = [s[0] for s in seen]
-    assert labels == list(exp_coldstart.STATES)
+    record = json.loads((tmp_path / "out" / "coldstart.json").read_text())
+    if driver_jit:
+        assert labels == list(exp_coldstart.STATES) and record["skipped"] == {}
+    else:
+        assert labels == [s for s in exp_coldstart.STATES if s != "cold_cache_disabled"]
+        assert "no PTX" in record["skipped"]["baseline"]["cold_cache_disabled"]
     # warm reuses the first cold run's folders; the other cold runs get fresh ones
-    assert seen[1][1:] == seen[0][1:] and seen[2][1] != seen[0][1] and seen[3][1] != seen[0][1]
+    assert seen[1][1:] == seen[0][1:] and all(s[1] != seen[0][1] for s in seen[2:])
     assert not (tmp_path / "out" / "cache").exists()
     assert mine.exists()
-    assert json.loads((tmp_path / "out" / "coldstart.json").read_text())["states"] == list(exp_coldstart.STATES)
+    assert record["states"] == list(exp_coldstart.STATES)
+
+
+def test_coldstart_section_leaves_out_a_state_that_was_not_run():
+    from analysis.sections import warp_sph_coldstart as section
+
+    run = {"variant": "baseline", "phases": {"time_to_first_result_s": 2.0}, "binaries": ["a.cubin"],
+           "module_loads": [{"module": "m", "ms": 5.0, "how": "compiled"}]}
+    record = {"size": 10, "runs": [dict(run, state="cold_fresh_cache"), dict(run, state="warm")],
+              "skipped": {"baseline": {"cold_cache_disabled": "empty"}}}
+    text = section.render_markdown(record, section.table_data(record))
+    assert "CUDA_CACHE_DISABLE=1 |" not in text and "| cold, fresh CUDA_CACHE_PATH | warm |" in text
+    assert "JIT-compiled no PTX" in text
 
 
 def test_scoped_timer_child_times_every_variant_and_mode(tmp_path):

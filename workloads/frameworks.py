@@ -53,8 +53,10 @@ class Framework:
     #: how its kernels get line information, and what the lines correlate to (kernel pages' table)
     line_info_howto: str = ""
     line_info_target: str = ""
-    #: settings that turn a persistent cache off rather than moving it (cold starts)
-    cache_off: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: settings a cold start's private cache folders need besides the folder itself: a framework
+    #: that keeps a persistent cache only where told (JAX) gets it turned on, so that a warm start
+    #: loads what the cold one compiled, as it does for the frameworks that cache by default
+    cache_settings: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: settings that let a recipe's timed and ncu runs share their compiled programs within a
     #: pipeline run; ``{dir}`` becomes the recipe's shared folder. Only for a framework whose
     #: compiles happen outside what those runs measure: in setup or in the warm-up calls before
@@ -256,8 +258,12 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
     Framework(
         name="jax", title="JAX",
         distributions={"jax": ("jax",), "jaxlib": ("jaxlib",)},
-        cache_variables={},
-        cache_off={"JAX_ENABLE_COMPILATION_CACHE": "false"},
+        # JAX has no persistent compilation cache until given a folder (jax_compilation_cache_dir):
+        # cold/warm starts give it one in their private cache folder, so that "warm" means a filled
+        # cache, as for the other frameworks (every entry kept, however quick its compile)
+        cache_variables={"JAX_COMPILATION_CACHE_DIR": "jax"},
+        cache_settings={"JAX_ENABLE_COMPILATION_CACHE": "true", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"},
         # every step compiles (and XLA autotunes its GEMMs: up to 25 s on an H100) in setup: a step's
         # timed run stores the programs, its nsys and ncu runs load them; every cache entry is
         # kept, however quick its compile or small its size
@@ -362,10 +368,11 @@ def cache_variables() -> dict[str, str]:
     return out
 
 
-def cache_off() -> dict[str, str]:
+def cache_settings() -> dict[str, str]:
+    """The settings cold starts add to their private cache folders, over every framework."""
     out: dict[str, str] = {}
     for f in FRAMEWORKS.values():
-        out.update(f.cache_off)
+        out.update(f.cache_settings)
     return out
 
 
@@ -378,11 +385,11 @@ def shared_compile_caches(folder: str) -> dict[str, dict[str, str]]:
 
 
 def compile_cache_settings(environ: Mapping[str, str]) -> dict[str, str]:
-    """The cache-off and shared-compile-cache settings present in ``environ`` (provenance: whether
+    """The cache and shared-compile-cache settings present in ``environ`` (provenance: whether
     a run compiled afresh or loaded a recipe's shared programs)."""
     names = set()
     for f in FRAMEWORKS.values():
-        names.update(f.cache_off, f.shared_compile_cache)
+        names.update(f.cache_settings, f.shared_compile_cache)
     return {n: environ[n] for n in sorted(names) if n in environ}
 
 

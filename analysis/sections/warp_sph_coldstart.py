@@ -2,8 +2,9 @@
 
 Input: ``experiments/coldstart/coldstart.json`` of the recipe's capture folder, written by
 ``workloads/warp_sph/exp_coldstart.py``: per variant, new processes with Warp's kernel cache and
-the CUDA driver's compute cache empty (a fresh ``CUDA_CACHE_PATH``, or ``CUDA_CACHE_DISABLE=1``),
-then warm; each with Warp's own per-module load messages and wall-clock phases. Parsing is
+the CUDA driver's compute cache empty (a fresh ``CUDA_CACHE_PATH``, or ``CUDA_CACHE_DISABLE=1``
+where the first left the driver's cache non-empty: ``skipped`` says where it did not), then
+warm; each with Warp's own per-module load messages and wall-clock phases. Parsing is
 :func:`read_coldstart` and :func:`table_data`; :func:`render_markdown` only formats.
 """
 from __future__ import annotations
@@ -87,21 +88,26 @@ def render_markdown(record: dict, data: dict) -> str:
         "",
     ]
     for variant, v in data.items():
-        heads = [h for _, h in COLUMNS]
+        skipped = record.get("skipped", {}).get(variant, {})
+        columns = [(state, head) for state, head in COLUMNS if state not in skipped]
+        heads = [h for _, h in columns]
         rows = []
         for module, cells in sorted(v["modules"].items()):
             row = [f"`{module}` (ms)"]
-            for state, _ in COLUMNS:
+            for state, _ in columns:
                 ms, how = cells.get(state, (None, None))
                 row.append("n/a" if ms is None else f"{ms:.1f} ({how})")
             rows.append(row)
         for key, label in PHASE_ROWS:
             cells = v["phases"].get(key, {})
-            rows.append([f"{label} (s)"] + ["n/a" if cells.get(s) is None else f"{cells[s]:.3f}" for s, _ in COLUMNS])
+            rows.append([f"{label} (s)"] + ["n/a" if cells.get(s) is None else f"{cells[s]:.3f}" for s, _ in columns])
         lines += [table([f"**{variant}**", *heads], rows), ""]
         kinds = _binary_kinds(v["binaries"].get("cold_fresh_cache", []))
         note = f"Binaries Warp cached for `{variant}`: {kinds}. "
-        if kinds == ".cubin":
+        if "cold_cache_disabled" in skipped:
+            note += ("The driver's compute cache was still empty after the cold run: the driver JIT-compiled no "
+                     "PTX, so a cold run with `CUDA_CACHE_DISABLE=1` could change nothing and was not made.")
+        elif kinds == ".cubin":
             note += ("SASS compiled by Warp itself, no PTX for the driver to JIT: the two cold columns differ "
                      "only by the driver's other caching and cache I/O.")
         elif kinds == ".o":

@@ -48,8 +48,8 @@ from workloads.tools.gpu_jobs import gpu_job
 
 #: environment variable -> sub-folder of the run's cache root (the driver's and each framework's)
 CACHE_VARIABLES = frameworks.cache_variables()
-#: settings that turn a persistent cache off rather than moving it
-CACHE_OFF = frameworks.cache_off()
+#: settings the private cache folders need besides the folder (JAX's cache turned on)
+CACHE_SETTINGS = frameworks.cache_settings()
 
 
 #: what a tag may be: one path component (it prefixes the run's cache folder)
@@ -121,7 +121,7 @@ def fresh_cache_env(work_dir: str | os.PathLike, tag: str, base: Mapping[str, st
     for var, sub in CACHE_VARIABLES.items():
         (run_dir / sub).mkdir()
         env[var] = str(run_dir / sub)
-    env.update(CACHE_OFF)
+    env.update(CACHE_SETTINGS)
     if shared_key is not None:
         shared = root / SHARED / check_tag(shared_key, "--shared-cache")
         for name, settings in frameworks.shared_compile_caches(str(shared)).items():

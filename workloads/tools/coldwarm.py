@@ -11,7 +11,10 @@ same private cache folders (see :mod:`workloads.tools.cold`):
 2. ``warm``: the same folders, now filled by the cold run;
 3. ``warm_driver_cache_off``: the library caches still filled, but ``CUDA_CACHE_DISABLE=1``, the
    other way the Warp guide names to make the driver recompile; it shows what the driver cache
-   alone saves.
+   alone saves. It runs only where the cold run left that cache non-empty: the driver writes it
+   only when it JIT-compiles PTX, so an empty one means the process loaded binaries alone
+   (nvcc's, NVRTC's cubins, XLA's), and turning the cache off could change nothing. The record
+   then says so instead (``skipped``), with the cache's size after the cold run either way.
 
 Each record splits the time: interpreter start and suite import, setup (GPU library import,
 context, inputs), and the first call (JIT compilation, module load, launch, run). The cache
@@ -36,6 +39,9 @@ RUNS = (
     ("warm", {}),
     ("warm_driver_cache_off", {"CUDA_CACHE_DISABLE": "1"}),
 )
+#: the run that only means something where the driver JIT-compiled PTX in the cold run
+DRIVER_CACHE_RUN = "warm_driver_cache_off"
+DRIVER_CACHE_VARIABLE = "CUDA_CACHE_PATH"
 
 
 class ColdWarmError(RuntimeError):
@@ -93,23 +99,46 @@ def run_once(cmd: Sequence[str], env: dict, label: str, job: dict | None = None,
             "size": record["size"]}
 
 
+def folder_size(path: str) -> dict:
+    """{"files": n, "bytes": b} of every file below ``path`` (0 and 0 for a missing folder)."""
+    files = size = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            try:
+                size += os.path.getsize(os.path.join(folder, name))
+            except OSError:
+                continue  # removed meanwhile
+            files += 1
+    return {"files": files, "bytes": size}
+
+
 def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1) -> dict:
     env, run_dir = fresh_cache_env(work_dir, "coldwarm", os.environ)
+    driver_cache = None
     try:
-        # the three processes are one job on one GPU
+        # the processes are one job on one GPU
         with gpu_job(work_dir, gpus, env, "coldwarm", cmd) as job:
             results = {}
             for label, extra in RUNS:
+                if label == DRIVER_CACHE_RUN and driver_cache["files"] == 0:
+                    results[label] = {"skipped": "the CUDA driver's compute cache was empty after the cold run: "
+                                                 "the driver JIT-compiled no PTX, so turning it off changes nothing"}
+                    print(f"coldwarm: {label}: skipped (driver cache empty after the cold run)", file=sys.stderr,
+                          flush=True)
+                    continue
                 print(f"coldwarm: {label}: {' '.join(cmd)}", file=sys.stderr, flush=True)
                 results[label] = run_once(cmd, dict(env, **extra), label, job, provenance=label == RUNS[0][0])
+                if label == "cold":
+                    driver_cache = folder_size(env[DRIVER_CACHE_VARIABLE])
             job["returncode"] = 0
     finally:
         safe_rmtree(run_dir, cache_root(work_dir))
     first = results["cold"]
     return {"workload": first["workload"], "variant": first["variant"], "size": first["size"],
-            "provenance": first["provenance"],
-            "runs": {k: {"phases": v["phases"], "relative_error": v["relative_error"], "check": v["check"],
-                         "steady_call_ms": v["steady_call_ms"]} for k, v in results.items()}}
+            "provenance": first["provenance"], "driver_cache_after_cold": driver_cache,
+            "runs": {k: v if "skipped" in v else
+                     {"phases": v["phases"], "relative_error": v["relative_error"], "check": v["check"],
+                      "steady_call_ms": v["steady_call_ms"]} for k, v in results.items()}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -128,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"coldwarm: {e}", file=sys.stderr)
         return 1
     for label, r in record["runs"].items():
+        if "skipped" in r:
+            print(f"coldwarm: {label:22s} skipped: {r['skipped']}")
+            continue
         ph = r["phases"]
         print(f"coldwarm: {label:22s} first result after {ph['time_to_first_result_s']:.2f} s "
               f"(start {ph['interpreter_and_suite_import_s']:.2f}, setup {ph['setup_s']:.2f}, "

@@ -14,7 +14,10 @@ all three float32 kernel modules) this runs new processes of the recipe, one fra
 ``cold_fresh_cache``     fresh Warp kernel cache folder (so kernel and LTO caches are empty) and a
                          fresh ``CUDA_CACHE_PATH``
 ``warm``                 the same two folders again, now filled
-``cold_cache_disabled``  another fresh kernel cache folder and ``CUDA_CACHE_DISABLE=1``
+``cold_cache_disabled``  another fresh kernel cache folder and ``CUDA_CACHE_DISABLE=1``; run only where
+                         ``cold_fresh_cache`` left the driver's cache non-empty (the driver writes it only
+                         when it JIT-compiles PTX: with SASS alone, as Warp compiles for a GPU its NVRTC
+                         knows, turning it off could change nothing), else recorded as skipped
 ``trace``                fresh folders and ``warp.config.compile_time_trace = True``: the NVRTC
                          trace JSON of each module (kept apart: tracing slows compilation)
 
@@ -42,7 +45,7 @@ from workloads import provenance, settings  # noqa: E402
 from workloads.contract import WorkloadError  # noqa: E402
 from workloads.runner import write_json_atomic  # noqa: E402
 from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree  # noqa: E402
-from workloads.tools.coldwarm import run_recording  # noqa: E402
+from workloads.tools.coldwarm import folder_size, run_recording  # noqa: E402
 
 #: Warp's module-load line (warp/_src/context.py, Module.load's ScopedTimer)
 MODULE_LOAD = re.compile(
@@ -188,6 +191,7 @@ def run_experiment(out_dir: str, python: str, variants: Sequence[str], size: int
     made_root = not root.exists()
     runs: list[dict] = []
     traces: dict[str, list[str]] = {}
+    skipped: dict[str, dict[str, str]] = {}
     try:
         for variant in variants:
             fresh = {}
@@ -197,8 +201,16 @@ def run_experiment(out_dir: str, python: str, variants: Sequence[str], size: int
                     fresh[state] = fresh_cache_env(out_dir, f"coldstart-{state}", os.environ)
                 for state in STATES:
                     env, run_dir = fresh["cold_fresh_cache" if state == "warm" else state]
+                    if state == "cold_cache_disabled" and runs[-1]["driver_cache_after_run"]["files"] == 0:
+                        skipped.setdefault(variant, {})[state] = (
+                            "the CUDA driver's compute cache was empty after the cold run: the driver "
+                            "JIT-compiled no PTX, so turning it off could change nothing")
+                        print(f"coldstart: {variant} {state}: skipped (driver cache empty after the cold run)",
+                              flush=True)
+                        continue
                     rec = _run_child(python, variant, size,
                                      _state_env(env, env["WARP_CACHE_PATH"], env["CUDA_CACHE_PATH"], state), state)
+                    rec["driver_cache_after_run"] = folder_size(env["CUDA_CACHE_PATH"])
                     if state == "trace":
                         traces[variant] = _keep_traces(env["WARP_CACHE_PATH"], out_dir, variant)
                         rec["traces"] = traces[variant]
@@ -214,7 +226,7 @@ def run_experiment(out_dir: str, python: str, variants: Sequence[str], size: int
         if made_root and root.exists() and not any(root.iterdir()):
             root.rmdir()  # the folder this experiment made, now empty
     record = {"experiment": "coldstart", "workload": "warp_sph", "size": size, "variants": list(variants),
-              "states": list(STATES), "runs": runs, "traces": traces,
+              "states": list(STATES), "runs": runs, "skipped": skipped, "traces": traces,
               "provenance": runs[0]["provenance"] if runs else provenance.collect(("warp",))}
     write_json_atomic(os.path.join(out_dir, "coldstart.json"), record)
     return record
