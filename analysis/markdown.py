@@ -279,11 +279,27 @@ def copies_table(rows: Sequence[rm.CopyRow], steps: Sequence[rm.Step]) -> str:
                   + [cell(by.get((ph, d, h, s.variant))) for s in steps] for ph, d, h in keys])
 
 
+#: the row of the kernels beyond each step's longest (rm.KernelRow "N other kernels")
+OTHER_KERNELS = "other kernels"
+
+
 def kernels_table(rows: Sequence[rm.KernelRow]) -> str:
-    return table(("step", "kernel", "launches", "per call", "avg µs"),
-                 [(f"`{k.variant}`", k.name if k.name.endswith(" other kernels") else f"`{k.name}`", k.launches,
-                   f"{k.per_call:g}", f"{k.avg_us:.1f}") for k in rows],
-                 MAX_CELL_CHARS)
+    """Kernels by step, one row per kernel and one column per step, so that a kernel's time reads
+    across the steps: launches per call × mean µs ("—": not among that step's longest). Rows by
+    their longest time per call in any step; the steps' other kernels, summed, last."""
+    steps = list(dict.fromkeys(k.variant for k in rows))
+    cells: dict[str, dict[str, str]] = {}
+    longest: dict[str, float] = {}
+    for k in rows:
+        other = k.name.endswith(" " + OTHER_KERNELS)
+        key = OTHER_KERNELS if other else k.name
+        text = f"{k.per_call:g} × {k.avg_us:.1f}"
+        cells.setdefault(key, {})[k.variant] = f"{text} ({k.name.split()[0]} kernels)" if other else text
+        longest[key] = -1.0 if other else max(longest.get(key, 0.0), k.per_call * k.avg_us)
+    order = sorted(cells, key=lambda name: -longest[name])
+    return table(["kernel", *(f"`{s}`" for s in steps)],
+                 [[name if name == OTHER_KERNELS else f"`{name}`", *(cells[name].get(s, "—") for s in steps)]
+                  for name in order], MAX_CELL_CHARS)
 
 
 def ncu_table(rows: Sequence[rm.NcuRow]) -> str:
@@ -304,10 +320,22 @@ def ncu_rules_lines(rules: Sequence) -> list[str]:
     def est(v) -> str:
         return "—" if v is None else v if isinstance(v, str) else f"{v:.0f}%"
 
-    lines = ["ncu's rules on each step's first profiled launch, with ncu's estimated speedup (\"—\": not flagged; "
-             f"rules under {rm.NCU_RULE_MIN_PCT:.0f}% on every step left out):",
-             "", table(["rule"] + [f"`{v}`" for v in variants], [[rule] + [est(cells.get(v)) for v in variants]
-                                                                   for rule, cells, _, _ in rules]), ""]
+    if len(variants) == 1:
+        # one step's rules: a sentence, ordered by the estimate, rather than a one-column table
+        only = variants[0]
+        estimated = sorted(((rule, cells[only]) for rule, cells, _, _ in rules
+                            if isinstance(cells.get(only), (int, float))), key=lambda rc: -rc[1])
+        flagged = [rule for rule, cells, _, _ in rules if isinstance(cells.get(only), str)]
+        text = (f"ncu's rules on `{only}`'s first profiled launch, by ncu's estimated speedup (rules under "
+                f"{rm.NCU_RULE_MIN_PCT:.0f}% left out): " + ", ".join(f"{rule} {v:.0f}%" for rule, v in estimated))
+        if flagged:
+            text += ("; " if estimated else "") + "flagged without an estimate: " + ", ".join(flagged)
+        lines = [text + ".", ""]
+    else:
+        lines = ["ncu's rules on each step's first profiled launch, with ncu's estimated speedup (\"—\": not flagged; "
+                 f"rules under {rm.NCU_RULE_MIN_PCT:.0f}% on every step left out):",
+                 "", table(["rule"] + [f"`{v}`" for v in variants], [[rule] + [est(cells.get(v)) for v in variants]
+                                                                       for rule, cells, _, _ in rules]), ""]
     lines += ["The rules with the largest estimated speedups, in ncu's words:", ""]
     lines += [f"- **{rule}** (`{worst}`): {msg}" for rule, _, worst, msg in rules if msg]
     return lines
@@ -353,7 +381,9 @@ def size_details(m: rm.ReportModel, size: int) -> list[str]:
     if m.copies[size]:
         body += ["**Copies by phase** (nsys; copies × size each, rate, share of the pinned ceiling; 0-byte rows "
                  "dropped):", "", copies_table(m.copies[size], steps), ""]
-    body += ["**Kernels in the compute ranges** (nsys, longest first):", "", kernels_table(m.kernels[size]), ""]
+    body += [f"**Kernels in the compute ranges** (nsys; per call: launches × mean µs; each step's "
+             f"{rm.KERNELS_PER_STEP} longest, its other kernels summed in the last row):", "",
+             kernels_table(m.kernels[size]), ""]
     if m.work_checks.get(size):
         from analysis.limiter import MISMATCH_FACTOR  # noqa: PLC0415
         body += ["**Declared work beside what ncu measured** (per steady call; flagged when more than "
@@ -388,7 +418,62 @@ def appendix(m: rm.ReportModel) -> list[str]:
               f"- *Size*: {m.size_meaning}.", "",
               "### Commands", "", f"The exact commands: {m.commands_note}.", ""]
     if m.commands:
-        lines += ["```sh", *(shlex.join(c.argv) for c in m.commands), "```", ""]
+        lines += ["```sh", *command_lines(m.commands), "```", ""]
+    return lines
+
+
+#: stands for the variant in a command while commands are compared (letters only: never quoted)
+_VARIANT_MARK = "COOKBOOKVARIANTMARK"
+
+
+def _variant_free(c: rm.Command) -> tuple[str, ...] | None:
+    """The command's argv with its variant replaced by a mark (the ``--variant`` value, and the
+    variant as a path component), or None when the variant is not found as such."""
+    variant = c.what.split("/n")[0]
+    if not variant or _VARIANT_MARK in " ".join(c.argv):
+        return None
+    out = []
+    for w in c.argv:
+        out.append(_VARIANT_MARK if w == variant else w.replace(f"/{variant}/", f"/{_VARIANT_MARK}/")
+                   .replace(f"\\/{variant}\\/", f"\\/{_VARIANT_MARK}\\/"))
+    return tuple(out) if any(_VARIANT_MARK in w for w in out) else None
+
+
+def _shell_word(word: str) -> str:
+    """``word`` for bash, with the mark as ``$v``: in double quotes where the word needs quoting."""
+    if _VARIANT_MARK not in word:
+        return shlex.quote(word)
+    if shlex.quote(word) == word:
+        return word.replace(_VARIANT_MARK, "$v")
+    escaped = "".join("\\" + ch if ch in '\\"$`' else ch for ch in word)
+    return '"' + escaped.replace(_VARIANT_MARK, "$v") + '"'
+
+
+def command_lines(commands: Sequence[rm.Command]) -> list[str]:
+    """The commands for a shell, in order; a run of commands that differ only in the variant is one
+    ``for v in ...; do ...; done`` line, which runs exactly those commands."""
+    lines: list[str] = []
+    group: list[rm.Command] = []
+    key = None
+
+    def flush() -> None:
+        if len(group) > 1:
+            variants = " ".join(shlex.quote(c.what.split("/n")[0]) for c in group)
+            lines.append(f"for v in {variants}; do {' '.join(_shell_word(w) for w in key)}; done")
+        else:
+            lines.extend(shlex.join(c.argv) for c in group)
+
+    for c in commands:
+        free = _variant_free(c)
+        if group and free is not None and free == key:
+            group.append(c)
+            continue
+        flush()
+        group, key = [c], free
+        if free is None:
+            flush()
+            group, key = [], None
+    flush()
     return lines
 
 

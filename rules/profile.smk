@@ -64,6 +64,10 @@ rule timed:
         rules.preflight.output,
         # the ceilings run first so that they and the timed runs never share the GPU
         rules.ceilings.output,
+    # before the nsys and ncu runs among the jobs ready to start: a step's timed run fills the
+    # compile cache its nsys and ncu runs and an experiment wait for (JAX's allocator experiment, 77 s
+    # long, waited for float32 at 8192 and ended last in one full run, alone on the GPU for 15 s)
+    priority: 10
     output:
         f"{LIVE_RUN}/{layout.TIMING}",
     log:
@@ -294,6 +298,9 @@ rule experiment:
         rules.ceilings.output,
         # an experiment that loads the recipe's shared compile cache waits for the timed run that fills it
         compiled_first=experiment_compiled_first,
+    # the longest GPU jobs: started as soon as they can, so that their start-up and profiler output
+    # go on beside other jobs' turns rather than at the end of the run
+    priority: 20
     output:
         directory(f"{CAPTURES}/{{workload}}/experiments/{{experiment}}"),
     log:

@@ -646,7 +646,6 @@ def test_coldwarm_turns_the_driver_cache_off_only_where_the_cold_run_filled_it(t
     script.write_text(FAKE_FIRST_RESULT)
     if writes:
         monkeypatch.setenv("WRITE_DRIVER_CACHE", "1")
-    monkeypatch.delenv("COOKBOOK_GPU_JOBS_DIR", raising=False)
     rec = coldwarm.measure([sys.executable, str(script)], str(tmp_path))
     off = rec["runs"]["warm_driver_cache_off"]
     if writes:

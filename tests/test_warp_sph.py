@@ -289,7 +289,7 @@ def test_coldstart_section_leaves_out_a_state_that_was_not_run():
     record = {"size": 10, "runs": [dict(run, state="cold_fresh_cache"), dict(run, state="warm")],
               "skipped": {"baseline": {"cold_cache_disabled": "empty"}}}
     text = section.render_markdown(record, section.table_data(record))
-    assert "CUDA_CACHE_DISABLE=1 |" not in text and "| cold, fresh CUDA_CACHE_PATH | warm |" in text
+    assert "CUDA_CACHE_DISABLE=1 |" not in text and "| `baseline`: cold, fresh CUDA_CACHE_PATH | `baseline`: warm |" in text
     assert "JIT-compiled no PTX" in text
 
 

@@ -76,6 +76,23 @@ def _binary_kinds(names: list[str]) -> str:
     return ", ".join(kinds) if kinds else "none found"
 
 
+def _binaries_note(kinds: str, driver_run_skipped: bool) -> str:
+    """What the kind of binaries Warp cached means for the driver's cache."""
+    note = f"{kinds}. "
+    if driver_run_skipped:
+        return note + ("The driver's compute cache was still empty after the cold run: the driver JIT-compiled no "
+                       "PTX, so a cold run with `CUDA_CACHE_DISABLE=1` could change nothing and was not made.")
+    if kinds == ".cubin":
+        return note + ("SASS compiled by Warp itself, no PTX for the driver to JIT: the two cold columns differ "
+                       "only by the driver's other caching and cache I/O.")
+    if kinds == ".o":
+        return note + "CPU object files: the CUDA driver and its cache play no part on Warp's CPU device."
+    if ".ptx" in kinds:
+        return note + ("Warp handed the driver PTX, which the driver JIT-compiles at load; that work is what the "
+                       "compute cache keeps, so the two cold columns and the warm one differ by it.")
+    return note
+
+
 def render_markdown(record: dict, data: dict) -> str:
     lines = [
         "## Cold starts, per module",
@@ -84,42 +101,41 @@ def render_markdown(record: dict, data: dict) -> str:
         "cache in a fresh folder, and the driver's compute cache emptied either way the Warp guide names "
         "(a fresh `CUDA_CACHE_PATH`, or `CUDA_CACHE_DISABLE=1`: no cache at all). Warm: the first cold run's "
         "folders again, filled. Module times are Warp's own (\"Module ... took ... ms\"): code generation, "
-        "compilation when not cached, loading.",
+        "compilation when not cached, loading (\"—\": the variant does not load that module).",
         "",
     ]
+    # one table for every variant, so that their modules and phases read side by side
+    columns = [(variant, state, f"`{variant}`: {head}") for variant in data for state, head in COLUMNS
+               if state not in record.get("skipped", {}).get(variant, {})]
+    modules = sorted({m for v in data.values() for m in v["modules"]})
+    rows = []
+    for module in modules:
+        row = [f"`{module}` (ms)"]
+        for variant, state, _ in columns:
+            ms, how = data[variant]["modules"].get(module, {}).get(state, (None, None))
+            row.append("—" if ms is None else f"{ms:.1f} ({how})")
+        rows.append(row)
+    for key, label in PHASE_ROWS:
+        row = [f"{label} (s)"]
+        for variant, state, _ in columns:
+            value = data[variant]["phases"].get(key, {}).get(state)
+            row.append("n/a" if value is None else f"{value:.3f}")
+        rows.append(row)
+    lines += [table(["", *(head for _, _, head in columns)], rows), ""]
+    # one note per kind of binaries (variants that cached the same kind share it), then the traces
+    by_note: dict[str, list[str]] = {}
     for variant, v in data.items():
-        skipped = record.get("skipped", {}).get(variant, {})
-        columns = [(state, head) for state, head in COLUMNS if state not in skipped]
-        heads = [h for _, h in columns]
-        rows = []
-        for module, cells in sorted(v["modules"].items()):
-            row = [f"`{module}` (ms)"]
-            for state, _ in columns:
-                ms, how = cells.get(state, (None, None))
-                row.append("n/a" if ms is None else f"{ms:.1f} ({how})")
-            rows.append(row)
-        for key, label in PHASE_ROWS:
-            cells = v["phases"].get(key, {})
-            rows.append([f"{label} (s)"] + ["n/a" if cells.get(s) is None else f"{cells[s]:.3f}" for s, _ in columns])
-        lines += [table([f"**{variant}**", *heads], rows), ""]
         kinds = _binary_kinds(v["binaries"].get("cold_fresh_cache", []))
-        note = f"Binaries Warp cached for `{variant}`: {kinds}. "
-        if "cold_cache_disabled" in skipped:
-            note += ("The driver's compute cache was still empty after the cold run: the driver JIT-compiled no "
-                     "PTX, so a cold run with `CUDA_CACHE_DISABLE=1` could change nothing and was not made.")
-        elif kinds == ".cubin":
-            note += ("SASS compiled by Warp itself, no PTX for the driver to JIT: the two cold columns differ "
-                     "only by the driver's other caching and cache I/O.")
-        elif kinds == ".o":
-            note += "CPU object files: the CUDA driver and its cache play no part on Warp's CPU device."
-        elif ".ptx" in kinds:
-            note += ("Warp handed the driver PTX, which the driver JIT-compiles at load; that work is what the "
-                     "compute cache keeps, so the two cold columns and the warm one differ by it.")
-        if v["traces"]:
-            note += (" NVRTC compile-time traces (open in Perfetto) from a separate cold run with "
+        skipped = "cold_cache_disabled" in record.get("skipped", {}).get(variant, {})
+        by_note.setdefault(_binaries_note(kinds, skipped), []).append(variant)
+    notes = [f"Binaries Warp cached for {', '.join(f'`{v}`' for v in variants)}: {note}"
+             for note, variants in by_note.items()]
+    traces = [t for v in data.values() for t in v["traces"]]
+    if traces:
+        notes.append("NVRTC compile-time traces (open in Perfetto) from a separate cold run with "
                      "`warp.config.compile_time_trace = True`, in `experiments/coldstart/`: "
-                     + ", ".join(f"`{t}`" for t in v["traces"]) + ".")
-        lines += [note, ""]
+                     + ", ".join(f"`{t}`" for t in traces) + ".")
+    lines += [" ".join(notes), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
