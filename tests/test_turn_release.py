@@ -437,3 +437,42 @@ def test_host_work_the_variant_names_is_done_before_the_run_waits_for_its_turn(m
     record = runner.run(_RECIPE, args)
     assert log == [f"prepare {check}", "turn", "setup"]
     assert record["host_wall_s"]["prepare_host"] >= 0 and record["check"]["method"] == check
+
+
+@pytest.mark.parametrize("mode", ["timed", "run", "first"])
+def test_setup_runs_on_every_core_and_the_calls_on_the_holders(monkeypatch, mode):
+    """A timed or profiled run's setup, which nothing measures and which no other run measures
+    beside (it holds the GPU), uses both halves of the split (XLA compiles its autotuning candidates
+    on them); its calls run on the holder's half. A cold/warm start measures its setup: holder's half."""
+    where: list[tuple[str, set]] = []
+    current = {"cores": set(range(8, 16))}
+
+    def set_affinity(tid, cores):
+        current["cores"] = set(cores)
+
+    class Placed(_Probe):
+        def setup(self) -> None:
+            where.append(("setup", set(current["cores"])))
+            super().setup()
+
+        def step(self) -> None:
+            where.append(("call", set(current["cores"])))
+
+    monkeypatch.setattr(os, "sched_setaffinity", set_affinity)
+    monkeypatch.setenv(gpu_turn.HOLDER_CORES_VARIABLE, "8-15")
+    monkeypatch.setenv(gpu_turn.OTHER_CORES_VARIABLE, "0-7")
+    monkeypatch.setattr(Recipe, "variant_class", lambda self, name: Placed)
+    monkeypatch.setattr(gpu_turn, "take_turn", lambda what, environ=os.environ: {"waited_s": 0.0})
+    monkeypatch.setattr(gpu_turn, "holds_turn", lambda: False)
+    monkeypatch.setattr(runner.provenance, "collect", lambda requires: {})
+    args = runner._parser(_RECIPE).parse_args(["--variant", "probe", "--size", "64", "--mode", mode,
+                                               "--warmup", "1", "--repeats", "10", "--budget-s", "0.01",
+                                               "--energy-burst-s", "0", "--no-provenance"])
+    record = runner.run(_RECIPE, args)
+    setup_cores = next(c for what, c in where if what == "setup")
+    calls = {frozenset(c) for what, c in where if what == "call"}
+    assert calls == {frozenset(range(8, 16))}
+    if mode == "first":
+        assert setup_cores == set(range(8, 16)) and "setup_cpu_cores" not in record
+    else:
+        assert setup_cores == set(range(16)) and record["setup_cpu_cores"] == "0-15"
