@@ -14,6 +14,7 @@ counters (no ncu rule; the reports use analysis.no_counters) and says so once, w
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import importlib.util
 import shutil
 import subprocess
@@ -104,6 +105,14 @@ def check(nsys: str, ncu: str, targets: Sequence[str] = ()) -> tuple[dict, list[
     """The record to write, and the problems that stop ``targets`` (what the user asked Snakemake
     for; unknown when empty) from running here."""
     problems = []
+    # the slow parts (two profilers starting, a kernel under ncu, nvidia-smi) run side by side: every
+    # GPU job of the pipeline waits for this one; the counter probe's answer counts only when nothing
+    # else is missing
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
+    probe = pool.submit(counter_access, ncu) if ncu != NCU_OFF else None
+    tool_versions = {key: pool.submit(tool_version, exe) for key, exe in (("nsys", nsys), ("ncu", ncu))
+                     if not (key == "ncu" and exe == NCU_OFF)}
+    collected = pool.submit(provenance.collect)
     gpu = provenance.gpu_info()
     if not gpu["gpus"]:
         problems.append(
@@ -116,7 +125,7 @@ def check(nsys: str, ncu: str, targets: Sequence[str] = ()) -> tuple[dict, list[
         if key == "ncu" and exe == NCU_OFF:
             versions[key] = {"executable": None, "version": "switched off (--config ncu=none)"}
             continue
-        v = tool_version(exe)
+        v = tool_versions[key].result()
         versions[key] = {"executable": shutil.which(exe) or exe, "version": v}
         if v is None:
             problems.append(
@@ -124,12 +133,13 @@ def check(nsys: str, ncu: str, targets: Sequence[str] = ()) -> tuple[dict, list[
                 f"{'Systems' if key == 'nsys' else 'Compute'}, or point the suite at it with "
                 f"`snakemake --config {key}=/path/to/{key}` or the environment variable {var}."
             )
-    record = {"tools": versions, "recipes_skipped": recipe_availability(), "provenance": provenance.collect()}
+    record = {"tools": versions, "recipes_skipped": recipe_availability(), "provenance": collected.result()}
     if not problems:
-        record["counters"] = counter_access(ncu)
+        record["counters"] = probe.result() if probe is not None else counter_access(ncu)
         if record["counters"]["readable"] is None:
             problems.append(f"ncu: {record['counters']['reason']}: {record['counters'].get('detail', '')}. "
                             "Fix ncu, or run without counters with `snakemake --config ncu=none`.")
+    pool.shutdown(wait=True)
     return record, problems
 
 
