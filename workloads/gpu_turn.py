@@ -176,20 +176,6 @@ def use_other_cores(environ=os.environ) -> str | None:
     return _use_cores(OTHER_CORES_VARIABLE, environ)
 
 
-def use_every_core(environ=os.environ) -> str | None:
-    """Move this process, which holds the GPU, onto both halves (:func:`split_cores`) for work that
-    nobody measures: a timed or profiled run's setup, while no other run can measure (it holds the
-    GPU's only turn). XLA's autotuner compiles its GEMM candidates on a thread per core it may use
-    when the backend starts. Call :func:`use_holder_cores` before measuring. The list, or None
-    where the pipeline split none."""
-    holder, other = settings.text(HOLDER_CORES_VARIABLE, environ), settings.text(OTHER_CORES_VARIABLE, environ)
-    if not (holder and other and hasattr(os, "sched_setaffinity")):
-        return None
-    cores = core_list(holder) | core_list(other)
-    _move_process(cores, f"{HOLDER_CORES_VARIABLE} and {OTHER_CORES_VARIABLE}")
-    return core_text(cores)
-
-
 def turn_record_path(prefix: str, pid: int) -> str:
     """Where process ``pid`` of a job writes its turn (``COOKBOOK_GPU_TURN_RECORD`` is the prefix)."""
     return f"{prefix}-{pid}.json"

@@ -369,17 +369,11 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
     # from here to the process's exit this run uses the GPU: on a GPU shared by the pipeline's
     # runs, wait for its turn (a no-op otherwise; workloads/gpu_turn.py)
     turn = gpu_turn.take_turn(f"{recipe.name}/{v.name} size {v.size}")
-    # a timed or profiled run's setup is not measured, and no other run measures while this one holds
-    # the GPU: it may use every core (compiles, inputs); a cold/warm start measures its setup, on the
-    # holder's cores as its calls
-    setup_cores = gpu_turn.use_every_core() if turn is not None and args.mode != "first" else None
     t0 = time.perf_counter()
     with ph("setup"):
         v.setup()
         v.synchronize()
     wall_s["setup"] = time.perf_counter() - t0
-    if setup_cores is not None:
-        gpu_turn.use_holder_cores()
     setup_done = time.time_ns()
     record: dict = {
         "workload": recipe.name,
@@ -397,9 +391,6 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         if turn.get("cpu_cores"):
             # the CPU cores this run had to itself while it held the GPU (gpu_turn.split_cores)
             record["gpu_turn_cpu_cores"] = turn["cpu_cores"]
-        if setup_cores is not None:
-            # the cores its setup ran on (gpu_turn.use_every_core)
-            record["setup_cpu_cores"] = setup_cores
     # how busy this run's cores and the others are while it measures (workloads/hostload.py); a
     # cold/warm start holds the GPU throughout and records none (nothing read before its first call)
     load = None if args.mode == "first" else hostload.HostLoad()
