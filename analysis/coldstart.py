@@ -76,5 +76,7 @@ def summarize(coldstart_paths: Iterable[str], capture_root: str) -> list[dict]:
             if split:
                 break
         rows.append({"workload": w, "variant": v, "size": rec.get("size"), "runs": rec["runs"],
+                     # what the driver JIT-compiled in the cold run (absent from older records)
+                     "driver_cache_after_cold": rec.get("driver_cache_after_cold"),
                      "nsys_first_call": split})
     return rows

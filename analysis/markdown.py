@@ -527,6 +527,7 @@ def coldstart_section(rows: Sequence[dict]) -> list[str]:
             f"{cold['time_to_first_result_s']:.2f}", f"{warm['time_to_first_result_s']:.2f}",
             f"{cold['time_to_first_result_s'] - warm['time_to_first_result_s']:+.2f}",
             "not run (no PTX JIT)" if "skipped" in off else f"{off['phases']['time_to_first_result_s']:.2f}",
+            "n/a" if r.get("driver_cache_after_cold") is None else f"{r['driver_cache_after_cold']['bytes'] / 1e3:.1f}",
             f"{cold['interpreter_and_suite_import_s']:.2f} / {cold['setup_s']:.2f} / {cold['first_call_s']:.2f}",
             f"{warm['interpreter_and_suite_import_s']:.2f} / {warm['setup_s']:.2f} / {warm['first_call_s']:.2f}",
             f"{runs['warm']['steady_call_ms']:.3f}",
@@ -547,11 +548,12 @@ def coldstart_section(rows: Sequence[dict]) -> list[str]:
         "(cold), filled by the cold run (warm), and filled but with the CUDA driver's compute cache off "
         "(`CUDA_CACHE_DISABLE=1`). The last runs only where the cold run left the driver's cache non-empty: "
         "the driver writes it only when it JIT-compiles PTX (\"not run (no PTX JIT)\": the process loaded "
-        "compiled binaries alone). JAX's persistent compilation cache, which JAX keeps only when given a "
+        "compiled binaries alone; its size after the cold run is how much the driver compiled and kept). JAX's persistent compilation cache, which JAX keeps only when given a "
         "folder, gets one beside the others. Each is split into interpreter start and suite import / setup "
         "(GPU library import, context, inputs) / first call (JIT compilation, module load, launch, run).",
         "",
         table(("recipe", "variant", "size", "cold s", "warm s", "cold − warm s", "driver cache off s",
+               "driver cache after cold kB",
                "cold: start / setup / first call s", "warm: start / setup / first call s",
                "steady call ms"), table_rows),
         "",

