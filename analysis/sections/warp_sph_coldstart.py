@@ -53,10 +53,10 @@ def read_coldstart(folder: str) -> dict:
 
 def table_data(record: dict) -> dict:
     """variant -> {"modules": {module: {state: (ms, how)}}, "phases": {phase: {state: s}},
-    "binaries": {state: [...]}, "traces": [...]}"""
+    "binaries": {state: [...]}, "traces": [...], "driver_cache": {state: {"files", "bytes"}}}"""
     out: dict = {}
     for r in record["runs"]:
-        v = out.setdefault(r["variant"], {"modules": {}, "phases": {}, "binaries": {}, "traces": []})
+        v = out.setdefault(r["variant"], {"modules": {}, "phases": {}, "binaries": {}, "traces": [], "driver_cache": {}})
         state = r["state"]
         for m in r["module_loads"]:
             cell = v["modules"].setdefault(m["module"], {})
@@ -66,6 +66,8 @@ def table_data(record: dict) -> dict:
         for key, value in r["phases"].items():
             v["phases"].setdefault(key, {})[state] = value
         v["binaries"][state] = r.get("binaries", [])
+        if r.get("driver_cache_after_run") is not None:
+            v["driver_cache"][state] = r["driver_cache_after_run"]
         if r.get("traces"):
             v["traces"] = r["traces"]
     return out
@@ -76,15 +78,20 @@ def _binary_kinds(names: list[str]) -> str:
     return ", ".join(kinds) if kinds else "none found"
 
 
-def _binaries_note(kinds: str, driver_run_skipped: bool) -> str:
-    """What the kind of binaries Warp cached means for the driver's cache."""
+def _binaries_note(kinds: str, driver_run_skipped: bool, driver_cache_kb: float | None = None) -> str:
+    """What the kind of binaries Warp cached means for the driver's cache (``driver_cache_kb``: its
+    size after the cold run, where the record has it)."""
     note = f"{kinds}. "
     if driver_run_skipped:
         return note + ("The driver's compute cache was still empty after the cold run: the driver JIT-compiled no "
                        "PTX, so a cold run with `CUDA_CACHE_DISABLE=1` could change nothing and was not made.")
     if kinds == ".cubin":
-        return note + ("SASS compiled by Warp itself, no PTX for the driver to JIT: the two cold columns differ "
-                       "only by the driver's other caching and cache I/O.")
+        note += "SASS compiled by Warp itself: no PTX of these modules for the driver to JIT"
+        if driver_cache_kb:
+            return note + (f"; the driver's cache still held {driver_cache_kb:.0f} kB after the cold run: PTX of "
+                           "other code in the process, which the driver compiled, so the two cold columns differ "
+                           "by that compilation and by cache I/O.")
+        return note + ": the two cold columns differ only by the driver's other caching and cache I/O."
     if kinds == ".o":
         return note + "CPU object files: the CUDA driver and its cache play no part on Warp's CPU device."
     if ".ptx" in kinds:
@@ -127,7 +134,8 @@ def render_markdown(record: dict, data: dict) -> str:
     for variant, v in data.items():
         kinds = _binary_kinds(v["binaries"].get("cold_fresh_cache", []))
         skipped = "cold_cache_disabled" in record.get("skipped", {}).get(variant, {})
-        by_note.setdefault(_binaries_note(kinds, skipped), []).append(variant)
+        cache = v["driver_cache"].get("cold_fresh_cache")
+        by_note.setdefault(_binaries_note(kinds, skipped, cache["bytes"] / 1e3 if cache else None), []).append(variant)
     notes = [f"Binaries Warp cached for {', '.join(f'`{v}`' for v in variants)}: {note}"
              for note, variants in by_note.items()]
     traces = [t for v in data.values() for t in v["traces"]]
