@@ -548,8 +548,9 @@ def coldstart_section(rows: Sequence[dict]) -> list[str]:
         "(cold), filled by the cold run (warm), and filled but with the CUDA driver's compute cache off "
         "(`CUDA_CACHE_DISABLE=1`). The last runs only where the cold run left the driver's cache non-empty: "
         "the driver writes it only when it JIT-compiles PTX (\"not run (no PTX JIT)\": the process loaded "
-        "compiled binaries alone; its size after the cold run is how much the driver compiled and kept). JAX's persistent compilation cache, which JAX keeps only when given a "
-        "folder, gets one beside the others. Each is split into interpreter start and suite import / setup "
+        "compiled binaries alone; its size after the cold run is how much the driver compiled and kept). "
+        "JAX's persistent compilation cache, which JAX keeps only when given a folder, gets one beside the "
+        "others. Each is split into interpreter start and suite import / setup "
         "(GPU library import, context, inputs) / first call (JIT compilation, module load, launch, run).",
         "",
         table(("recipe", "variant", "size", "cold s", "warm s", "cold − warm s", "driver cache off s",
