@@ -83,8 +83,19 @@ def _limiter_metrics() -> tuple[str, ...]:
 
 
 def analysis_metrics() -> tuple[str, ...]:
-    """Every metric the reader takes from a launch (the summaries, the FLOP count, the limiter)."""
+    """Every metric the analysis asks ncu for (the summaries, the FLOP count, the limiter)."""
     return tuple(dict.fromkeys(SUMMARY_METRICS + EXTRA_METRICS + FLOP_METRICS + _limiter_metrics()))
+
+
+#: what ncu records about its own replay of each launch, in every report whatever was collected: the
+#: passes it replayed the kernel for, and the device memory it saved before them and restored between
+#: them (workloads.tools.pipeline_time: what a profiled step cost)
+REPLAY_METRICS = ("profiler__replayer_passes", "profiler__replayer_bytes_mem_backed_up.sum")
+
+
+def read_metrics() -> tuple[str, ...]:
+    """Every metric the readers take from a launch: the analysis' and ncu's replay record."""
+    return analysis_metrics() + tuple(m for m in REPLAY_METRICS if m not in analysis_metrics())
 
 
 def metrics_only_args() -> list[str]:
@@ -340,7 +351,7 @@ def _read_plain(path: str, plain: str) -> list[Launch]:
     launches: list[Launch] = []
     for action in actions:
         metrics: dict[str, Any] = {}
-        for name in analysis_metrics():
+        for name in read_metrics():
             metrics[name] = _metric_value(action.metric_by_name(name))
         launches.append(Launch(
             id=len(launches),
@@ -415,7 +426,7 @@ def read_raw_csv(path: str | os.PathLike) -> list[Launch]:
                                        "a units row and launch rows")
     header, units = rows[0], rows[1]
     col = {name: i for i, name in enumerate(header)}
-    wanted = analysis_metrics()
+    wanted = read_metrics()
     missing = [n for n in SUMMARY_METRICS if n not in col]
     if missing:
         raise AnalysisInputError(path, f"raw page lacks {', '.join(missing)}")

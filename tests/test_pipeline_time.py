@@ -103,3 +103,50 @@ def test_command_line_prints_the_phases_of_a_reference_alone(tmp_path):
     neither = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time"], capture_output=True, text=True,
                              cwd=REPO)
     assert neither.returncode == 2 and "give RESULTS_DIR, --captures DIR, or both" in neither.stderr
+
+
+H200_REFERENCE = REPO / "reports" / "reference" / "h200"
+
+
+def test_ncu_replays_sum_what_ncu_recorded_of_each_launch(tmp_path):
+    """Each profiled step of the H200 reference: its launches' passes and saved bytes, as ncu recorded them
+    (read here straight from the report), beside the profiled call's time from the run's own record."""
+    import gzip
+    import shutil
+
+    from analysis import ncu
+    from analysis.ncu_child import import_ncu_report
+    from analysis.run_summary import load_json
+
+    rows = pipeline_time.ncu_replays(str(H200_REFERENCE))
+    assert [r.call_s for r in rows] == sorted((r.call_s for r in rows), reverse=True)
+    assert len(rows) == len(list(H200_REFERENCE.glob("*/*/n*/ncu.ncu-rep.gz")))
+    by_step = {r.step: r for r in rows}
+    ncu_report = import_ncu_report()
+    for step in ("cudf_groupby/agg_all/n50000000", "warp_sph/plane_threads/n62500"):
+        plain = tmp_path / "report.ncu-rep"
+        with gzip.open(H200_REFERENCE / step / "ncu.ncu-rep.gz") as f, open(plain, "wb") as out:
+            shutil.copyfileobj(f, out)
+        ctx = ncu_report.load_report(str(plain))
+        actions = [ctx.range_by_idx(i).action_by_idx(j) for i in range(ctx.num_ranges())
+                   for j in range(ctx.range_by_idx(i).num_actions())]
+        row = by_step[step]
+        assert row.launches == len(actions)
+        assert row.passes == sum(a.metric_by_name("profiler__replayer_passes").as_uint64() for a in actions)
+        assert row.backed_up_bytes == pytest.approx(
+            sum(a.metric_by_name("profiler__replayer_bytes_mem_backed_up.sum").as_double() for a in actions))
+        assert row.call_s == load_json(str(H200_REFERENCE / step / "ncu-run.json"))["host_wall_s"]["compute"]
+        assert row.ms_per_pass == pytest.approx(row.call_s / row.passes * 1e3)
+    # the replay record is read, never asked of ncu: it is in every report whatever was collected
+    assert set(ncu.REPLAY_METRICS) <= set(ncu.read_metrics())
+    assert not set(ncu.REPLAY_METRICS) & set(",".join(ncu.metrics_only_args()).split(","))
+
+
+def test_command_line_prints_the_replays_only_when_asked(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", "--captures", str(H200_REFERENCE),
+                        "--ncu"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert "## Nsight Compute's replays" in r.stdout and "| cudf_groupby/agg_all/n50000000 | no_instrumented | 1 |" in r.stdout
+    plain = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", "--captures", str(H200_REFERENCE)],
+                           capture_output=True, text=True, cwd=REPO)
+    assert "Nsight Compute's replays" not in plain.stdout

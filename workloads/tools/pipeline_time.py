@@ -4,6 +4,7 @@ and the run's wall time, from the GPU job records every GPU job writes (workload
     python -m workloads.tools.pipeline_time results            # the latest run in results/gpu-jobs
     python -m workloads.tools.pipeline_time results --all-runs # every run the folder holds
     python -m workloads.tools.pipeline_time --captures reports/reference/h100   # phases only
+    python -m workloads.tools.pipeline_time results --ncu      # and what each ncu run replayed
 
 The records say when each job started and ended and what it ran, so the tables are the jobs' own
 wall times: a job's setup (imports, input generation, the float64 check) counts with its
@@ -19,6 +20,10 @@ the capture folder) say how long each phase of the program took on the host (``h
 warm-up, the calls, transfer and check; the timed runs' sampling and energy burst): the *phases*
 tables. A job's time beyond its phases is the interpreter, imports, CUDA context and the profiler's
 own start and finish.
+
+With ``--ncu``, each ncu report's own record of its replay (analysis.ncu.REPLAY_METRICS: passes,
+device memory saved and restored) beside the profiled call's host time: where a step's Nsight
+Compute run spends its time, pass by pass.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ import sys
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from analysis import gpu_jobs
+from analysis import gpu_jobs, layout
 from analysis.errors import AnalysisInputError
 from analysis.run_summary import load_json, union_ns
 
@@ -177,6 +182,67 @@ def format_phases(by_kind: Sequence[PhaseRow], by_recipe: Sequence[PhaseRow], he
     return "\n".join([f"## {heading}", ""] + table("kind", by_kind) + table("recipe", by_recipe))
 
 
+@dataclass(frozen=True)
+class ReplayRow:
+    """One profiled step's Nsight Compute run: what ncu replayed, and the profiled call's host time."""
+    step: str  # recipe/variant/n<size>
+    launches: int
+    passes: int | None  # None: a report older than ncu's replay record
+    backed_up_bytes: float | None  # device memory ncu saved before the passes, summed over the passes
+    call_s: float | None  # the profiled call's host seconds (ncu-run.json host_wall_s "compute")
+    collection: str  # analysis.ncu.Launch.collection of its launches ("full", "no_instrumented", "metrics")
+
+    @property
+    def ms_per_pass(self) -> float | None:
+        return self.call_s / self.passes * 1e3 if self.call_s is not None and self.passes else None
+
+
+def ncu_replays(captures_dir: str) -> tuple[ReplayRow, ...]:
+    """Every ncu capture under ``captures_dir`` (``<recipe>/<variant>/n<size>/ncu.ncu-rep``, or
+    ``.gz``), read through analysis.ncu (one child process per report: about a second each), the
+    costliest profiled call first."""
+    from analysis import ncu as ncu_reader  # noqa: PLC0415 (the native module loads only when asked)
+    from analysis.gzfiles import existing_capture  # noqa: PLC0415
+
+    rows = []
+    for folder, _, _files in sorted(os.walk(captures_dir)):
+        rel = os.path.relpath(folder, captures_dir).split(os.sep)
+        report = existing_capture(folder, layout.NCU_REPORT) if len(rel) == 3 and rel[2].startswith("n") else None
+        if report is None:
+            continue
+        launches = ncu_reader.read_launches(report)
+
+        def summed(metric: str) -> float | None:
+            values = [launch.metrics.get(metric) for launch in launches]
+            return None if any(v is None for v in values) else float(sum(values))
+
+        run = os.path.join(folder, layout.NCU_RUN)
+        call_s = phase_seconds(load_json(run)).get("compute") if os.path.exists(run) or os.path.exists(run + ".gz") else None
+        passes = summed("profiler__replayer_passes")
+        rows.append(ReplayRow("/".join(rel), len(launches), None if passes is None else int(passes),
+                              summed("profiler__replayer_bytes_mem_backed_up.sum"), call_s,
+                              "/".join(sorted({launch.collection for launch in launches}))))
+    if not rows:
+        raise AnalysisInputError(captures_dir, "no ncu captures (<recipe>/<variant>/n<size>/ncu.ncu-rep)")
+    return tuple(sorted(rows, key=lambda r: (-(r.call_s or 0.0), r.step)))
+
+
+def format_replays(rows: Sequence[ReplayRow], heading: str) -> str:
+    def num(x, fmt: str) -> str:
+        return "n/a" if x is None else format(x, fmt)
+
+    out = [f"## {heading}", "",
+           "Passes and device memory saved before them and restored between them, summed over the step's profiled "
+           "launches (ncu's own replay record); the profiled call's host time includes its unprofiled work "
+           "(copies, other kernels), so its time per pass bounds a pass's cost from above.", "",
+           "| step | collection | launches | passes | saved and restored GB | profiled call s | call ms per pass |",
+           "|---|---|---|---|---|---|---|"]
+    out += [f"| {r.step} | {r.collection} | {r.launches} | {num(r.passes, 'd')} | "
+            f"{num(None if r.backed_up_bytes is None else r.backed_up_bytes / 1e9, '.1f')} | {num(r.call_s, '.1f')} | "
+            f"{num(r.ms_per_pass, '.0f')} |" for r in rows]
+    return "\n".join(out + [""])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.tools.pipeline_time", description=__doc__.split("\n\n")[0])
     p.add_argument("results_dir", nargs="?", default=None,
@@ -185,6 +251,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--captures", default=None,
                    help="the run records whose phases to sum (default: RESULTS_DIR/captures where it exists); a "
                         "reference folder works too, alone: then only the phases are printed")
+    p.add_argument("--ncu", action="store_true",
+                   help="also what each ncu run replayed: launches, passes, device memory saved and restored, "
+                        "and the profiled call's time per pass (reads each ncu report: about a second each)")
     p.add_argument("--all-runs", action="store_true",
                    help="one budget per run the folder holds (runs are split at pauses of over 30 minutes), "
                         "not only the latest")
@@ -204,6 +273,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(format_budget(budget(jobs), f"Run {number} of {len(runs)} in {folder}"))
         if captures is not None:
             print(format_phases(*phases(captures), f"Phases inside the runs, from the records in {captures}"))
+        if a.ncu:
+            if captures is None:
+                p.error("--ncu reads the captures: give RESULTS_DIR with a captures/ folder, or --captures DIR")
+            print(format_replays(ncu_replays(captures), f"Nsight Compute's replays, from the reports in {captures}"))
     except AnalysisInputError as e:
         print(f"pipeline_time: {e}", file=sys.stderr)
         return 2
