@@ -82,8 +82,9 @@ rule capture_reference:
         python=PYTHON,
         captures=lambda wc, input: os.path.dirname(input[0]),
         reference=REF_DIR,
-        # a run of some workloads (only_workloads) is merged in; a run of all replaces the reference
-        merge=shlex.join(["--merge", *RUNNABLE_WORKLOADS]) if ONLY else "",
+        # a run of some workloads (only_workloads) is merged in; a run of all replaces the reference,
+        # with its GPU job records (reports/gpu_jobs.md, the pages' exact commands)
+        merge=shlex.join(["--merge", *RUNNABLE_WORKLOADS]) if ONLY else shlex.join(["--gpu-jobs", f"{WORK}/gpu-jobs"]),
     conda:
         config["conda_env"]
     shell:

@@ -166,10 +166,13 @@ def cmd_index(a) -> None:
 
 
 def cmd_copy_captures(a) -> None:
+    if a.merge and a.gpu_jobs:
+        raise SystemExit("analysis copy-captures: --gpu-jobs keeps a whole run's records; a --merge keeps the "
+                         "reference's own")
     if a.merge:
         copied = captures.merge_reference(a.src, a.dst, a.merge)
     else:
-        copied = captures.replace_reference(a.src, a.dst)
+        copied = captures.replace_reference(a.src, a.dst, a.gpu_jobs)
     print(f"copied {len(copied)} files from {a.src} to {a.dst}")
 
 
@@ -260,6 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--to", dest="dst", required=True, help="the reference folder (reports/reference/<name>)")
     s.add_argument("--merge", nargs="+", metavar="WORKLOAD",
                    help="merge only these workloads' captures into the existing reference")
+    s.add_argument("--gpu-jobs", metavar="DIR",
+                   help="the run's GPU job records (<work_dir>/gpu-jobs), kept in <reference>/gpu-jobs (a whole run "
+                        "only: a merge keeps the reference's records)")
     s.set_defaults(func=cmd_copy_captures)
     s = sub.add_parser("check-rebuild", help="compare rebuilt reports with the committed ones",
                        description="Exit 1 and print the differences when the rebuilt markdown reports differ "

@@ -18,10 +18,16 @@ KEEP_SUFFIXES = (".json", ".sqlite", ".ncu-rep", ".csv")
 NOT_KEPT = ("stats_cuda_gpu_trace.csv",)
 
 
-def replace_reference(src: str, dst: str) -> list[str]:
+#: where a reference keeps the GPU job records of its run (reports/gpu_jobs.md and the pages'
+#: exact commands are made from them; config ``reference: gpu_jobs:``)
+GPU_JOBS = "gpu-jobs"
+
+
+def replace_reference(src: str, dst: str, gpu_jobs: str | None = None) -> list[str]:
     """Make ``dst`` hold exactly the small capture files of ``src``: a new reference replaces the
     old one whole, so no stale capture of a removed variant survives. ``dst`` must sit in a folder
-    named ``reference`` (the only place this deletes from)."""
+    named ``reference`` (the only place this deletes from). ``gpu_jobs``: the run's GPU job records
+    (``<work_dir>/gpu-jobs``), kept in ``dst/gpu-jobs``."""
     dst = os.path.normpath(dst)
     if os.path.basename(os.path.dirname(os.path.abspath(dst))) != "reference":
         raise AnalysisInputError(dst, "a reference folder must be reports/reference/<name>; refusing to replace it")
@@ -30,6 +36,14 @@ def replace_reference(src: str, dst: str) -> list[str]:
         if os.path.isdir(leftover):
             shutil.rmtree(leftover)
     copied = copy_captures(src, fresh)
+    if gpu_jobs is not None:
+        records = sorted(n for n in os.listdir(gpu_jobs) if n.endswith(".json")) if os.path.isdir(gpu_jobs) else []
+        if not records:
+            raise AnalysisInputError(gpu_jobs, "no GPU job records (*.json) to keep with the reference")
+        os.makedirs(os.path.join(fresh, GPU_JOBS))
+        for name in records:
+            shutil.copy2(os.path.join(gpu_jobs, name), os.path.join(fresh, GPU_JOBS, name))
+            copied.append(f"{GPU_JOBS}/{name}")
     if os.path.isdir(dst):
         os.rename(dst, old)
     os.rename(fresh, dst)

@@ -15,6 +15,7 @@ and nobody chose) cannot be judged and says so.
 """
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import re
@@ -87,6 +88,8 @@ class GpuJob:
     git_commit: str | None = None
     #: (start, end) ns of the turns a job that takes turns held the GPU in; None: the whole job
     turns: tuple[tuple[int, int], ...] | None = None
+    #: per turn, whether its end is a bound only: its process died before writing it (``end_unknown``)
+    turn_end_unknown: tuple[bool, ...] = ()
 
     @property
     def duration_s(self) -> float:
@@ -147,7 +150,9 @@ def parse_record(path: str) -> GpuJob:
         raise AnalysisInputError(path, "the job ends before it starts")
     gpu = record["gpu"]
     turns = record.get("gpu_turns")
+    unknown: tuple[bool, ...] = ()
     if turns is not None:
+        unknown = tuple(bool(t.get("end_unknown")) for t in turns)
         turns = tuple((t["started_unix_ns"], t["ended_unix_ns"]) for t in turns)
         if any(end < start for start, end in turns):
             raise AnalysisInputError(path, "a GPU turn ends before it starts")
@@ -157,7 +162,31 @@ def parse_record(path: str) -> GpuJob:
                   started_ns=record["started_unix_ns"], ended_ns=record["ended_unix_ns"],
                   returncode=record["returncode"], slurm_job_id=record.get("slurm_job_id"),
                   driver_version=gpu.get("driver_version") if gpu else None, git_commit=record.get("git_commit"),
-                  turns=turns)
+                  turns=turns, turn_end_unknown=unknown)
+
+
+def bound_unknown_ends(jobs: list[GpuJob]) -> list[GpuJob]:
+    """The jobs, each turn whose end is unknown ended no later than the first time another job took
+    the same GPU after it started: a GPU's lock is exclusive, so that job's start proves the dead
+    process had let go (its record could only bound the end by its own job's next turn: a crashed
+    setting of JAX's allocator experiment then seemed to share the GPU with the runs that followed it)."""
+    starts: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for j in jobs:
+        if j.gpu_uuid is not None:
+            starts.setdefault((j.host, j.gpu_uuid), []).extend((start, j.path) for start, _ in j.held)
+    out = []
+    for j in jobs:
+        if not any(j.turn_end_unknown) or j.gpu_uuid is None:
+            out.append(j)
+            continue
+        others = [start for start, path in starts[(j.host, j.gpu_uuid)] if path != j.path]
+        turns = []
+        for (start, end), unknown in zip(j.turns, j.turn_end_unknown):
+            if unknown:
+                end = min([end, *(s for s in others if start < s < end)])
+            turns.append((start, end))
+        out.append(dataclasses.replace(j, turns=tuple(turns)))
+    return out
 
 
 def load_gpu_jobs(folder: str) -> list[GpuJob]:
@@ -165,7 +194,7 @@ def load_gpu_jobs(folder: str) -> list[GpuJob]:
     paths = sorted(glob.glob(os.path.join(folder, "*.json")))
     if not paths:
         raise AnalysisInputError(folder, "no GPU job records (*.json): did any GPU job run with this work folder?")
-    return sorted((parse_record(p) for p in paths), key=lambda j: (j.started_ns, j.path))
+    return sorted(bound_unknown_ends([parse_record(p) for p in paths]), key=lambda j: (j.started_ns, j.path))
 
 
 def split_runs(jobs: list[GpuJob], gap_ns: int = NEW_RUN_GAP_NS) -> list[list[GpuJob]]:

@@ -34,6 +34,10 @@ def _verdict_lines(s: RunSummary) -> list[str]:
     lines = []
     if s.max_concurrent == 1:
         lines.append("- **One job at a time:** no two GPU jobs overlapped.")
+    elif not s.overlaps:
+        # one GPU shared through its lock: the jobs in flight held it by turns
+        lines.append(f"- **Up to {s.max_concurrent} jobs at once, never two holding a GPU together:** the jobs in "
+                     "flight took turns on it (their records' GPU turns do not overlap).")
     else:
         lines.append(f"- **Up to {s.max_concurrent} jobs at once; never two on one GPU:** {separate} pairs of "
                      "jobs held GPUs at the same time, each pair on separate GPUs (by UUID).")

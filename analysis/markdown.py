@@ -449,19 +449,51 @@ def _shell_word(word: str) -> str:
     return '"' + escaped.replace(_VARIANT_MARK, "$v") + '"'
 
 
+#: a word longer than this (ncu's --metrics list) is set in a shell variable over lines of at most this many
+LONG_WORD_CHARS = 380
+
+
+def _hoisted(words: Sequence[str], variables: dict[str, str], lines: list[str]) -> list[str]:
+    """``words`` (already quoted for bash) with each overlong comma-separated word replaced by a
+    variable, whose assignment, split at commas into lines of at most LONG_WORD_CHARS, is appended to
+    ``lines`` the first time the word appears (``variables``: word -> its variable's name)."""
+    out = []
+    for w in words:
+        if len(w) <= LONG_WORD_CHARS or "," not in w or shlex.quote(w) != w:
+            out.append(w)
+            continue
+        if w not in variables:
+            name = variables[w] = f"LIST{len(variables) + 1}"
+            chunk = ""
+            for item in w.split(","):
+                if chunk and len(chunk) + len(item) + 1 > LONG_WORD_CHARS:
+                    lines.append(f"{name}={'$' + name + ',' if lines and lines[-1].startswith(name + '=') else ''}"
+                                 f"{chunk}")
+                    chunk = item
+                else:
+                    chunk = f"{chunk},{item}" if chunk else item
+            lines.append(f"{name}={'$' + name + ',' if lines and lines[-1].startswith(name + '=') else ''}{chunk}")
+        out.append(f'"${variables[w]}"')
+    return out
+
+
 def command_lines(commands: Sequence[rm.Command]) -> list[str]:
     """The commands for a shell, in order; a run of commands that differ only in the variant is one
-    ``for v in ...; do ...; done`` line, which runs exactly those commands."""
+    ``for v in ...; do ...; done`` line, and an overlong list argument a variable set before it: the
+    lines run exactly those commands."""
     lines: list[str] = []
+    variables: dict[str, str] = {}
     group: list[rm.Command] = []
     key = None
 
     def flush() -> None:
         if len(group) > 1:
             variants = " ".join(shlex.quote(c.what.split("/n")[0]) for c in group)
-            lines.append(f"for v in {variants}; do {' '.join(_shell_word(w) for w in key)}; done")
+            words = _hoisted([_shell_word(w) for w in key], variables, lines)
+            lines.append(f"for v in {variants}; do {' '.join(words)}; done")
         else:
-            lines.extend(shlex.join(c.argv) for c in group)
+            for c in group:
+                lines.append(" ".join(_hoisted([shlex.quote(w) for w in c.argv], variables, lines)))
 
     for c in commands:
         free = _variant_free(c)

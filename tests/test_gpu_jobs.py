@@ -229,3 +229,14 @@ def test_a_record_with_a_wrong_field_type_names_the_file_and_field(tmp_path, cap
 def test_every_committed_record_matches_the_schema():
     for folder in (LOCAL, SLURM, SHARED):
         assert gpu_jobs.load_gpu_jobs(str(folder))
+
+
+def test_a_one_gpu_run_that_took_turns_says_so_in_its_verdict():
+    """The H200 reference's full run: four jobs in flight on one GPU, their turns never overlapping."""
+    from conftest import REPO
+
+    s = gpu_jobs.summarize(gpu_jobs.load_gpu_jobs(str(REPO / "reports" / "reference" / "h200" / "gpu-jobs")))
+    assert s.max_concurrent > 1 and not s.overlaps and len(s.gpus) == 1
+    md = gpu_jobs_report([s], None)
+    assert f"Up to {s.max_concurrent} jobs at once, never two holding a GPU together" in md
+    assert "pairs of jobs held GPUs" not in md and "shared a GPU" not in md

@@ -150,3 +150,27 @@ def test_command_line_prints_the_replays_only_when_asked(tmp_path):
     plain = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", "--captures", str(H200_REFERENCE)],
                            capture_output=True, text=True, cwd=REPO)
     assert "Nsight Compute's replays" not in plain.stdout
+
+
+ONE_GPU_RUN = H200_REFERENCE / "gpu-jobs"
+
+
+def test_a_turn_whose_process_died_ends_when_another_job_takes_the_gpu():
+    """The H200 reference's full run: JAX's platform-allocator setting crashed under nsys, so its
+    turn has no end of its own; its record bounds it by the experiment's next turn, 12 s later. The
+    GPU's lock is exclusive, so the timed run that took the GPU meanwhile ends that turn: no two jobs
+    held the GPU at once, and the experiment's held time counts only its processes' turns."""
+    raw = [gpu_jobs.parse_record(p) for p in sorted(glob.glob(str(ONE_GPU_RUN / "*.json")))]
+    (crashed,) = [j for j in raw if any(j.turn_end_unknown)]
+    assert crashed.what == "jax_matmul.exp_allocator"
+    assert any(o.verdict == "shared GPU" for o in gpu_jobs.overlaps(raw))  # the record's bound alone
+    jobs = gpu_jobs.load_gpu_jobs(str(ONE_GPU_RUN))
+    assert not gpu_jobs.overlaps(jobs)
+    bounded = next(j for j in jobs if j.path == crashed.path)
+    i = crashed.turn_end_unknown.index(True)
+    start, end = bounded.turns[i]
+    next_taker = min(s for j in jobs if j.path != crashed.path for s, _ in j.held if s > start)
+    assert end == next_taker < crashed.turns[i][1]
+    assert bounded.held_s < crashed.held_s
+    # the union of held times, the run's GPU busy time, barely changes: others held the GPU meanwhile
+    assert pipeline_time.budget(jobs).busy_s == pytest.approx(pipeline_time.budget(raw).busy_s, abs=0.01)

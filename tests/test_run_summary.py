@@ -113,6 +113,30 @@ def test_a_new_reference_replaces_the_old_one_whole(tmp_path):
         replace_reference(str(tmp_path / "captures"), str(tmp_path / "reports"))
 
 
+def test_a_whole_run_keeps_its_gpu_job_records_with_the_reference(tmp_path):
+    """capture_reference after profile_all: the run's GPU job records come along (gpu_jobs.md and the
+    pages' exact commands are made from them), replacing the old ones; a folder without records is refused."""
+    from analysis.captures import GPU_JOBS, replace_reference
+    from analysis.errors import AnalysisInputError
+
+    src = tmp_path / "captures" / "w" / "v" / "n1"
+    src.mkdir(parents=True)
+    (src / "timing.json").write_text("{}")
+    jobs = tmp_path / "gpu-jobs"
+    jobs.mkdir()
+    (jobs / "1-vm-2.json").write_text('{"tag": "timed"}')
+    (jobs / ".1-vm-3.json.tmp").write_text("half")
+    dst = tmp_path / "reports" / "reference" / "h200"
+    (dst / GPU_JOBS).mkdir(parents=True)
+    (dst / GPU_JOBS / "0-old-1.json").write_text("{}")
+    copied = replace_reference(str(tmp_path / "captures"), str(dst), str(jobs))
+    assert f"{GPU_JOBS}/1-vm-2.json" in copied
+    assert sorted(p.name for p in (dst / GPU_JOBS).iterdir()) == ["1-vm-2.json"]
+    (jobs / "1-vm-2.json").unlink()
+    with pytest.raises(AnalysisInputError, match="no GPU job records"):
+        replace_reference(str(tmp_path / "captures"), str(dst), str(jobs))
+
+
 def test_a_partial_run_merges_into_the_reference_with_its_own_ceilings(tmp_path):
     from analysis.captures import merge_reference
     from analysis.errors import AnalysisInputError
