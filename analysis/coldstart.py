@@ -1,8 +1,8 @@
 """Cold and warm starts across recipes: what each library pays before its first result, and where
 the first call's time goes in the nsys capture of a cold process.
 
-Inputs are the coldwarm records (``workloads.tools.coldwarm``: three new processes per variant,
-caches empty / filled / filled with the driver cache off) and the nsys SQLite exports of the
+Inputs are the coldwarm records (``workloads.tools.coldwarm``: new processes per variant, caches
+empty / filled / filled with the driver cache off where the cold run JIT-compiled PTX) and the nsys SQLite exports of the
 profiled runs, whose first ``compute`` range is the first call of a cold process.
 """
 from __future__ import annotations

@@ -265,7 +265,7 @@ rule ncu_raw:
 
 rule coldwarm:
     """Time to first result in new processes: caches empty, filled, and filled with the CUDA
-    driver's cache disabled (workloads.tools.coldwarm)."""
+    driver's cache disabled where the cold run JIT-compiled PTX (workloads.tools.coldwarm)."""
     input:
         rules.preflight.output,
         # after the ceilings, like every GPU rule, so that no two runs share the GPU

@@ -3,11 +3,12 @@
     python -m workloads.tools.coldwarm --work-dir results --output X.json -- \\
         python -m workloads.cupy_sqdiff --variant fused --size 4096
 
-The command (a workload in ``--mode first``) runs three times, each a new process, all with the
+The command (a workload in ``--mode first``) runs up to three times, each a new process, all with the
 same private cache folders (see :mod:`workloads.tools.cold`):
 
-1. ``cold``: every cache empty: CuPy/NVRTC, Numba, PyCUDA/nvcc, Warp, and the CUDA driver's
-   PTX-to-SASS compute cache (``CUDA_CACHE_PATH``);
+1. ``cold``: every cache empty: CuPy/NVRTC, Numba, PyCUDA/nvcc, Warp, JAX's persistent
+   compilation cache (which JAX keeps only when given a folder: here it gets one), and the CUDA
+   driver's PTX-to-SASS compute cache (``CUDA_CACHE_PATH``);
 2. ``warm``: the same folders, now filled by the cold run;
 3. ``warm_driver_cache_off``: the library caches still filled, but ``CUDA_CACHE_DISABLE=1``, the
    other way the Warp guide names to make the driver recompile; it shows what the driver cache
