@@ -330,13 +330,14 @@ def ncu_rules_lines(rules: Sequence) -> list[str]:
                 f"{rm.NCU_RULE_MIN_PCT:.0f}% left out): " + ", ".join(f"{rule} {v:.0f}%" for rule, v in estimated))
         if flagged:
             text += ("; " if estimated else "") + "flagged without an estimate: " + ", ".join(flagged)
-        lines = [text + ".", ""]
+        # the quotes below follow the sentence, without a heading of their own
+        lines = [text + ". The largest estimates, in ncu's words:", ""]
     else:
         lines = ["ncu's rules on each step's first profiled launch, with ncu's estimated speedup (\"—\": not flagged; "
                  f"rules under {rm.NCU_RULE_MIN_PCT:.0f}% on every step left out):",
                  "", table(["rule"] + [f"`{v}`" for v in variants], [[rule] + [est(cells.get(v)) for v in variants]
                                                                        for rule, cells, _, _ in rules]), ""]
-    lines += ["The rules with the largest estimated speedups, in ncu's words:", ""]
+        lines += ["The rules with the largest estimated speedups, in ncu's words:", ""]
     lines += [f"- **{rule}** (`{worst}`): {msg}" for rule, _, worst, msg in rules if msg]
     return lines
 
@@ -464,15 +465,14 @@ def _hoisted(words: Sequence[str], variables: dict[str, str], lines: list[str]) 
             continue
         if w not in variables:
             name = variables[w] = f"LIST{len(variables) + 1}"
-            chunk = ""
+            chunks = [""]
             for item in w.split(","):
-                if chunk and len(chunk) + len(item) + 1 > LONG_WORD_CHARS:
-                    lines.append(f"{name}={'$' + name + ',' if lines and lines[-1].startswith(name + '=') else ''}"
-                                 f"{chunk}")
-                    chunk = item
+                if chunks[-1] and len(chunks[-1]) + len(item) + 1 > LONG_WORD_CHARS:
+                    chunks.append(item)
                 else:
-                    chunk = f"{chunk},{item}" if chunk else item
-            lines.append(f"{name}={'$' + name + ',' if lines and lines[-1].startswith(name + '=') else ''}{chunk}")
+                    chunks[-1] = f"{chunks[-1]},{item}" if chunks[-1] else item
+            # the first line sets the variable, each further one appends its part
+            lines += [f"{name}={chunks[0]}", *(f"{name}=${name},{c}" for c in chunks[1:])]
         out.append(f'"${variables[w]}"')
     return out
 

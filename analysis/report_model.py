@@ -21,14 +21,16 @@ from analysis import verdicts
 from analysis.floors import AT_RATE_FACTOR, Floor, floor
 from analysis.limiter import fastest_steady_call
 from analysis.ncu import COLLECTION_FULL, COLLECTION_METRICS, COLLECTION_NO_INSTRUMENTED, INSTRUMENTED_SECTIONS
+from analysis.run_summary import PHASES as RUN_PHASES
 from workloads import sources
 
 #: how each framework's steps are timed; CUDA events unless named here (workloads/<framework>_backend.py)
 HOST_TIMED = {"jax": "host timer (time.perf_counter around block_until_ready; JAX has no CUDA-event API)"}
 CUDA_EVENTS = "CUDA events"
 
-#: NVTX phases in the order a run goes through them (workloads/runner.py)
-PHASES = ("setup", "warmup", "compute", "transfer", "check")
+#: the phases whose copies the pages show, in run order (analysis.run_summary.PHASES): not the check,
+#: whose copies are the suite's own gathering of a sampled result, no work of the recipe
+COPY_PHASES = tuple(p for p in RUN_PHASES if p != "check")
 
 #: kernels whose launch shape the recipe's Python code does not choose: CUB/Thrust/cuDF/RMM templates,
 #: cuBLAS/CUTLASS GEMMs and the kernels XLA generates. Their "under one wave" findings are folded into
@@ -548,10 +550,11 @@ def result_box(steps: Sequence[Step], timer: str) -> ResultBox:
 # --- the rest of the page ---------------------------------------------------------------------------
 
 def copy_rows(runs: Sequence[dict], ceilings: dict) -> tuple[CopyRow, ...]:
-    """Every memcpy by phase, direction and host memory, 0-byte rows dropped."""
+    """Every memcpy of the recipe's phases (:data:`COPY_PHASES`) by phase, direction and host memory,
+    0-byte rows dropped."""
     pinned = {"Host-to-Device": ceilings.get("h2d_pinned"), "Device-to-Host": ceilings.get("d2h_pinned")}
     out = []
-    for phase in PHASES:
+    for phase in COPY_PHASES:
         for r in runs:
             for c in (r["nsys"].get("phase_copy_throughput") or {}).get(phase, []):
                 if not c["bytes"]:

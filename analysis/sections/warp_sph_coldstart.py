@@ -78,19 +78,21 @@ def _binary_kinds(names: list[str]) -> str:
     return ", ".join(kinds) if kinds else "none found"
 
 
-def _binaries_note(kinds: str, driver_run_skipped: bool, driver_cache_kb: float | None = None) -> str:
-    """What the kind of binaries Warp cached means for the driver's cache (``driver_cache_kb``: its
-    size after the cold run, where the record has it)."""
+def _binaries_note(kinds: str, driver_run_skipped: bool, driver_cache_kb: dict[str, float]) -> str:
+    """What the kind of binaries Warp cached means for the driver's cache (``driver_cache_kb``:
+    variant -> the cache's size after its cold run, for the records that have it)."""
     note = f"{kinds}. "
     if driver_run_skipped:
         return note + ("The driver's compute cache was still empty after the cold run: the driver JIT-compiled no "
                        "PTX, so a cold run with `CUDA_CACHE_DISABLE=1` could change nothing and was not made.")
     if kinds == ".cubin":
         note += "SASS compiled by Warp itself: no PTX of these modules for the driver to JIT"
-        if driver_cache_kb:
-            return note + (f"; the driver's cache still held {driver_cache_kb:.0f} kB after the cold run: PTX of "
-                           "other code in the process, which the driver compiled, so the two cold columns differ "
-                           "by that compilation and by cache I/O.")
+        held = {v: kb for v, kb in driver_cache_kb.items() if kb}
+        if held:
+            sizes = " and ".join(f"{kb:.0f} kB (`{v}`)" for v, kb in held.items())
+            return note + (f"; the driver's cache still held {sizes} after the cold run: PTX of other code in the "
+                           "process, which the driver compiled, so the two cold columns differ by that compilation "
+                           "and by cache I/O.")
         return note + ": the two cold columns differ only by the driver's other caching and cache I/O."
     if kinds == ".o":
         return note + "CPU object files: the CUDA driver and its cache play no part on Warp's CPU device."
@@ -130,14 +132,14 @@ def render_markdown(record: dict, data: dict) -> str:
         rows.append(row)
     lines += [table(["", *(head for _, _, head in columns)], rows), ""]
     # one note per kind of binaries (variants that cached the same kind share it), then the traces
-    by_note: dict[str, list[str]] = {}
+    by_kind: dict[tuple[str, bool], dict[str, float]] = {}
     for variant, v in data.items():
         kinds = _binary_kinds(v["binaries"].get("cold_fresh_cache", []))
         skipped = "cold_cache_disabled" in record.get("skipped", {}).get(variant, {})
         cache = v["driver_cache"].get("cold_fresh_cache")
-        by_note.setdefault(_binaries_note(kinds, skipped, cache["bytes"] / 1e3 if cache else None), []).append(variant)
-    notes = [f"Binaries Warp cached for {', '.join(f'`{v}`' for v in variants)}: {note}"
-             for note, variants in by_note.items()]
+        by_kind.setdefault((kinds, skipped), {})[variant] = cache["bytes"] / 1e3 if cache else 0.0
+    notes = [f"Binaries Warp cached for {', '.join(f'`{v}`' for v in sizes)}: {_binaries_note(kinds, skipped, sizes)}"
+             for (kinds, skipped), sizes in by_kind.items()]
     traces = [t for v in data.values() for t in v["traces"]]
     if traces:
         notes.append("NVRTC compile-time traces (open in Perfetto) from a separate cold run with "

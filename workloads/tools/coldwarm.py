@@ -113,6 +113,17 @@ def folder_size(path: str) -> dict:
     return {"files": files, "bytes": size}
 
 
+#: why a run with the driver's compute cache off is not made (coldwarm, Warp's coldstart experiment)
+NO_PTX_JIT = ("the CUDA driver's compute cache was empty after the cold run: the driver JIT-compiled no PTX, "
+              "so turning it off could change nothing")
+
+
+def driver_compiled(cache: dict) -> bool:
+    """Whether the driver's compute cache (:func:`folder_size` of ``CUDA_CACHE_PATH`` after a cold
+    run) holds anything: the driver writes it only when it JIT-compiles PTX."""
+    return cache["files"] > 0
+
+
 def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1) -> dict:
     env, run_dir = fresh_cache_env(work_dir, "coldwarm", os.environ)
     driver_cache = None
@@ -121,9 +132,8 @@ def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1) -> dict:
         with gpu_job(work_dir, gpus, env, "coldwarm", cmd) as job:
             results = {}
             for label, extra in RUNS:
-                if label == DRIVER_CACHE_RUN and driver_cache["files"] == 0:
-                    results[label] = {"skipped": "the CUDA driver's compute cache was empty after the cold run: "
-                                                 "the driver JIT-compiled no PTX, so turning it off changes nothing"}
+                if label == DRIVER_CACHE_RUN and not driver_compiled(driver_cache):
+                    results[label] = {"skipped": NO_PTX_JIT}
                     print(f"coldwarm: {label}: skipped (driver cache empty after the cold run)", file=sys.stderr,
                           flush=True)
                     continue

@@ -31,10 +31,11 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from analysis import gpu_jobs, layout
 from analysis.errors import AnalysisInputError
+from analysis.gzfiles import existing_capture
 from analysis.run_summary import load_json, union_ns
 
 
@@ -143,17 +144,22 @@ def phase_seconds(record: dict) -> dict[str, float]:
     return out
 
 
+def run_folders(captures_dir: str) -> Iterator[tuple[list[str], str]]:
+    """(``[recipe, variant, "n<size>"]``, folder) of every run folder under ``captures_dir``, in order."""
+    for folder, _, _files in sorted(os.walk(captures_dir)):
+        rel = os.path.relpath(folder, captures_dir).split(os.sep)
+        if len(rel) == 3 and rel[2].startswith("n"):
+            yield rel, folder
+
+
 def phases(captures_dir: str) -> tuple[tuple[PhaseRow, ...], tuple[PhaseRow, ...]]:
     """Phase seconds by kind of run and by recipe, from every run record under ``captures_dir``
     (``<recipe>/<variant>/n<size>/``; plain or gzipped, as a reference keeps them)."""
     by_kind: dict[str, list[dict]] = {}
     by_recipe: dict[str, list[dict]] = {}
-    for folder, _, files in sorted(os.walk(captures_dir)):
-        rel = os.path.relpath(folder, captures_dir).split(os.sep)
-        if len(rel) != 3 or not rel[2].startswith("n"):
-            continue
+    for rel, folder in run_folders(captures_dir):
         for name, kind in RECORD_KINDS.items():
-            if name in files or f"{name}.gz" in files:
+            if existing_capture(folder, name):
                 seconds = phase_seconds(load_json(os.path.join(folder, name)))
                 by_kind.setdefault(kind, []).append(seconds)
                 by_recipe.setdefault(rel[0], []).append(seconds)
@@ -202,12 +208,10 @@ def ncu_replays(captures_dir: str) -> tuple[ReplayRow, ...]:
     ``.gz``), read through analysis.ncu (one child process per report: about a second each), the
     costliest profiled call first."""
     from analysis import ncu as ncu_reader  # noqa: PLC0415 (the native module loads only when asked)
-    from analysis.gzfiles import existing_capture  # noqa: PLC0415
 
     rows = []
-    for folder, _, _files in sorted(os.walk(captures_dir)):
-        rel = os.path.relpath(folder, captures_dir).split(os.sep)
-        report = existing_capture(folder, layout.NCU_REPORT) if len(rel) == 3 and rel[2].startswith("n") else None
+    for rel, folder in run_folders(captures_dir):
+        report = existing_capture(folder, layout.NCU_REPORT)
         if report is None:
             continue
         launches = ncu_reader.read_launches(report)
@@ -216,8 +220,8 @@ def ncu_replays(captures_dir: str) -> tuple[ReplayRow, ...]:
             values = [launch.metrics.get(metric) for launch in launches]
             return None if any(v is None for v in values) else float(sum(values))
 
-        run = os.path.join(folder, layout.NCU_RUN)
-        call_s = phase_seconds(load_json(run)).get("compute") if os.path.exists(run) or os.path.exists(run + ".gz") else None
+        call_s = (phase_seconds(load_json(os.path.join(folder, layout.NCU_RUN))).get("compute")
+                  if existing_capture(folder, layout.NCU_RUN) else None)
         passes = summed("profiler__replayer_passes")
         rows.append(ReplayRow("/".join(rel), len(launches), None if passes is None else int(passes),
                               summed("profiler__replayer_bytes_mem_backed_up.sum"), call_s,

@@ -45,7 +45,7 @@ from workloads import provenance, settings  # noqa: E402
 from workloads.contract import WorkloadError  # noqa: E402
 from workloads.runner import write_json_atomic  # noqa: E402
 from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree  # noqa: E402
-from workloads.tools.coldwarm import folder_size, run_recording  # noqa: E402
+from workloads.tools.coldwarm import NO_PTX_JIT, driver_compiled, folder_size, run_recording  # noqa: E402
 
 #: Warp's module-load line (warp/_src/context.py, Module.load's ScopedTimer)
 MODULE_LOAD = re.compile(
@@ -201,10 +201,8 @@ def run_experiment(out_dir: str, python: str, variants: Sequence[str], size: int
                     fresh[state] = fresh_cache_env(out_dir, f"coldstart-{state}", os.environ)
                 for state in STATES:
                     env, run_dir = fresh["cold_fresh_cache" if state == "warm" else state]
-                    if state == "cold_cache_disabled" and runs[-1]["driver_cache_after_run"]["files"] == 0:
-                        skipped.setdefault(variant, {})[state] = (
-                            "the CUDA driver's compute cache was empty after the cold run: the driver "
-                            "JIT-compiled no PTX, so turning it off could change nothing")
+                    if state == "cold_cache_disabled" and not driver_compiled(runs[-1]["driver_cache_after_run"]):
+                        skipped.setdefault(variant, {})[state] = NO_PTX_JIT
                         print(f"coldstart: {variant} {state}: skipped (driver cache empty after the cold run)",
                               flush=True)
                         continue
