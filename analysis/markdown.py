@@ -550,6 +550,8 @@ def coldstart_section(rows: Sequence[dict]) -> list[str]:
     if not rows:
         return []
     table_rows, split_rows = [], []
+    # whether the driver-cache run was left to one step a recipe (workloads.tools.coldwarm.measured_on)
+    once_a_recipe = any("measured_on" in r["runs"]["warm_driver_cache_off"] for r in rows)
     for r in rows:
         runs = r["runs"]
         cold, warm = runs["cold"]["phases"], runs["warm"]["phases"]
@@ -558,7 +560,8 @@ def coldstart_section(rows: Sequence[dict]) -> list[str]:
             f"`{r['workload']}`", f"`{r['variant']}`", r["size"],
             f"{cold['time_to_first_result_s']:.2f}", f"{warm['time_to_first_result_s']:.2f}",
             f"{cold['time_to_first_result_s'] - warm['time_to_first_result_s']:+.2f}",
-            "not run (no PTX JIT)" if "skipped" in off else f"{off['phases']['time_to_first_result_s']:.2f}",
+            f"not run ({off.get('short', 'no PTX JIT')})" if "skipped" in off
+            else f"{off['phases']['time_to_first_result_s']:.2f}",
             "n/a" if r.get("driver_cache_after_cold") is None else f"{r['driver_cache_after_cold']['bytes'] / 1e3:.1f}",
             f"{cold['interpreter_and_suite_import_s']:.2f} / {cold['setup_s']:.2f} / {cold['first_call_s']:.2f}",
             f"{warm['interpreter_and_suite_import_s']:.2f} / {warm['setup_s']:.2f} / {warm['first_call_s']:.2f}",
@@ -578,9 +581,11 @@ def coldstart_section(rows: Sequence[dict]) -> list[str]:
         "",
         "Time to the first result of a new process (`python -m workloads.tools.coldwarm`): caches empty "
         "(cold), filled by the cold run (warm), and filled but with the CUDA driver's compute cache off "
-        "(`CUDA_CACHE_DISABLE=1`). The last runs only where the cold run left the driver's cache non-empty: "
-        "the driver writes it only when it JIT-compiles PTX (\"not run (no PTX JIT)\": the process loaded "
-        "compiled binaries alone; its size after the cold run is how much the driver compiled and kept). "
+        "(`CUDA_CACHE_DISABLE=1`). The last runs " + ("on one step a recipe (\"measured on\" names it: the driver's "
+        "cache after the cold run is alike across a recipe's steps, being mostly its framework's and libraries' "
+        "PTX), and " if once_a_recipe else "") + "only where the cold run left the driver's cache non-empty: the "
+        "driver writes it only when it JIT-compiles PTX (\"not run (no PTX JIT)\": the process loaded compiled binaries "
+        "alone; its size after the cold run is how much the driver compiled and kept). "
         "JAX's persistent compilation cache, which JAX keeps only when given a folder, gets one beside the "
         "others. Each is split into interpreter start and suite import / setup "
         "(GPU library import, context, inputs) / first call (JIT compilation, module load, launch, run).",

@@ -50,12 +50,22 @@ INSTRUMENTED_SECTIONS = ("SourceCounters", "InstructionStats")
 #: instrumented sections (a recipe's ``ncu: sections:`` in rules/config.yaml)
 INSTRUMENTED_MARKER = "smsp__inst_executed.sum"
 
-#: how a launch was profiled (Launch.collection): every section of ``--set full``; the sections without
-#: the instrumented ones (a recipe's ``ncu: sections:``); or only the metrics the analysis reads
-#: (:func:`metrics_only_args`), which carries none of ncu's rule results
+#: how a launch was profiled (Launch.collection): every section of ``--set full``; the full set less some
+#: sections (a recipe's ``ncu: sections:``; Launch.sections_left_out names them); or only the metrics the
+#: analysis reads (:func:`metrics_only_args`), which carries none of ncu's rule results
 COLLECTION_FULL = "full"
-COLLECTION_NO_INSTRUMENTED = "no_instrumented"
+COLLECTION_SECTIONS = "full_set_less"
 COLLECTION_METRICS = "metrics"
+#: the sections of ``--set full`` in Nsight Compute 2025.3.1 (``ncu --list-sets``), by identifier: what
+#: a launch profiled with a recipe's own list is said to lack
+FULL_SET_SECTIONS = (
+    "ComputeWorkloadAnalysis", "InstructionStats", "LaunchStats", "MemoryWorkloadAnalysis",
+    "MemoryWorkloadAnalysis_Chart", "MemoryWorkloadAnalysis_Tables", "NumaAffinity", "Nvlink_Tables",
+    "Nvlink_Topology", "Occupancy", "PmSampling", "SchedulerStats", "SourceCounters", "SpeedOfLight",
+    "SpeedOfLight_HierarchicalDoubleRooflineChart", "SpeedOfLight_HierarchicalHalfRooflineChart",
+    "SpeedOfLight_HierarchicalSingleRooflineChart", "SpeedOfLight_HierarchicalTensorRooflineChart",
+    "SpeedOfLight_RooflineChart", "WarpStateStats", "WorkloadDistribution",
+)
 #: the section the metrics-only collection adds: the limiter's ``derived__`` bandwidths (L2 to the
 #: crossbar, L1 writeback) cannot be asked for with ``--metrics``, and this section computes them
 #: without a pass of its own (H100, ncu 2025.3.1: 15 passes with it or without it)
@@ -152,17 +162,25 @@ class Launch:
 
     @property
     def collection(self) -> str:
-        """How ncu profiled the launch: :data:`COLLECTION_FULL`, :data:`COLLECTION_NO_INSTRUMENTED` or
-        :data:`COLLECTION_METRICS`. A raw page names no sections: its launches count as sectioned ones,
-        with or without the instrumented sections by :data:`INSTRUMENTED_MARKER` (the metrics-only
-        collection leaves the marker out, and its reports are kept whole)."""
-        if self.sections is None:
-            return COLLECTION_FULL if self.metrics.get(INSTRUMENTED_MARKER) is not None else COLLECTION_NO_INSTRUMENTED
-        if "SpeedOfLight" not in self.sections:
+        """How ncu profiled the launch: :data:`COLLECTION_FULL`, :data:`COLLECTION_SECTIONS` (the full set
+        less :attr:`sections_left_out`) or :data:`COLLECTION_METRICS`. A raw page names no sections: its
+        launches count as sectioned ones, with or without the instrumented sections by
+        :data:`INSTRUMENTED_MARKER` (the metrics-only collection leaves the marker out, and its reports
+        are kept whole)."""
+        if self.sections is not None and "SpeedOfLight" not in self.sections:
             return COLLECTION_METRICS
-        if all(s in self.sections for s in INSTRUMENTED_SECTIONS):
-            return COLLECTION_FULL
-        return COLLECTION_NO_INSTRUMENTED
+        return COLLECTION_SECTIONS if self.sections_left_out else COLLECTION_FULL
+
+    @property
+    def sections_left_out(self) -> tuple[str, ...]:
+        """The sections of the full set (:data:`FULL_SET_SECTIONS`) ncu did not collect for a sectioned
+        launch, in that order; from a raw page, the instrumented ones or none (by the marker); () for a
+        metrics-only launch, which had no sections to leave out."""
+        if self.sections is None:
+            return () if self.metrics.get(INSTRUMENTED_MARKER) is not None else INSTRUMENTED_SECTIONS
+        if "SpeedOfLight" not in self.sections:
+            return ()
+        return tuple(s for s in FULL_SET_SECTIONS if s not in self.sections)
 
 
 def cli_kernel_name(demangled: str) -> str:

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 from analysis import verdicts
 from analysis.floors import AT_RATE_FACTOR, Floor, floor
 from analysis.limiter import fastest_steady_call
-from analysis.ncu import COLLECTION_FULL, COLLECTION_METRICS, COLLECTION_NO_INSTRUMENTED, INSTRUMENTED_SECTIONS
+from analysis.ncu import COLLECTION_FULL, COLLECTION_METRICS, COLLECTION_SECTIONS, INSTRUMENTED_SECTIONS
 from analysis.run_summary import PHASES as RUN_PHASES
 from workloads import sources
 
@@ -613,7 +613,7 @@ def ncu_rule_rows(runs: Sequence[dict]) -> tuple:
     "flagged" or None}, the variant it flags most, its message there)."""
     # a step profiled for the page's metrics alone has no rule results: it is no column ("—" would
     # say that ncu did not flag it)
-    variants = [r for r in runs if r["ncu"] and ncu_collection(r) != COLLECTION_METRICS]
+    variants = [r for r in runs if r["ncu"] and ncu_collection(r)[0] != COLLECTION_METRICS]
     by_rule: dict[str, dict[str, dict]] = {}
     for r in variants:
         for f in r["ncu"][0]["findings"]:
@@ -789,37 +789,53 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
         work_checks={s: work_check_rows(ladder_runs(recipe, by_size[s])) for s in sizes})
 
 
-def ncu_collection(run: dict) -> str | None:
-    """How ncu profiled a step (analysis.ncu.COLLECTION_*): its launches' one collection; None when
-    ncu did not profile it."""
-    kinds = {launch["collection"] for launch in run.get("ncu") or []}
+def ncu_collection(run: dict) -> tuple[str, tuple[str, ...]] | None:
+    """How ncu profiled a step: its launches' one collection (analysis.ncu.COLLECTION_*) and the full
+    set's sections it left out; None when ncu did not profile it."""
+    kinds = {(launch["collection"], tuple(launch.get("sections_left_out") or ())) for launch in run.get("ncu") or []}
     if len(kinds) > 1:
         raise ValueError(f"{run['workload']} {run['variant']} n{run['size']}: launches profiled in different ways "
-                         f"({', '.join(sorted(kinds))}): one ncu process profiles a step one way")
+                         f"({', '.join(sorted(k for k, _ in kinds))}): one ncu process profiles a step one way")
     return next(iter(kinds), None)
 
 
-#: how the coverage line names each collection
-_COLLECTION_WORDS = {
-    COLLECTION_FULL: "`--set full`",
-    COLLECTION_NO_INSTRUMENTED: (f"`--set full` less {' and '.join(INSTRUMENTED_SECTIONS)}, the sections that "
-                                 "patch the kernel's code and whose metrics only kernel pages read"),
-    COLLECTION_METRICS: "only the metrics this page reads (`--metrics`; no ncu rules)",
-}
+#: in what order the coverage line names the collections
+_COLLECTION_ORDER = (COLLECTION_FULL, COLLECTION_SECTIONS, COLLECTION_METRICS)
+
+
+def collection_words(kind: str, left_out: Sequence[str]) -> str:
+    """How the coverage line names one way of profiling: the full set, the full set less the sections
+    named (the instrumented ones with the reason they are left out, any others as `rules/config.yaml`
+    gives their reason), or the page's metrics alone."""
+    if kind == COLLECTION_METRICS:
+        return "only the metrics this page reads (`--metrics`; no ncu rules)"
+    if kind == COLLECTION_FULL:
+        return "`--set full`"
+    instrumented = [s for s in INSTRUMENTED_SECTIONS if s in left_out]
+    others = [s for s in left_out if s not in INSTRUMENTED_SECTIONS]
+    parts = []
+    if instrumented:
+        parts.append(f"{' and '.join(instrumented)}, the sections that patch the kernel's code and whose "
+                     "metrics only kernel pages read")
+    if others:
+        parts.append(f"{', '.join(others)}, left out for the replay passes "
+                     f"{'it costs' if len(others) == 1 else 'they cost'} (`rules/config.yaml` gives the measurement)")
+    return "`--set full` less " + "; and less ".join(parts)
 
 
 def collection_text(by_size: dict[int, Sequence[dict]]) -> str:
     """How ncu profiled the steps: "`--set full`" when it profiled every step so, else each way with
     the steps it names."""
-    steps: dict[str, list[str]] = {}
+    steps: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for runs in by_size.values():
         for r in runs:
-            kind = ncu_collection(r)
-            if kind is not None and f"`{r['variant']}`" not in steps.setdefault(kind, []):
-                steps[kind].append(f"`{r['variant']}`")
-    if list(steps) == [COLLECTION_FULL]:
-        return _COLLECTION_WORDS[COLLECTION_FULL]
-    return "; ".join(f"{words}: {', '.join(steps[k])}" for k, words in _COLLECTION_WORDS.items() if k in steps)
+            how = ncu_collection(r)
+            if how is not None and f"`{r['variant']}`" not in steps.setdefault(how, []):
+                steps[how].append(f"`{r['variant']}`")
+    if list(steps) == [(COLLECTION_FULL, ())]:
+        return collection_words(COLLECTION_FULL, ())
+    ordered = sorted(steps, key=lambda how: (_COLLECTION_ORDER.index(how[0]), how[1]))
+    return "; ".join(f"{collection_words(*how)}: {', '.join(steps[how])}" for how in ordered)
 
 
 def ncu_coverage(by_size: dict[int, Sequence[dict]]) -> str:

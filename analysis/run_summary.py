@@ -339,8 +339,10 @@ def summarize_ncu(path: str) -> list[dict]:
             "flops_fp64": flops["fp64"] if flops else None,
             "flops_fp32": flops["fp32"] if flops else None,
             "findings": [f.__dict__ for f in launch.findings],
-            # full set, without the instrumented sections, or the analysis' metrics only (no rules)
+            # the full set, the full set less some sections, or the analysis' metrics only (no rules)
             "collection": launch.collection,
+            # the full set's sections a recipe's own list left out (analysis.ncu.Launch.sections_left_out)
+            "sections_left_out": list(launch.sections_left_out),
             # what limits the launch, measured (analysis.limiter); None without speed-of-light metrics
             "limiter": dataclasses.asdict(lim) if (lim := limiter.classify(m)) else None,
         })

@@ -321,6 +321,17 @@ def coldwarm_variants(workload):
     return [v for v in RECIPES[workload].variants if chosen is None or v in chosen]
 
 
+def coldwarm_driver_cache_args(wc):
+    """``--driver-cache-measured-on STEP`` for every cold/warm step but the one that measures the
+    driver cache's share for its recipe (``coldwarm_driver_cache_variant``, else its first step)."""
+    steps = coldwarm_variants(wc.workload)
+    measured = config["workloads"][wc.workload].get("coldwarm_driver_cache_variant") or (steps[0] if steps else None)
+    if measured is not None and measured not in steps:
+        raise ValueError(f"rules/config.yaml: workloads.{wc.workload}.coldwarm_driver_cache_variant {measured!r} "
+                         f"is not among its cold/warm steps {steps}")
+    return "" if wc.variant == measured else shlex.join(["--driver-cache-measured-on", measured])
+
+
 def coldstart_records(workload):
     return [f"{CAPTURES}/{layout.COLDSTART}/{workload}_{v}.json" for v in coldwarm_variants(workload)]
 

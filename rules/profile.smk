@@ -265,7 +265,8 @@ rule ncu_raw:
 
 rule coldwarm:
     """Time to first result in new processes: caches empty, filled, and filled with the CUDA
-    driver's cache disabled where the cold run JIT-compiled PTX (workloads.tools.coldwarm)."""
+    driver's cache disabled where the cold run JIT-compiled PTX, on one step a recipe
+    (workloads.tools.coldwarm)."""
     input:
         rules.preflight.output,
         # after the ceilings, like every GPU rule, so that no two runs share the GPU
@@ -278,6 +279,7 @@ rule coldwarm:
         python=PYTHON,
         coldwarm=shlex.join([PYTHON, "-m", "workloads.tools.coldwarm", "--work-dir", WORK, "--gpus", str(config["gpus"])]),
         size=coldwarm_size,
+        driver_cache=coldwarm_driver_cache_args,
     resources:
         gpu=1,
     envmodules:
@@ -285,7 +287,7 @@ rule coldwarm:
     conda:
         CONDA_ENV
     shell:
-        "{params.coldwarm} --output {output:q} --"
+        "{params.coldwarm} {params.driver_cache} --output {output:q} --"
         " {params.python:q} -m workloads.{wildcards.workload} --variant {wildcards.variant}"
         " --size {params.size:q} > {log:q} 2>&1"
 

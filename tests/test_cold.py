@@ -566,6 +566,8 @@ def test_ncu_runs_collect_the_full_set_or_sections_on_full_variants_and_the_page
     cudf, full, lean = (c[0] for c in ncu.values())
     assert "--set " not in cudf and "--section SpeedOfLight " in cudf and "--section WarpStateStats " in cudf
     assert not any(f"--section {s} " in cudf for s in INSTRUMENTED_SECTIONS)
+    # and less MemoryWorkloadAnalysis, whose passes took most of the launch's replay; its chart and tables stay
+    assert "--section MemoryWorkloadAnalysis " not in cudf and "--section MemoryWorkloadAnalysis_Chart " in cudf
     assert "--set full " in full and "--section " not in full and "--metrics" not in full
     assert "--set " not in lean and "--section SpeedOfLight_HierarchicalDoubleRooflineChart " in lean
     listed = lean.split("--metrics ")[1].split()[0].split(",")
@@ -653,5 +655,37 @@ def test_coldwarm_turns_the_driver_cache_off_only_where_the_cold_run_filled_it(t
         assert "skipped" not in off and off["phases"]["time_to_first_result_s"] > 0
     else:
         assert rec["driver_cache_after_cold"] == {"files": 0, "bytes": 0}
-        assert set(off) == {"skipped"} and "no PTX" in off["skipped"]
+        assert set(off) == {"skipped", "short"} and "no PTX" in off["skipped"] and off["short"] == "no PTX JIT"
     assert list(cache_root(tmp_path).iterdir()) == []
+
+
+def test_coldwarm_leaves_the_driver_cache_run_to_the_step_named_even_where_the_cold_run_filled_it(tmp_path,
+                                                                                                  monkeypatch):
+    """The pipeline measures the driver cache's share on one step a recipe: the others make two runs and
+    name that step, whatever their cold run left in the driver's cache."""
+    from workloads.tools import coldwarm
+
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE_FIRST_RESULT)
+    monkeypatch.setenv("WRITE_DRIVER_CACHE", "1")
+    out = tmp_path / "rec.json"
+    assert coldwarm.main(["--work-dir", str(tmp_path), "--output", str(out), "--driver-cache-measured-on", "base",
+                          "--", sys.executable, str(script)]) == 0
+    rec = json.loads(out.read_text())
+    off = rec["runs"]["warm_driver_cache_off"]
+    assert rec["driver_cache_after_cold"] == {"files": 1, "bytes": 100}
+    assert off["measured_on"] == "base" and off["short"] == "measured on `base`" and "`base`" in off["skipped"]
+    assert "phases" in rec["runs"]["warm"] and "phases" not in off
+
+
+def test_a_recipe_measures_the_driver_caches_share_on_one_cold_warm_step(tmp_path):
+    """rules/config.yaml: only the first of a recipe's cold/warm steps (or its
+    ``coldwarm_driver_cache_variant``) makes the driver-cache-off run; the others name it."""
+    lines = _planned_shell_lines(tmp_path, ["results/captures/coldstart/jax_matmul_baseline.json",
+                                            "results/captures/coldstart/jax_matmul_jit.json",
+                                            "results/captures/coldstart/jax_matmul_bf16.json"])
+    warm = {v: [c for c in lines if "workloads.tools.coldwarm" in c and f"--variant {v} " in c]
+            for v in ("baseline", "jit", "bf16")}
+    assert all(len(c) == 1 for c in warm.values())
+    assert "--driver-cache-measured-on" not in warm["baseline"][0]
+    assert all(" --driver-cache-measured-on baseline " in warm[v][0] for v in ("jit", "bf16"))

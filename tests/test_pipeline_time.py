@@ -146,7 +146,7 @@ def test_command_line_prints_the_replays_only_when_asked(tmp_path):
     r = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", "--captures", str(H200_REFERENCE),
                         "--ncu"], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
-    assert "## Nsight Compute's replays" in r.stdout and "| cudf_groupby/agg_all/n50000000 | no_instrumented | 1 |" in r.stdout
+    assert "## Nsight Compute's replays" in r.stdout and "| cudf_groupby/agg_all/n50000000 | full_set_less | 1 |" in r.stdout
     plain = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", "--captures", str(H200_REFERENCE)],
                            capture_output=True, text=True, cwd=REPO)
     assert "Nsight Compute's replays" not in plain.stdout

@@ -415,3 +415,33 @@ def test_a_finding_of_the_first_calls_alone_says_so_instead_of_up_to_0_ms():
     group = rm.FindingGroup(finding["id"], finding["title"], finding["fix"], places)
     (line,) = markdown.findings_lines(types.SimpleNamespace(findings=(group,), folded_library_kernels=()))
     assert "in the first calls only, none in the steady calls" in line and "up to 0 ms" not in line
+
+
+def test_a_launch_profiled_with_a_recipes_own_section_list_names_the_full_set_sections_it_lacks():
+    """cuDF's list leaves MemoryWorkloadAnalysis out beside the instrumented sections: the launch says so
+    (from the section identifiers its report holds), and the coverage line names both reasons."""
+    from analysis import ncu
+    from analysis.report_model import ncu_coverage
+
+    def launch(sections):
+        return ncu.Launch(id=0, kernel_name="k", demangled_name="k", metrics={}, findings=(),
+                          name_source=ncu.NAMES_FROM_REPORT_MODULE, sections=tuple(sections))
+
+    left_out = {"SourceCounters", "InstructionStats", "MemoryWorkloadAnalysis"}
+    lean = launch(s for s in ncu.FULL_SET_SECTIONS if s not in left_out)
+    assert lean.collection == ncu.COLLECTION_SECTIONS
+    assert lean.sections_left_out == ("InstructionStats", "MemoryWorkloadAnalysis", "SourceCounters")
+    full = launch(ncu.FULL_SET_SECTIONS)
+    assert (full.collection, full.sections_left_out) == (ncu.COLLECTION_FULL, ())
+    only_metrics = launch(ncu.METRICS_ONLY_SECTIONS)
+    assert (only_metrics.collection, only_metrics.sections_left_out) == (ncu.COLLECTION_METRICS, ())
+
+    def run(variant, one):
+        return {"variant": variant, "ncu": [{"kernel_name": "k", "collection": one.collection,
+                                             "sections_left_out": list(one.sections_left_out)}]}
+
+    line = ncu_coverage({50_000_000: [run("split_agg", only_metrics), run("agg_all", lean)]})
+    assert line.startswith("Nsight Compute (`--set full` less SourceCounters and InstructionStats, the sections "
+                           "that patch the kernel's code and whose metrics only kernel pages read; and less "
+                           "MemoryWorkloadAnalysis, left out for the replay passes it costs (`rules/config.yaml` "
+                           "gives the measurement): `agg_all`; only the metrics this page reads")

@@ -16,6 +16,9 @@ same private cache folders (see :mod:`workloads.tools.cold`):
    only when it JIT-compiles PTX, so an empty one means the process loaded binaries alone
    (nvcc's, NVRTC's cubins, XLA's), and turning the cache off could change nothing. The record
    then says so instead (``skipped``), with the cache's size after the cold run either way.
+   ``--driver-cache-measured-on STEP`` leaves it out too: the pipeline measures the driver cache's
+   share once a recipe, on one step (rules/config.yaml: ``coldwarm_driver_cache_variant``), since the
+   PTX the driver JIT-compiles is mostly its framework's and libraries', alike across the steps.
 
 Each record splits the time: interpreter start and suite import, setup (GPU library import,
 context, inputs), and the first call (JIT compilation, module load, launch, run). The cache
@@ -118,13 +121,27 @@ NO_PTX_JIT = ("the CUDA driver's compute cache was empty after the cold run: the
               "so turning it off could change nothing")
 
 
+#: the table's short form of each reason (analysis.markdown.coldstart_section)
+NO_PTX_JIT_SHORT = "no PTX JIT"
+
+
+def measured_on(step: str) -> tuple[str, str]:
+    """Why, and in short, a step's driver-cache run is left to another step of its recipe."""
+    return (f"the driver cache's share is measured once a recipe, on its `{step}` step (the PTX the driver "
+            "JIT-compiles is mostly its framework's and libraries', alike across the steps)",
+            f"measured on `{step}`")
+
+
 def driver_compiled(cache: dict) -> bool:
     """Whether the driver's compute cache (:func:`folder_size` of ``CUDA_CACHE_PATH`` after a cold
     run) holds anything: the driver writes it only when it JIT-compiles PTX."""
     return cache["files"] > 0
 
 
-def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1) -> dict:
+def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1, driver_cache_measured_on: str | None = None) -> dict:
+    """The runs of :data:`RUNS` (the driver-cache one as the module says), their phases and the driver
+    cache's size after the cold run; ``driver_cache_measured_on``: the step of the recipe that makes
+    the driver-cache run instead of this one."""
     env, run_dir = fresh_cache_env(work_dir, "coldwarm", os.environ)
     driver_cache = None
     try:
@@ -132,10 +149,13 @@ def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1) -> dict:
         with gpu_job(work_dir, gpus, env, "coldwarm", cmd) as job:
             results = {}
             for label, extra in RUNS:
-                if label == DRIVER_CACHE_RUN and not driver_compiled(driver_cache):
-                    results[label] = {"skipped": NO_PTX_JIT}
-                    print(f"coldwarm: {label}: skipped (driver cache empty after the cold run)", file=sys.stderr,
-                          flush=True)
+                if label == DRIVER_CACHE_RUN and (driver_cache_measured_on or not driver_compiled(driver_cache)):
+                    why, short = (measured_on(driver_cache_measured_on) if driver_cache_measured_on
+                                  else (NO_PTX_JIT, NO_PTX_JIT_SHORT))
+                    results[label] = {"skipped": why, "short": short}
+                    if driver_cache_measured_on:
+                        results[label]["measured_on"] = driver_cache_measured_on
+                    print(f"coldwarm: {label}: skipped ({short})", file=sys.stderr, flush=True)
                     continue
                 print(f"coldwarm: {label}: {' '.join(cmd)}", file=sys.stderr, flush=True)
                 results[label] = run_once(cmd, dict(env, **extra), label, job, provenance=label == RUNS[0][0])
@@ -157,13 +177,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--work-dir", required=True)
     p.add_argument("--output", required=True)
     p.add_argument("--gpus", type=int, default=1, help="GPUs on this machine (see workloads.tools.cold)")
+    p.add_argument("--driver-cache-measured-on", metavar="STEP", default=None,
+                   help="leave the driver-cache run out: the recipe's step STEP makes it")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the workload command (without --mode)")
     a = p.parse_args(argv)
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         p.error("no command given after --")
     try:
-        record = measure(cmd, a.work_dir, a.gpus)
+        record = measure(cmd, a.work_dir, a.gpus, a.driver_cache_measured_on)
     except ColdWarmError as e:
         print(f"coldwarm: {e}", file=sys.stderr)
         return 1
