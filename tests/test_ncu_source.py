@@ -57,8 +57,8 @@ def _ref_ids(run):
     return f"{run.parts[-4]}:{_ids(run)}"
 
 
-#: reports with per-instruction counters: the H200 reference's full-set steps and every H100 report
-SOURCE_COUNTED_RUNS = [r for r in NCU_RUNS if _ids(r) in _full_set_steps()] + H100_NCU_RUNS
+#: reports with per-instruction counters: the full-set steps of the H200 and H100 references
+SOURCE_COUNTED_RUNS = [r for r in NCU_RUNS + H100_NCU_RUNS if _ids(r) in _full_set_steps()]
 
 
 @pytest.fixture(scope="module")

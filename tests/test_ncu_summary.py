@@ -113,7 +113,7 @@ def test_a_launch_profiled_for_the_pages_metrics_alone_has_them_all_and_no_rules
             assert launch.metrics[name] == pytest.approx(value, rel=1e-5, abs=1e-6), name
     summary = summarize_ncu(str(folder / "ncu.ncu-rep.gz"))
     assert summary[0]["collection"] == "metrics" and summary[0]["limiter"]["unit"] == "DRAM"
-    full = summarize_ncu(str(REPO / "reports/reference/h100/cupy_sqdiff/fused/n16384/ncu.ncu-rep.gz"))
+    full = summarize_ncu(str(REPO / "reports/reference/h100/cupy_sqdiff/raw_kernel/n16384/ncu.ncu-rep.gz"))
     assert {launch["collection"] for launch in full} == {"full"}
     runs = [{"workload": "cupy_sqdiff", "variant": "fused", "size": 16384, "ncu": summary},
             {"workload": "cupy_sqdiff", "variant": "raw_kernel", "size": 16384, "ncu": full}]

@@ -96,7 +96,7 @@ def test_command_line_prints_the_phases_of_a_reference_alone(tmp_path):
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("## Phases inside the runs")
-    assert "| kind | runs | setup s | warm-up s | timed samples s |" in r.stdout
+    assert "| kind | runs |" in r.stdout and "| setup s | warm-up s | timed samples s |" in r.stdout
     empty = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", "--captures", str(tmp_path)],
                            capture_output=True, text=True, cwd=REPO)
     assert empty.returncode == 2 and "no run records" in empty.stderr
