@@ -560,6 +560,7 @@ def coldstart_section(rows: Sequence[dict]) -> list[str]:
             f"`{r['workload']}`", f"`{r['variant']}`", r["size"],
             f"{cold['time_to_first_result_s']:.2f}", f"{warm['time_to_first_result_s']:.2f}",
             f"{cold['time_to_first_result_s'] - warm['time_to_first_result_s']:+.2f}",
+            # records from before the short form skipped it for one reason: no PTX JIT
             f"not run ({off.get('short', 'no PTX JIT')})" if "skipped" in off
             else f"{off['phases']['time_to_first_result_s']:.2f}",
             "n/a" if r.get("driver_cache_after_cold") is None else f"{r['driver_cache_after_cold']['bytes'] / 1e3:.1f}",

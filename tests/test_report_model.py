@@ -418,26 +418,29 @@ def test_a_finding_of_the_first_calls_alone_says_so_instead_of_up_to_0_ms():
 
 
 def test_a_launch_profiled_with_a_recipes_own_section_list_names_the_full_set_sections_it_lacks():
-    """cuDF's list leaves MemoryWorkloadAnalysis out beside the instrumented sections: the launch says so
-    (from the section identifiers its report holds), and the coverage line names both reasons."""
+    """Real reports of the H100 reference (NVIDIA H100 80GB HBM3, ncu 2025.3.1): cuDF's list leaves
+    MemoryWorkloadAnalysis out beside the instrumented sections, and the launch says so from the section
+    identifiers its report holds; a full-set and a metrics-only report lack none. The coverage line
+    names both reasons."""
     from analysis import ncu
     from analysis.report_model import ncu_coverage
 
-    def launch(sections):
-        return ncu.Launch(id=0, kernel_name="k", demangled_name="k", metrics={}, findings=(),
-                          name_source=ncu.NAMES_FROM_REPORT_MODULE, sections=tuple(sections))
+    h100 = REPO / "reports" / "reference" / "h100"
 
-    left_out = {"SourceCounters", "InstructionStats", "MemoryWorkloadAnalysis"}
-    lean = launch(s for s in ncu.FULL_SET_SECTIONS if s not in left_out)
+    def launch(step):
+        (first, *_) = ncu.read_launches(str(h100 / step / "ncu.ncu-rep.gz"))
+        return first
+
+    lean = launch("cudf_groupby/agg_all/n50000000")
     assert lean.collection == ncu.COLLECTION_SECTIONS
     assert lean.sections_left_out == ("InstructionStats", "MemoryWorkloadAnalysis", "SourceCounters")
-    full = launch(ncu.FULL_SET_SECTIONS)
+    full = launch("cupy_sqdiff/raw_kernel/n16384")
     assert (full.collection, full.sections_left_out) == (ncu.COLLECTION_FULL, ())
-    only_metrics = launch(ncu.METRICS_ONLY_SECTIONS)
+    only_metrics = launch("cudf_groupby/split_agg/n50000000")
     assert (only_metrics.collection, only_metrics.sections_left_out) == (ncu.COLLECTION_METRICS, ())
 
     def run(variant, one):
-        return {"variant": variant, "ncu": [{"kernel_name": "k", "collection": one.collection,
+        return {"variant": variant, "ncu": [{"kernel_name": one.kernel_name, "collection": one.collection,
                                              "sections_left_out": list(one.sections_left_out)}]}
 
     line = ncu_coverage({50_000_000: [run("split_agg", only_metrics), run("agg_all", lean)]})

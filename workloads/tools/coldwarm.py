@@ -121,15 +121,23 @@ NO_PTX_JIT = ("the CUDA driver's compute cache was empty after the cold run: the
               "so turning it off could change nothing")
 
 
-#: the table's short form of each reason (analysis.markdown.coldstart_section)
+#: the table's short form of that reason (analysis.markdown.coldstart_section)
 NO_PTX_JIT_SHORT = "no PTX JIT"
 
 
-def measured_on(step: str) -> tuple[str, str]:
-    """Why, and in short, a step's driver-cache run is left to another step of its recipe."""
-    return (f"the driver cache's share is measured once a recipe, on its `{step}` step (the PTX the driver "
-            "JIT-compiles is mostly its framework's and libraries', alike across the steps)",
-            f"measured on `{step}`")
+def driver_cache_skip(driver_cache: dict, measured_on: str | None) -> dict | None:
+    """Why the driver-cache run is not made, as its record (``skipped``, the table's ``short`` form, and
+    ``measured_on`` where another step of the recipe makes it); None when it is made: it is left to
+    ``measured_on`` where given, and left out where the cold run's driver cache (``driver_cache``,
+    :func:`folder_size`) is empty."""
+    if measured_on:
+        return {"skipped": f"the driver cache's share is measured once a recipe, on its `{measured_on}` step (the "
+                           "PTX the driver JIT-compiles is mostly its framework's and libraries', alike across the "
+                           "steps)",
+                "short": f"measured on `{measured_on}`", "measured_on": measured_on}
+    if not driver_compiled(driver_cache):
+        return {"skipped": NO_PTX_JIT, "short": NO_PTX_JIT_SHORT}
+    return None
 
 
 def driver_compiled(cache: dict) -> bool:
@@ -149,13 +157,10 @@ def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1, driver_cache_measu
         with gpu_job(work_dir, gpus, env, "coldwarm", cmd) as job:
             results = {}
             for label, extra in RUNS:
-                if label == DRIVER_CACHE_RUN and (driver_cache_measured_on or not driver_compiled(driver_cache)):
-                    why, short = (measured_on(driver_cache_measured_on) if driver_cache_measured_on
-                                  else (NO_PTX_JIT, NO_PTX_JIT_SHORT))
-                    results[label] = {"skipped": why, "short": short}
-                    if driver_cache_measured_on:
-                        results[label]["measured_on"] = driver_cache_measured_on
-                    print(f"coldwarm: {label}: skipped ({short})", file=sys.stderr, flush=True)
+                skip = driver_cache_skip(driver_cache, driver_cache_measured_on) if label == DRIVER_CACHE_RUN else None
+                if skip is not None:
+                    results[label] = skip
+                    print(f"coldwarm: {label}: skipped ({skip['short']})", file=sys.stderr, flush=True)
                     continue
                 print(f"coldwarm: {label}: {' '.join(cmd)}", file=sys.stderr, flush=True)
                 results[label] = run_once(cmd, dict(env, **extra), label, job, provenance=label == RUNS[0][0])

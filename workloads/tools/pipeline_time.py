@@ -196,7 +196,7 @@ class ReplayRow:
     passes: int | None  # None: a report older than ncu's replay record
     backed_up_bytes: float | None  # device memory ncu saved before the passes, summed over the passes
     call_s: float | None  # the profiled call's host seconds (ncu-run.json host_wall_s "compute")
-    collection: str  # analysis.ncu.Launch.collection of its launches ("full", "no_instrumented", "metrics")
+    collection: str  # analysis.ncu.Launch.collection of its launches ("full", "full_set_less", "metrics")
 
     @property
     def ms_per_pass(self) -> float | None:

@@ -108,38 +108,37 @@ def check(nsys: str, ncu: str, targets: Sequence[str] = ()) -> tuple[dict, list[
     # the slow parts (two profilers starting, a kernel under ncu, nvidia-smi) run side by side: every
     # GPU job of the pipeline waits for this one; the counter probe's answer counts only when nothing
     # else is missing
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
-    probe = pool.submit(counter_access, ncu) if ncu != NCU_OFF else None
-    tool_versions = {key: pool.submit(tool_version, exe) for key, exe in (("nsys", nsys), ("ncu", ncu))
-                     if not (key == "ncu" and exe == NCU_OFF)}
-    collected = pool.submit(provenance.collect)
-    gpu = provenance.gpu_info()
-    if not gpu["gpus"]:
-        problems.append(
-            f"no NVIDIA GPU: `nvidia-smi` is missing or lists no GPU. Run {' '.join(targets) or 'it'} on a machine "
-            "with an NVIDIA GPU and driver (on a cluster: inside a GPU job; see profiles/slurm). Without a GPU, "
-            f"{_no_gpu_hint(targets)}."
-        )
-    versions = {}
-    for key, exe, var in (("nsys", nsys, "NSYS"), ("ncu", ncu, "NCU")):
-        if key == "ncu" and exe == NCU_OFF:
-            versions[key] = {"executable": None, "version": "switched off (--config ncu=none)"}
-            continue
-        v = tool_versions[key].result()
-        versions[key] = {"executable": shutil.which(exe) or exe, "version": v}
-        if v is None:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        probe = pool.submit(counter_access, ncu) if ncu != NCU_OFF else None
+        tool_versions = {key: pool.submit(tool_version, exe) for key, exe in (("nsys", nsys), ("ncu", ncu))
+                         if not (key == "ncu" and exe == NCU_OFF)}
+        collected = pool.submit(provenance.collect)
+        gpu = provenance.gpu_info()
+        if not gpu["gpus"]:
             problems.append(
-                f"{key}: `{exe} --version` did not run. Install Nsight "
-                f"{'Systems' if key == 'nsys' else 'Compute'}, or point the suite at it with "
-                f"`snakemake --config {key}=/path/to/{key}` or the environment variable {var}."
+                f"no NVIDIA GPU: `nvidia-smi` is missing or lists no GPU. Run {' '.join(targets) or 'it'} on a machine "
+                "with an NVIDIA GPU and driver (on a cluster: inside a GPU job; see profiles/slurm). Without a GPU, "
+                f"{_no_gpu_hint(targets)}."
             )
-    record = {"tools": versions, "recipes_skipped": recipe_availability(), "provenance": collected.result()}
-    if not problems:
-        record["counters"] = probe.result() if probe is not None else counter_access(ncu)
-        if record["counters"]["readable"] is None:
-            problems.append(f"ncu: {record['counters']['reason']}: {record['counters'].get('detail', '')}. "
-                            "Fix ncu, or run without counters with `snakemake --config ncu=none`.")
-    pool.shutdown(wait=True)
+        versions = {}
+        for key, exe, var in (("nsys", nsys, "NSYS"), ("ncu", ncu, "NCU")):
+            if key == "ncu" and exe == NCU_OFF:
+                versions[key] = {"executable": None, "version": "switched off (--config ncu=none)"}
+                continue
+            v = tool_versions[key].result()
+            versions[key] = {"executable": shutil.which(exe) or exe, "version": v}
+            if v is None:
+                problems.append(
+                    f"{key}: `{exe} --version` did not run. Install Nsight "
+                    f"{'Systems' if key == 'nsys' else 'Compute'}, or point the suite at it with "
+                    f"`snakemake --config {key}=/path/to/{key}` or the environment variable {var}."
+                )
+        record = {"tools": versions, "recipes_skipped": recipe_availability(), "provenance": collected.result()}
+        if not problems:
+            record["counters"] = probe.result() if probe is not None else counter_access(ncu)
+            if record["counters"]["readable"] is None:
+                problems.append(f"ncu: {record['counters']['reason']}: {record['counters'].get('detail', '')}. "
+                                "Fix ncu, or run without counters with `snakemake --config ncu=none`.")
     return record, problems
 
 
