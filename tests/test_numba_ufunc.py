@@ -227,3 +227,38 @@ def test_the_real_float32_kernels_carry_lineinfo_only_when_asked():
         assert r.returncode == 0, r.stderr[-2000:]
         assert r.stdout.strip() == str([("mycalculation_f32", False, lineinfo),
                                         ("mycalculation_f32_fastmath", True, lineinfo)])
+
+
+def test_the_sampled_check_gathers_on_the_device_the_elements_a_full_copy_holds():
+    # a profiled run's sampled check: the result's and the input's sampled elements gathered by a
+    # kernel, equal to the same elements of full copies; the reference is taken at them
+    out = _simulate(
+        "import numpy as np\n"
+        "from workloads.numba_ufunc import body\n"
+        "from workloads.numba_ufunc.float32 import Float32\n"
+        "v = Float32(size=70_001); v.check_sample_elements = 5000; v.setup(); v.step()\n"
+        "got, idx, total = v.sampled_result()\n"
+        "full_out, full_x = v.result(), v.d_x.copy_to_host()\n"
+        "v.keep_reference_inputs(idx)\n"
+        "ref = v.reference_at(idx)\n"
+        "print(total, idx.size, len(np.unique(idx)), got.dtype,\n"
+        "      np.array_equal(got, full_out[idx]), np.array_equal(ref, body.reference(full_x[idx])))\n")
+    assert out.split() == ["70001", "5000", "5000", "float32", "True", "True"]
+
+
+@pytest.mark.parametrize("variant", ["baseline", "pinned"])
+def test_host_inputs_are_drawn_before_the_turn_and_equal_the_seeded_draw(variant):
+    # prepare_host (before the GPU turn) draws the input; setup keeps it (pageable) or copies it
+    # into page-locked buffers, and poisons the result with NaN where it is written into
+    out = _simulate(
+        "import numpy as np\n"
+        "from workloads import hostmath\n"
+        f"from workloads.numba_ufunc.{variant} import VARIANT\n"
+        "v = VARIANT(size=3001, seed=5); v.prepare_host('sample'); drawn = v._drawn\n"
+        "v.setup()\n"
+        "same = np.array_equal(v.x, hostmath.standard_normal(3001, 5))\n"
+        "print(same, v.x is drawn, bool(np.isnan(v.out).all()), '_drawn' in vars(v))\n"
+        "w = VARIANT(size=3001, seed=5); w.setup()\n"
+        "print(np.array_equal(w.x, v.x))\n")
+    kept = "True" if variant == "baseline" else "False"
+    assert out.split() == ["True", kept, "True", "False", "True"]

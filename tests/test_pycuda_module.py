@@ -67,3 +67,27 @@ def test_a_compile_error_is_not_retried(monkeypatch):
     with pytest.raises(_CompileError):
         kernels.module()
     assert calls == [None]
+
+
+def test_the_input_is_drawn_before_the_turn_and_handed_over_once():
+    # prepare_host (before the GPU turn) draws the seeded input; make_input hands that array over, or
+    # copies it into a page-locked buffer; a variant whose prepare_host did not run draws it itself
+    import numpy as np
+
+    from workloads import hostmath
+    from workloads.pycuda_kernel.baseline import Baseline
+    from workloads.pycuda_kernel.pinned_async import PinnedAsync
+
+    expected = hostmath.standard_normal(5000, 3, dtype=np.float32)
+    v = Baseline(size=5000, seed=3)
+    v.prepare_host("full")
+    drawn, poisoned = v._drawn, v._poisoned_out
+    assert v.make_input() is drawn and np.array_equal(drawn, expected)
+    assert poisoned.dtype == np.float32 and np.isnan(poisoned).all()
+    assert np.array_equal(v.make_input(), expected)  # taken once: drawn again, the same values
+    p = PinnedAsync(size=5000, seed=3)
+    p.prepare_host("sample")
+    buffer = np.zeros(5000, dtype=np.float32)
+    assert p.make_input(out=buffer) is buffer and np.array_equal(buffer, expected)
+    with pytest.raises(ValueError, match="5000 elements into 10"):
+        hostmath.copy_into(np.zeros(10, dtype=np.float32), expected)

@@ -114,7 +114,9 @@ class Variant(abc.ABC):
         """Host work that needs no GPU, done before the run waits for its GPU turn; ``check`` is how
         much of the result the run will compare ("full" or "sample"). The default does nothing; CuPy
         pre-faults the host arrays a full check copies back into (6 GiB at 16384^2, whose first
-        touch inside the copies held the GPU ~2 s a run)."""
+        touch inside the copies held the GPU ~2 s a run); Numba's and PyCUDA's host-data steps draw
+        their seeded inputs (setup takes them, or copies them into page-locked buffers, which need
+        the CUDA context)."""
 
     @abc.abstractmethod
     def setup(self) -> None:

@@ -60,6 +60,28 @@ def standard_normal(n: int, seed: int, out: np.ndarray | None = None, dtype=np.f
     return out
 
 
+def filled(n: int, value: float, out: np.ndarray | None = None, dtype=np.float64) -> np.ndarray:
+    """``out`` (or a new array of n ``dtype``) set to ``value`` on every core: the first write faults
+    its pages in, ~0.5 s per GiB on one core."""
+    out = np.empty(n, dtype=dtype) if out is None else out
+    flat = out.reshape(-1)
+    parallel_chunks(flat.size, lambda _i, start, stop: flat[start:stop].fill(value))
+    return out
+
+
+def copy_into(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
+    """``src`` copied into ``dst`` (same size) on every core."""
+    d, s = dst.reshape(-1), src.reshape(-1)
+    if d.size != s.size:
+        raise ValueError(f"copy_into: {s.size} elements into {d.size}")
+
+    def copy(_i: int, start: int, stop: int) -> None:
+        d[start:stop] = s[start:stop]
+
+    parallel_chunks(d.size, copy)
+    return dst
+
+
 def parallel_map(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
     """``fn`` applied to ``x`` chunk by chunk on threads (``fn`` must be elementwise)."""
     out = np.empty_like(x, dtype=np.float64)

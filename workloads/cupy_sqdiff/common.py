@@ -30,9 +30,7 @@ class SquaredDifference(CupyDevice, Variant):
         if check != "full":
             return
         n2 = self.size * self.size
-        self._host_copies = {name: np.empty(n2, dtype=np.float64) for name in ("out", "a", "b")}
-        for buf in self._host_copies.values():
-            hostmath.parallel_chunks(n2, lambda _i, start, stop, buf=buf: buf[start:stop].fill(0.0))
+        self._host_copies = {name: hostmath.filled(n2, 0.0) for name in ("out", "a", "b")}
 
     def _to_host(self, name: str, array) -> np.ndarray:
         """``array`` (on the device) copied into its prepared host array, flat, or into a new one."""

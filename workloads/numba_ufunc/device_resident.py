@@ -35,15 +35,21 @@ class DeviceResident(NumbaDevice, Variant):
     def result(self) -> np.ndarray:
         return self.d_out.copy_to_host()
 
+    def sampled_result(self) -> tuple[np.ndarray, np.ndarray, int]:
+        idx = self.sample_indices(self.size)
+        return body.gathered(self.d_out, idx), idx, self.size
+
     def host_reference_inputs(self, flat_indices: np.ndarray | None) -> np.ndarray:
-        # the input was drawn on the GPU: all of it (a Numba device array gathers no scattered elements)
-        return self.d_x.copy_to_host()
+        # the input was drawn on the GPU: all of it, or the sampled elements gathered there
+        if flat_indices is None:
+            return self.d_x.copy_to_host()
+        return body.gathered(self.d_x, flat_indices)
 
     def reference(self) -> np.ndarray:
         return hostmath.parallel_map(body.reference, self.reference_inputs(None))
 
     def reference_at(self, flat_indices: np.ndarray) -> np.ndarray:
-        return body.reference(self.reference_inputs(flat_indices)[flat_indices])
+        return body.reference(self.reference_inputs(flat_indices))
 
     def work(self) -> Work:
         n8 = 8 * self.size
