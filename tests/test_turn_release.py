@@ -302,6 +302,39 @@ def test_a_run_holds_the_holders_cores_from_its_turn_to_its_release(tmp_path):
     assert json.loads(record.read_text())["cpu_cores"] == str(holder)
 
 
+_SETUP_CORES_CHILD = """
+import json, os
+from workloads import gpu_turn
+turn = gpu_turn.take_turn('probe', setup_on_every_core=True)
+setup = sorted(os.sched_getaffinity(0))
+gpu_turn.measure_on_holder_cores()
+measuring = sorted(os.sched_getaffinity(0))
+gpu_turn.release_turn(1, 100)
+print(json.dumps({"setup": setup, "measuring": measuring, "after": sorted(os.sched_getaffinity(0)),
+                  "turn": [turn.get("setup_cpu_cores"), turn.get("cpu_cores")]}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two cores")
+def test_a_step_run_sets_up_on_every_core_and_measures_on_the_holders(tmp_path):
+    """The runner's turn: setup on both halves (nothing is measured, no one else holds the GPU), the
+    measurement on the holder's core alone, the check on the others'; the record names both."""
+    cores = sorted(os.sched_getaffinity(0))
+    holder, other = cores[-1], cores[0]
+    env = dict(os.environ, PYTHONPATH=str(REPO), **{
+        gpu_turn.LOCK_VARIABLE: str(tmp_path / "gpu0.lock"), gpu_turn.RECORD_VARIABLE: str(tmp_path / "turn"),
+        gpu_turn.HOLDER_CORES_VARIABLE: str(holder), gpu_turn.OTHER_CORES_VARIABLE: str(other)})
+    r = subprocess.run(["taskset", "-c", str(other), sys.executable, "-c", _SETUP_CORES_CHILD], env=env,
+                       capture_output=True, text=True, cwd=tmp_path, check=True)
+    seen = json.loads(r.stdout)
+    both = gpu_turn.core_text({holder, other})
+    assert seen == {"setup": sorted({holder, other}), "measuring": [holder], "after": [other],
+                    "turn": [both, str(holder)]}
+    (record,) = tmp_path.glob("turn-*.json")
+    assert json.loads(record.read_text())["setup_cpu_cores"] == both
+
+
 def test_without_a_split_a_turn_leaves_the_cores_alone(monkeypatch, tmp_path):
     moves = _fake_affinity(monkeypatch, range(16))
     monkeypatch.setattr(gpu_turn, "_held", None)
@@ -429,11 +462,13 @@ def test_host_work_the_variant_names_is_done_before_the_run_waits_for_its_turn(m
 
     monkeypatch.setattr(_Probe, "log", [])
     monkeypatch.setattr(Recipe, "variant_class", lambda self, name: Prepared)
-    monkeypatch.setattr(gpu_turn, "take_turn", lambda what, environ=os.environ: log.append("turn"))
+    monkeypatch.setattr(gpu_turn, "take_turn",
+                        lambda what, environ=os.environ, **kw: log.append(f"turn {sorted(kw.items())}"))
+    monkeypatch.setattr(gpu_turn, "measure_on_holder_cores", lambda environ=os.environ: log.append("holder cores"))
     monkeypatch.setattr(runner.provenance, "collect", lambda requires: {})
     args = runner._parser(_RECIPE).parse_args(["--variant", "probe", "--size", "64", "--mode", mode,
                                                "--check", check, "--warmup", "1", "--repeats", "10",
                                                "--budget-s", "0.01", "--energy-burst-s", "0"])
     record = runner.run(_RECIPE, args)
-    assert log == [f"prepare {check}", "turn", "setup"]
+    assert log[:4] == [f"prepare {check}", "turn [('setup_on_every_core', True)]", "setup", "holder cores"]
     assert record["host_wall_s"]["prepare_host"] >= 0 and record["check"]["method"] == check

@@ -17,9 +17,12 @@ What overlaps a measured window is therefore CPU work of other runs in their fir
 check): never another run's kernels, copies or allocations. So that this CPU work does not slow the
 measured run either (a launch-bound step's host time is what it measures), the machine's cores are
 split in two (:func:`split_cores`, which the pipeline does for one shared GPU; hardware-thread
-siblings stay on one side): the process that holds the GPU runs on the holder's half alone, from its turn's start to its end
-(:func:`use_holder_cores`), and every other process of the pipeline, analysis jobs included, on
-the other half. A job that holds the GPU throughout (cold/warm starts) moves its whole process
+siblings stay on one side): the process that holds the GPU measures on the holder's half alone, to
+its turn's end (:func:`use_holder_cores`), and every other process of the pipeline, analysis jobs
+included, runs on the other half. A step's run sets up on every core (``take_turn``'s
+``setup_on_every_core``), since nothing is measured then: on an H100, the float32 step's setup at
+8192, mostly XLA compiling its candidate GEMM kernels on a thread pool, took 28.4 s on eight cores
+and 19.3 s on sixteen. A job that holds the GPU throughout (cold/warm starts) moves its whole process
 tree to the holder's half.
 
 Without ``COOKBOOK_GPU_TURN_LOCK`` (a run by hand, a SLURM job with its own GPU, a host with
@@ -171,6 +174,25 @@ def use_holder_cores(environ=os.environ) -> str | None:
     return _use_cores(HOLDER_CORES_VARIABLE, environ)
 
 
+def use_every_core(environ=os.environ) -> str | None:
+    """Move this process to the holder's cores and the others' together (:func:`split_cores`); their
+    list, or None where the pipeline split none."""
+    holder_text, other_text = settings.text(HOLDER_CORES_VARIABLE, environ), settings.text(OTHER_CORES_VARIABLE, environ)
+    if not (holder_text and other_text and hasattr(os, "sched_setaffinity")):
+        return None
+    cores = core_list(holder_text) | core_list(other_text)
+    _move_process(cores, f"{HOLDER_CORES_VARIABLE} and {OTHER_CORES_VARIABLE}")
+    return core_text(cores)
+
+
+def measure_on_holder_cores(environ=os.environ) -> str | None:
+    """From a run's measurement on, the holder's cores alone (:func:`take_turn` with
+    ``setup_on_every_core``); a no-op without a turn. Their list, or None."""
+    if _held is None:
+        return None
+    return use_holder_cores(environ)
+
+
 def use_other_cores(environ=os.environ) -> str | None:
     """Move this process back to the cores of the processes that do not hold the GPU."""
     return _use_cores(OTHER_CORES_VARIABLE, environ)
@@ -181,10 +203,16 @@ def turn_record_path(prefix: str, pid: int) -> str:
     return f"{prefix}-{pid}.json"
 
 
-def take_turn(what: str, environ=os.environ) -> dict | None:
+def take_turn(what: str, environ=os.environ, setup_on_every_core: bool = False) -> dict | None:
     """Wait for the GPU's lock named in ``COOKBOOK_GPU_TURN_LOCK`` and hold it until this process
     exits or gives it back (:func:`release_turn`). Returns the turn (``started_unix_ns``, ``waited_s``), or None when no lock is named.
-    A second call in the same process returns the turn already held."""
+    A second call in the same process returns the turn already held.
+
+    Where the pipeline split the cores, the process moves to the holder's (``cpu_cores``), or with
+    ``setup_on_every_core`` to every core of the split (``setup_cpu_cores``) until it calls
+    :func:`measure_on_holder_cores`: a run's setup measures nothing, and only one process holds the
+    GPU, so its compiles (XLA's GEMM autotuning compiles every candidate kernel on a thread pool)
+    may take the other jobs' cores too; its measurement then runs on the holder's alone."""
     global _held
     lock_path = settings.text(LOCK_VARIABLE, environ)
     if not lock_path:
@@ -200,9 +228,14 @@ def take_turn(what: str, environ=os.environ) -> dict | None:
         fcntl.flock(f, fcntl.LOCK_EX)
     turn = {"asked_unix_ns": asked, "started_unix_ns": time.time_ns()}
     turn["waited_s"] = (turn["started_unix_ns"] - asked) / 1e9
-    holder_cores = use_holder_cores(environ)
-    if holder_cores:
-        turn["cpu_cores"] = holder_cores
+    every_core = use_every_core(environ) if setup_on_every_core else None
+    if every_core:
+        turn["setup_cpu_cores"] = every_core
+        turn["cpu_cores"] = settings.text(HOLDER_CORES_VARIABLE, environ)
+    else:
+        holder_cores = use_holder_cores(environ)
+        if holder_cores:
+            turn["cpu_cores"] = holder_cores
     _held = (f, turn, None)
     record_prefix = settings.text(RECORD_VARIABLE, environ)
     if record_prefix:
