@@ -62,8 +62,10 @@ RECORD_SCHEMA = {
                            "end_unknown": {"type": "boolean"},
                            # the run gave the GPU back before its exit (workloads.gpu_turn.release_turn)
                            "released_before_exit": {"type": "boolean"},
-                           # the CPU cores the run held with the GPU (workloads.gpu_turn.split_cores)
-                           "cpu_cores": {"type": "string"}}}},
+                           # the CPU cores the run measured on with the GPU (workloads.gpu_turn.split_cores)
+                           "cpu_cores": {"type": "string"},
+                           # and those it set up on, every core of the split (gpu_turn.take_turn)
+                           "setup_cpu_cores": {"type": "string"}}}},
     },
 }
 #: a pause longer than this between jobs starts a new run (a pipeline resumed another day)

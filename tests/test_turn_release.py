@@ -77,14 +77,18 @@ def test_the_job_record_says_which_turns_ended_before_their_process(tmp_path):
 
     prefix = tmp_path / "turns"
     (tmp_path / "turns-1.json").write_text(json.dumps({"started_unix_ns": 1, "waited_s": 0.0, "ended_unix_ns": 5,
-                                                       "released_before_exit": True, "cpu_cores": "8-15"}))
+                                                       "released_before_exit": True, "cpu_cores": "8-15",
+                                                       "setup_cpu_cores": "0-15"}))
     (tmp_path / "turns-2.json").write_text(json.dumps({"started_unix_ns": 6, "waited_s": 0.1, "ended_unix_ns": 9}))
     early, late = _read_turns(prefix)
     assert early["released_before_exit"] is True and "released_before_exit" not in late
     # the cores the run held with the GPU (a pipeline that split them: gpu_turn.split_cores)
     assert early["cpu_cores"] == "8-15" and "cpu_cores" not in late and "end_unknown" not in late
+    # and those its setup ran on (a step's run: gpu_turn.take_turn's setup_on_every_core)
+    assert early["setup_cpu_cores"] == "0-15" and "setup_cpu_cores" not in late
     item = RECORD_SCHEMA["properties"]["gpu_turns"]["items"]
     assert item["properties"]["released_before_exit"] == {"type": "boolean"}
+    assert item["properties"]["setup_cpu_cores"] == {"type": "string"}
 
 
 class _Probe(Variant):

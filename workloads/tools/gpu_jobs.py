@@ -162,6 +162,9 @@ def _read_turns(prefix: Path) -> list[dict]:
             entry["end_unknown"] = True
         if turn.get("cpu_cores"):
             entry["cpu_cores"] = turn["cpu_cores"]
+        if turn.get("setup_cpu_cores"):
+            # a step's run set up on every core and measured on cpu_cores (gpu_turn.take_turn)
+            entry["setup_cpu_cores"] = turn["setup_cpu_cores"]
         out.append(entry)
     return out
 
