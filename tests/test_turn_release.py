@@ -276,6 +276,20 @@ def test_too_few_cores_are_not_split(monkeypatch):
     assert gpu_turn.split_cores(environ) is None and environ == {} and moves == []
 
 
+def _child_on_split_cores(tmp_path, code: str) -> tuple[dict, int, int]:
+    """Run ``code`` in a process of a pipeline that split the cores (the last one the holder's, the
+    first the others'), started on the others' core as every job of a split pipeline is; (its JSON
+    output, holder's core, others' core)."""
+    cores = sorted(os.sched_getaffinity(0))
+    holder, other = cores[-1], cores[0]
+    env = dict(os.environ, PYTHONPATH=str(REPO), **{
+        gpu_turn.LOCK_VARIABLE: str(tmp_path / "gpu0.lock"), gpu_turn.RECORD_VARIABLE: str(tmp_path / "turn"),
+        gpu_turn.HOLDER_CORES_VARIABLE: str(holder), gpu_turn.OTHER_CORES_VARIABLE: str(other)})
+    r = subprocess.run(["taskset", "-c", str(other), sys.executable, "-c", code], env=env,
+                       capture_output=True, text=True, cwd=tmp_path, check=True)
+    return json.loads(r.stdout), holder, other
+
+
 _CORES_CHILD = """
 import json, os, sys
 from workloads import gpu_turn
@@ -292,15 +306,7 @@ print(json.dumps({"before": before, "during": during, "after": sorted(os.sched_g
                     reason="needs CPU affinity and two cores")
 def test_a_run_holds_the_holders_cores_from_its_turn_to_its_release(tmp_path):
     """A real process: on the others' core until its turn, on the holder's core in it, back after."""
-    cores = sorted(os.sched_getaffinity(0))
-    holder, other = cores[-1], cores[0]
-    env = dict(os.environ, PYTHONPATH=str(REPO), **{
-        gpu_turn.LOCK_VARIABLE: str(tmp_path / "gpu0.lock"), gpu_turn.RECORD_VARIABLE: str(tmp_path / "turn"),
-        gpu_turn.HOLDER_CORES_VARIABLE: str(holder), gpu_turn.OTHER_CORES_VARIABLE: str(other)})
-    # started on the others' core, as every job of a split pipeline is
-    r = subprocess.run(["taskset", "-c", str(other), sys.executable, "-c", _CORES_CHILD], env=env,
-                       capture_output=True, text=True, cwd=tmp_path, check=True)
-    seen = json.loads(r.stdout)
+    seen, holder, other = _child_on_split_cores(tmp_path, _CORES_CHILD)
     assert seen == {"before": [other], "during": [holder], "after": [other], "turn_cores": str(holder)}
     (record,) = tmp_path.glob("turn-*.json")
     assert json.loads(record.read_text())["cpu_cores"] == str(holder)
@@ -324,14 +330,7 @@ print(json.dumps({"setup": setup, "measuring": measuring, "after": sorted(os.sch
 def test_a_step_run_sets_up_on_every_core_and_measures_on_the_holders(tmp_path):
     """The runner's turn: setup on both halves (nothing is measured, no one else holds the GPU), the
     measurement on the holder's core alone, the check on the others'; the record names both."""
-    cores = sorted(os.sched_getaffinity(0))
-    holder, other = cores[-1], cores[0]
-    env = dict(os.environ, PYTHONPATH=str(REPO), **{
-        gpu_turn.LOCK_VARIABLE: str(tmp_path / "gpu0.lock"), gpu_turn.RECORD_VARIABLE: str(tmp_path / "turn"),
-        gpu_turn.HOLDER_CORES_VARIABLE: str(holder), gpu_turn.OTHER_CORES_VARIABLE: str(other)})
-    r = subprocess.run(["taskset", "-c", str(other), sys.executable, "-c", _SETUP_CORES_CHILD], env=env,
-                       capture_output=True, text=True, cwd=tmp_path, check=True)
-    seen = json.loads(r.stdout)
+    seen, holder, other = _child_on_split_cores(tmp_path, _SETUP_CORES_CHILD)
     both = gpu_turn.core_text({holder, other})
     assert seen == {"setup": sorted({holder, other}), "measuring": [holder], "after": [other],
                     "turn": [both, str(holder)]}
