@@ -254,10 +254,10 @@ def test_host_inputs_are_drawn_before_the_turn_and_equal_the_seeded_draw(variant
         "import numpy as np\n"
         "from workloads import hostmath\n"
         f"from workloads.numba_ufunc.{variant} import VARIANT\n"
-        "v = VARIANT(size=3001, seed=5); v.prepare_host('sample'); drawn = v._drawn\n"
+        "v = VARIANT(size=3001, seed=5); v.prepare_host('sample'); drawn = vars(v)['_kept_input']\n"
         "v.setup()\n"
         "same = np.array_equal(v.x, hostmath.standard_normal(3001, 5))\n"
-        "print(same, v.x is drawn, bool(np.isnan(v.out).all()), '_drawn' in vars(v))\n"
+        "print(same, v.x is drawn, bool(np.isnan(v.out).all()), '_kept_input' in vars(v))\n"
         "w = VARIANT(size=3001, seed=5); w.setup()\n"
         "print(np.array_equal(w.x, v.x))\n")
     kept = "True" if variant == "baseline" else "False"

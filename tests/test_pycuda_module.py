@@ -81,7 +81,7 @@ def test_the_input_is_drawn_before_the_turn_and_handed_over_once():
     expected = hostmath.standard_normal(5000, 3, dtype=np.float32)
     v = Baseline(size=5000, seed=3)
     v.prepare_host("full")
-    drawn, poisoned = v._drawn, v._poisoned_out
+    drawn, poisoned = vars(v)["_kept_input"], vars(v)["_kept_poisoned_out"]
     assert v.make_input() is drawn and np.array_equal(drawn, expected)
     assert poisoned.dtype == np.float32 and np.isnan(poisoned).all()
     assert np.array_equal(v.make_input(), expected)  # taken once: drawn again, the same values

@@ -27,7 +27,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import numpy as np
 
@@ -168,17 +168,28 @@ class Variant(abc.ABC):
         inputs are on the host already)."""
         return None
 
+    def keep(self, name: str, value) -> None:
+        """Keep ``value`` for one later :meth:`take` of ``name``: host arrays :meth:`prepare_host`
+        makes before the turn for ``setup``, inputs copied back for the reference after it."""
+        self.__dict__[f"_kept_{name}"] = value
+
+    def take(self, name: str, make: Callable[[], object]):
+        """What :meth:`keep` kept under ``name``, taken once (the process then holds no second
+        reference to it, and a caller may change it in place), else ``make()``: a variant set up
+        without :meth:`prepare_host` (by hand, in a test) makes it where it needs it."""
+        kept = self.__dict__.pop(f"_kept_{name}", None)
+        return make() if kept is None else kept
+
     def keep_reference_inputs(self, flat_indices: np.ndarray | None) -> None:
         """The runner calls it once the result is on the host and before :meth:`teardown`, while the
         run still holds the GPU: :meth:`host_reference_inputs` now, kept for the reference that
         follows, which then runs after the GPU is given back."""
-        self._kept_reference_inputs = self.host_reference_inputs(flat_indices)
+        self.keep("reference_inputs", self.host_reference_inputs(flat_indices))
 
     def reference_inputs(self, flat_indices: np.ndarray | None):
         """For :meth:`reference` and :meth:`reference_at`: the inputs :meth:`keep_reference_inputs`
-        kept (taken once: the reference may change them in place), else copied from the device now."""
-        kept = self.__dict__.pop("_kept_reference_inputs", None)
-        return kept if kept is not None else self.host_reference_inputs(flat_indices)
+        kept, else copied from the device now."""
+        return self.take("reference_inputs", lambda: self.host_reference_inputs(flat_indices))
 
     # Device plumbing: every framework has its own; workloads share a mixin per framework.
     @abc.abstractmethod
