@@ -19,7 +19,7 @@ class HostDataUfunc(NumbaDevice, Variant):
 
     def prepare_host(self, check: str) -> None:
         # before the GPU turn: drawing 2 GiB of normals and poisoning the pageable result is host work
-        # that held the GPU 1.1-1.3 s a run (H100) when setup did it; page-locked buffers need the CUDA
+        # that held the GPU 1.0-1.3 s a run (H100) when setup did it; page-locked buffers need the CUDA
         # context, so those variants allocate them in setup and copy the drawn input in
         self.keep("input", self._draw())
         if not self.pinned_host:

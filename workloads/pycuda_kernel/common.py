@@ -17,7 +17,7 @@ class ScaleVariant(PycudaDevice, Variant):
     compiles_in_setup = True
 
     def prepare_host(self, check: str) -> None:
-        # before the GPU turn: 1 GiB of normals is host work that held the GPU 0.5-1.0 s a run (H100)
+        # before the GPU turn: 1 GiB of normals is host work that held the GPU 0.4-1.0 s a run (H100)
         # when setup drew it (on every core: one thread took ~5 s)
         self.keep("input", self._draw())
 
