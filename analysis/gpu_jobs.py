@@ -65,7 +65,9 @@ RECORD_SCHEMA = {
                            # the CPU cores the run measured on with the GPU (workloads.gpu_turn.split_cores)
                            "cpu_cores": {"type": "string"},
                            # and those it set up on, every core of the split (gpu_turn.take_turn)
-                           "setup_cpu_cores": {"type": "string"}}}},
+                           "setup_cpu_cores": {"type": "string"},
+                           # a start-up whose parent took the turn before launching it (gpu_turn.turn_for_child)
+                           "handed_by_parent": {"type": "boolean"}}}},
     },
 }
 #: a pause longer than this between jobs starts a new run (a pipeline resumed another day)

@@ -89,6 +89,7 @@ for _name, _c in config["workloads"].items():
     _named = {"ncu.variants": _c["ncu"].get("variants", []), "ncu.full_variants": _c["ncu"].get("full_variants", []),
               "variant_sizes": _c.get("variant_sizes", {}),
               "coldwarm_variants": _c.get("coldwarm_variants") or [],
+              "timed_first": _c.get("timed_first") or [],
               "l2_modes.variants": (_c.get("l2_modes") or {}).get("variants", [])}
     for _key, _vs in _named.items():
         for _v in _vs:
@@ -294,6 +295,20 @@ def ncu_flags(wc):
 def timing_setting(key):
     """A timing setting for the rule's workload: its own override, else the global one."""
     return lambda wc: {**config["timing"], **config["workloads"][wc.workload].get("timing", {})}[key]
+
+
+#: the timed run's priority among the jobs ready to start (experiments 20, ceilings 50)
+TIMED_PRIORITY = 10
+#: that of a recipe's timed_first steps: before the experiments, right after the ceilings
+TIMED_FIRST_PRIORITY = 30
+
+
+def timed_priority(wc):
+    """A timed run's priority: TIMED_FIRST_PRIORITY for the recipe's ``timed_first`` variants, whose
+    setups compile on every core for long and go fastest while the other jobs' host work has barely
+    begun; TIMED_PRIORITY otherwise."""
+    first = config["workloads"][wc.workload].get("timed_first") or []
+    return TIMED_FIRST_PRIORITY if wc.variant in first else TIMED_PRIORITY
 
 
 def coldwarm_size(wc):
@@ -508,11 +523,13 @@ def step_cold(wc, profiler=None):
     and ``--shared-cache <recipe>`` when the recipe's framework compiles outside what its runs
     measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp; PyCUDA's
     nvcc), so that a program is compiled once per pipeline run, not once per process. The
-    experiments a recipe lists in experiments_in_turns take turns too (experiment_cold). Cold/warm
-    starts, the other experiments and the suite's own runs use COLD as it is: they hold the GPU
-    throughout: taking turns, cold/warm starts measured 30-60% longer on one H200 than on another
-    without turns (each phase longer; the machine's other phases 8-14%), likely from imports and
-    setup running beside other runs' CPU work or right after another process let the GPU go.
+    experiments a recipe lists in experiments_in_turns take turns too (experiment_cold). The other
+    experiments and the suite's own runs use COLD as it is: they hold the GPU throughout. Cold/warm
+    starts (workloads.tools.coldwarm) take each process's turn before its launch, so that its
+    imports and setup run holding the GPU on the holder's cores: cold/warm starts that took their
+    turn themselves after their imports measured 30-60% longer on one H200 than on another without
+    turns (each phase longer; the machine's other phases 8-14%), likely from imports and setup
+    running beside other runs' CPU work or right after another process let the GPU go.
 
     ``profiler="nsys"``: the shared cache only for a step whose setup compiles every program its
     calls run (Recipe.compiles_in_setup): the nsys run's first call is the cold-start page's "first

@@ -66,8 +66,9 @@ rule timed:
         rules.ceilings.output,
     # before the nsys and ncu runs among the jobs ready to start: a step's timed run fills the
     # compile cache its nsys and ncu runs and an experiment wait for (JAX's allocator experiment, 77 s
-    # long, waited for float32 at 8192 and ended last in one full run, alone on the GPU for 15 s)
-    priority: 10
+    # long, waited for float32 at 8192 and ended last in one full run, alone on the GPU for 15 s);
+    # a recipe's timed_first steps before every other GPU job but the ceilings (timed_priority)
+    priority: timed_priority
     output:
         f"{LIVE_RUN}/{layout.TIMING}",
     log:

@@ -87,10 +87,13 @@ def test_cold_run_passes_the_exit_status_through(tmp_path):
 
 
 def test_coldwarm_runs_in_one_private_cache_and_removes_it(tmp_path):
-    """Under the CUDA simulator: the runs share one cache folder, which is gone afterwards."""
+    """Under the CUDA simulator: the runs share one cache folder, which is gone afterwards. On one
+    GPU each run gets its turn before its launch (gpu_turn.turn_for_child): the job record lists one
+    handed turn per process, one after the other."""
     pytest.importorskip("numba")
     out = tmp_path / "cw.json"
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
     r = subprocess.run([sys.executable, "-m", "workloads.tools.coldwarm", "--work-dir", str(tmp_path),
                         "--output", str(out), "--", sys.executable, "-m", "workloads.numba_ufunc",
                         "--device", "cpu", "--variant", "streams", "--size", "1000"], cwd=REPO, env=env, capture_output=True,
@@ -109,6 +112,12 @@ def test_coldwarm_runs_in_one_private_cache_and_removes_it(tmp_path):
         # the seeded sample (the step's timed run checks every element)
         assert run["check"]["method"] == "sample" and 0 < run["check"]["elements"] <= run["check"]["of"] == 1000
     assert list(cache_root(tmp_path).iterdir()) == []
+    [job] = _job_records(tmp_path)
+    assert job["tag"] == "coldwarm" and job["assigned_by"] == "turns"
+    cold, warm = job["gpu_turns"]
+    assert cold["handed_by_parent"] is True and warm["handed_by_parent"] is True
+    assert job["started_unix_ns"] < cold["started_unix_ns"] < cold["ended_unix_ns"] <= warm["started_unix_ns"]
+    assert warm["ended_unix_ns"] <= job["ended_unix_ns"]
 
 
 def test_coldwarm_reports_a_failing_command(tmp_path):
@@ -537,7 +546,9 @@ def test_a_capture_range_is_used_only_when_the_run_asks_for_one_and_the_recipe_d
     assert "--capture-range" not in cupy and "COOKBOOK_CAPTURE_RANGE" not in cupy
 
 
-def test_a_step_measurement_runs_take_turns_and_cold_warm_starts_do_not(tmp_path):
+def test_a_step_measurement_runs_take_turns_and_cold_warm_starts_take_theirs_before_each_launch(tmp_path):
+    """The step's runs go through the cold wrapper with --turns; the cold/warm starts through their own
+    driver, which takes each process's turn before launching it (the command has no --turns)."""
     lines = _planned_shell_lines(tmp_path, ["results/captures/cupy_sqdiff/fused/n4096/timing.json",
                                             "results/captures/cupy_sqdiff/fused/n4096/nsys-run.json",
                                             "results/captures/cupy_sqdiff/fused/n16384/ncu-run.json",
@@ -592,8 +603,9 @@ def test_the_allocator_experiment_loads_jaxs_shared_cache_after_the_timed_run_th
     coldstart = [c for c in commands if "exp_coldstart" in c]
     assert len(allocator) == len(coldstart) == 1
     assert " --shared-cache jax_matmul " in allocator[0] and "--shared-cache" not in coldstart[0]
-    # the allocator's processes take turns (Recipe.experiments_in_turns); the cold-start one holds the GPU
-    assert " --turns " in allocator[0] and " --turns " not in coldstart[0]
+    # the allocator's processes take turns (Recipe.experiments_in_turns); so do the cold-start one's,
+    # each from before its launch (gpu_turn.turn_for_child)
+    assert " --turns " in allocator[0] and " --turns " in coldstart[0]
     timed = next(i for i, c in enumerate(lines) if "--tag timed " in c and "--variant float32 --size 8192 " in c)
     assert timed < lines.index(allocator[0])
 
@@ -689,3 +701,26 @@ def test_a_recipe_measures_the_driver_caches_share_on_one_cold_warm_step(tmp_pat
     assert all(len(c) == 1 for c in warm.values())
     assert "--driver-cache-measured-on" not in warm["baseline"][0]
     assert all(" --driver-cache-measured-on baseline " in warm[v][0] for v in ("jit", "bf16"))
+
+
+def test_a_recipes_timed_first_steps_start_right_after_the_ceilings(tmp_path):
+    """rules/config.yaml's timed_first (JAX float32 and tf32, whose setups autotune on every core):
+    their timed runs outrank the experiments and the other timed runs; only the ceilings come first."""
+    lines = _planned_shell_lines(tmp_path, ["results/captures/jax_matmul/float32/n8192/timing.json",
+                                            "results/captures/jax_matmul/tf32/n8192/timing.json",
+                                            "results/captures/jax_matmul/bf16/n8192/timing.json",
+                                            "results/captures/warp_sph/experiments/coldstart"])
+    priorities, job = {}, None
+    for line in lines:
+        if line.startswith(("rule ", "localrule ")):
+            job = line.split()[1].rstrip(":")
+        elif line.strip().startswith("output:") and job:
+            job = (job, line.split("output:")[1].split(",")[0].strip())
+        elif line.strip().startswith("priority:") and isinstance(job, tuple):
+            priorities[job] = int(line.split(":")[1])
+    by_output = {out.split("captures/")[1]: (rule, p) for (rule, out), p in priorities.items()}
+    assert by_output["jax_matmul/float32/n8192/timing.json"] == ("timed", 30)
+    assert by_output["jax_matmul/tf32/n8192/timing.json"] == ("timed", 30)
+    assert by_output["jax_matmul/bf16/n8192/timing.json"] == ("timed", 10)
+    assert by_output["warp_sph/experiments/coldstart"] == ("experiment", 20)
+    assert by_output["ceilings.json"] == ("ceilings", 50)

@@ -475,3 +475,84 @@ def test_host_work_the_variant_names_is_done_before_the_run_waits_for_its_turn(m
     record = runner.run(_RECIPE, args)
     assert log[:4] == [f"prepare {check}", "turn [('setup_on_every_core', True)]", "setup", "holder cores"]
     assert record["host_wall_s"]["prepare_host"] >= 0 and record["check"]["method"] == check
+
+
+# a child launched with a handed turn: whether the GPU's lock is held before it adopts the turn,
+# while it holds it and after it gives it back, the turn it adopted and whether the variable is gone
+_HANDED_CHILD = """
+import fcntl, json, os, sys
+from workloads import gpu_turn
+
+def held():
+    with open(sys.argv[1], 'a') as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return False
+
+before = held()
+turn = gpu_turn.take_turn('probe', setup_on_every_core=True)
+during = held()
+decision = gpu_turn.release_turn(1, 100) if sys.argv[3] == 'release' else None
+after = held()
+json.dump({"before": before, "during": during, "after": after, "turn": turn, "decision": decision,
+           "variable_left": gpu_turn.HANDED_VARIABLE in os.environ}, open(sys.argv[2], 'w'))
+"""
+
+
+def _run_handed_child(tmp_path, how: str) -> tuple[dict, dict, Path]:
+    from workloads.tools.cold import run_command
+
+    lock, out = tmp_path / "gpu0.lock", tmp_path / "child.json"
+    environ = {gpu_turn.LOCK_VARIABLE: str(lock), gpu_turn.RECORD_VARIABLE: str(tmp_path / "turn")}
+    env = dict(os.environ, PYTHONPATH=str(REPO), **environ)
+    with gpu_turn.turn_for_child("probe", environ) as handed:
+        # taken here, before the child exists
+        assert not _lock_is_free(lock)
+        started = int(handed.env[gpu_turn.HANDED_VARIABLE].split()[2])
+        job: dict = {}
+        rc = run_command([sys.executable, "-c", _HANDED_CHILD, str(lock), str(out), how], env, job, "probe", handed)
+    assert rc == 0
+    [record_path] = tmp_path.glob("turn-*.json")
+    return json.loads(out.read_text()), {"started": started, **json.loads(record_path.read_text())}, lock
+
+
+def test_a_turn_taken_for_a_child_is_its_own_from_before_its_launch_until_it_gives_it_back(tmp_path):
+    """A cold/warm start is timed from its launch: its parent takes the GPU's turn first and hands it
+    over (gpu_turn.turn_for_child); the child holds it from its first instruction (the parent's copy
+    is closed at the launch), and once it gives it back nobody holds the GPU."""
+    child, record, lock = _run_handed_child(tmp_path, "release")
+    assert child["before"] and child["during"] and not child["after"]
+    assert child["decision"]["released"] is True and child["variable_left"] is False
+    turn = child["turn"]
+    assert turn["handed_by_parent"] is True and turn["started_unix_ns"] == record["started"]
+    # the whole start-up is measured: no spreading of its setup over every core
+    assert "setup_cpu_cores" not in turn
+    assert record["started_unix_ns"] == record["started"] and record["released_before_exit"] is True
+    assert record["ended_unix_ns"] > record["started_unix_ns"]
+    assert _lock_is_free(lock)
+
+
+def test_a_child_that_keeps_its_handed_turn_holds_it_to_its_exit_and_no_longer(tmp_path):
+    child, record, lock = _run_handed_child(tmp_path, "keep")
+    assert child["before"] and child["during"] and child["after"]
+    assert "released_before_exit" not in record and record["ended_unix_ns"] > record["started"]
+    assert _lock_is_free(lock)
+
+
+def test_a_handed_turn_the_process_did_not_get_is_one_clear_error(monkeypatch):
+    monkeypatch.setattr(gpu_turn, "_held", None)
+    with pytest.raises(gpu_turn.WorkloadError, match=f"{gpu_turn.HANDED_VARIABLE}='x': not a GPU turn handed"):
+        gpu_turn.adopt_handed_turn({gpu_turn.HANDED_VARIABLE: "x"})
+    r = subprocess.run([sys.executable, "-m", "workloads.cupy_sqdiff", "--device", "cpu", "--size", "8"], cwd=REPO,
+                       env=dict(os.environ, **{gpu_turn.HANDED_VARIABLE: "999 1 2"}), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1 and "not a GPU turn handed to this process" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_without_a_lock_a_child_gets_no_turn():
+    with gpu_turn.turn_for_child("probe", {}) as handed:
+        assert handed.env == {} and handed.fds == ()
+        handed.let_go()

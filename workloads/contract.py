@@ -291,7 +291,8 @@ class Recipe:
     experiments_from_cache: tuple[tuple[str, str, int], ...] = ()
     #: experiments every process of which takes its turn on a GPU the pipeline's runs share
     #: (workloads/gpu_turn.py: from before its GPU setup to its exit) and measures nothing the wait
-    #: could enter; the others hold the GPU for their whole run
+    #: could enter, or whose start-ups, timed from the launch, get their turn before it
+    #: (gpu_turn.turn_for_child); the others hold the GPU for their whole run
     experiments_in_turns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -22,8 +22,10 @@ its turn's end (:func:`use_holder_cores`), and every other process of the pipeli
 included, runs on the other half. A step's run sets up on every core (``take_turn``'s
 ``setup_on_every_core``), since nothing is measured then: on an H100, the float32 step's setup at
 8192, mostly XLA compiling its candidate GEMM kernels on a thread pool, took 28.4 s on eight cores
-and 19.3 s on sixteen. A job that holds the GPU throughout (cold/warm starts) moves its whole process
-tree to the holder's half.
+and 19.3 s on sixteen. A job that holds the GPU throughout (the ceilings, most experiments) moves its
+whole process tree to the holder's half. A start-up timed from its launch (a cold/warm start, Warp's
+coldstart experiment) gets its turn from its parent before the launch (:func:`turn_for_child`) and
+runs whole on the holder's half too, until its measurement is over.
 
 Without ``COOKBOOK_GPU_TURN_LOCK`` (a run by hand, a SLURM job with its own GPU, a host with
 several GPUs where the wrapper holds one for the whole job) :func:`take_turn` does nothing.
@@ -36,10 +38,12 @@ for two runs on one GPU at once.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import os
 import sys
 import time
+from typing import Iterator
 
 from analysis.outputs import write_json_atomic
 from workloads import settings
@@ -51,6 +55,9 @@ RECORD_VARIABLE = "COOKBOOK_GPU_TURN_RECORD"
 #: pipeline split them (:func:`split_cores`)
 HOLDER_CORES_VARIABLE = "COOKBOOK_GPU_HOLDER_CORES"
 OTHER_CORES_VARIABLE = "COOKBOOK_OTHER_CORES"
+#: set by a process that took the GPU's turn for a child it launches (:func:`turn_for_child`):
+#: "<fd> <asked_unix_ns> <started_unix_ns>", the locked file the child inherits and the turn's start
+HANDED_VARIABLE = "COOKBOOK_GPU_TURN_HANDED"
 #: fewest cores worth splitting (two for the holder, two for the rest)
 MIN_CORES_TO_SPLIT = 4
 
@@ -203,6 +210,118 @@ def turn_record_path(prefix: str, pid: int) -> str:
     return f"{prefix}-{pid}.json"
 
 
+def _lock(lock_path: str, what: str):
+    """The GPU's lock file, open and locked (waiting for it if another process holds it), and the
+    turn's start: (file, {"asked_unix_ns", "started_unix_ns", "waited_s"})."""
+    asked = time.time_ns()
+    f = open(lock_path, "a")  # not inheritable (Python's default): no child keeps the GPU
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"{what}: waiting for the GPU's turn ({lock_path})", file=sys.stderr, flush=True)
+        fcntl.flock(f, fcntl.LOCK_EX)
+    turn = {"asked_unix_ns": asked, "started_unix_ns": time.time_ns()}
+    turn["waited_s"] = (turn["started_unix_ns"] - asked) / 1e9
+    return f, turn
+
+
+class HandedTurn:
+    """A turn a process took for a child it is about to launch (:func:`turn_for_child`): ``env``
+    (what the child's environment adds) and ``fds`` (the locked file, passed to the child) go to the
+    launch; :meth:`let_go` follows it at once."""
+
+    def __init__(self, f=None, turn: dict | None = None, environ=os.environ) -> None:
+        self._f, self._environ = f, environ
+        self.env: dict[str, str] = {}
+        self.fds: tuple[int, ...] = ()
+        if f is not None:
+            self.env = {HANDED_VARIABLE: f"{f.fileno()} {turn['asked_unix_ns']} {turn['started_unix_ns']}"}
+            self.fds = (f.fileno(),)
+
+    def let_go(self) -> None:
+        """Close this process's copy of the lock (the child's copy keeps it locked until the child gives
+        the turn back or exits) and move this process back to the others' cores, where it waits for the
+        child beside the next runs' turns. Safe to call twice."""
+        if self._f is None:
+            return
+        self._f.close()
+        self._f = None
+        use_other_cores(self._environ)
+
+
+@contextlib.contextmanager
+def turn_for_child(what: str, environ=os.environ) -> Iterator[HandedTurn]:
+    """For a start-up measured from a process's launch (cold/warm starts, Warp's coldstart experiment):
+    wait for the GPU's turn here, before the child exists, and hand it over at the launch. The child
+    starts on the holder's cores holding the GPU, as a job that holds it throughout would start it,
+    and gives the turn back once its measurement is over and its device memory freed
+    (:func:`release_turn`), else at its exit: the GPU then goes to other runs while the child checks
+    its result, writes its record and exits, and while this process reads it and launches the next.
+    Without ``COOKBOOK_GPU_TURN_LOCK`` it takes nothing (the job holds the GPU itself, or a
+    scheduler gave it one) and the handed turn adds nothing to the launch."""
+    lock_path = settings.text(LOCK_VARIABLE, environ)
+    if not lock_path:
+        yield HandedTurn()
+        return
+    f, turn = _lock(lock_path, what)
+    handed = HandedTurn(f, turn, environ)
+    try:
+        os.set_inheritable(f.fileno(), True)
+        # the child inherits this process's cores at its launch
+        use_holder_cores(environ)
+        yield handed
+    finally:
+        handed.let_go()
+
+
+def adopt_handed_turn(environ=os.environ) -> dict | None:
+    """In a child launched with a turn (:func:`turn_for_child`): hold that turn as :func:`take_turn`
+    would have taken it, from the parent's start of it; the turn, or None when none was handed over.
+    Call it first thing, before a library could start processes of its own that would inherit the
+    lock: the file is made non-inheritable here and the variable removed from the environment."""
+    global _held
+    if _held is not None:
+        return _held[1]
+    text = settings.text(HANDED_VARIABLE, environ)
+    if not text:
+        return None
+    try:
+        fd, asked, started = (int(x) for x in text.split())
+        f = os.fdopen(fd, "a")
+    except (ValueError, OSError) as e:
+        raise WorkloadError(f"{HANDED_VARIABLE}={text!r}: not a GPU turn handed to this process ({e}); "
+                            "it is set by the process that launches it") from None
+    os.set_inheritable(fd, False)
+    environ.pop(HANDED_VARIABLE, None)
+    turn = {"asked_unix_ns": asked, "started_unix_ns": started, "waited_s": (started - asked) / 1e9,
+            "handed_by_parent": True}
+    # the parent moved to the holder's cores before the launch: the whole start-up runs there
+    holder_cores = settings.text(HOLDER_CORES_VARIABLE, environ)
+    if holder_cores:
+        turn["cpu_cores"] = holder_cores
+    _held = (f, turn, _write_turn_record(turn, environ))
+    return turn
+
+
+def _write_turn_record(turn: dict, environ) -> str | None:
+    """Write the turn's start to this process's record (``COOKBOOK_GPU_TURN_RECORD``) and its end at
+    the exit unless given back earlier; the record's path, or None without a record prefix."""
+    record_prefix = settings.text(RECORD_VARIABLE, environ)
+    if not record_prefix:
+        return None
+    record_path = turn_record_path(record_prefix, os.getpid())
+    write_json_atomic(record_path, turn)
+
+    def _ended() -> None:
+        # as late as Python lets us write: the lock itself goes with the process, just after;
+        # a turn given back earlier has written its end already
+        if turn.get("ended_unix_ns") is None:
+            write_json_atomic(record_path, {**turn, "ended_unix_ns": time.time_ns()})
+
+    atexit.register(_ended)
+    return record_path
+
+
 def take_turn(what: str, environ=os.environ, setup_on_every_core: bool = False) -> dict | None:
     """Wait for the GPU's lock named in ``COOKBOOK_GPU_TURN_LOCK`` and hold it until this process
     exits or gives it back (:func:`release_turn`). Returns the turn (``started_unix_ns``, ``waited_s``), or None when no lock is named.
@@ -214,20 +333,16 @@ def take_turn(what: str, environ=os.environ, setup_on_every_core: bool = False) 
     GPU, so its compiles (XLA's GEMM autotuning compiles every candidate kernel on a thread pool)
     may take the other jobs' cores too; its measurement then runs on the holder's alone."""
     global _held
+    if _held is not None:
+        return _held[1]
+    handed = adopt_handed_turn(environ)
+    if handed is not None:
+        # a start-up measured from the launch: held from before it, on the holder's cores throughout
+        return handed
     lock_path = settings.text(LOCK_VARIABLE, environ)
     if not lock_path:
         return None
-    if _held is not None:
-        return _held[1]
-    asked = time.time_ns()
-    f = open(lock_path, "a")  # not inheritable (Python's default): no child keeps the GPU
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"{what}: waiting for the GPU's turn ({lock_path})", file=sys.stderr, flush=True)
-        fcntl.flock(f, fcntl.LOCK_EX)
-    turn = {"asked_unix_ns": asked, "started_unix_ns": time.time_ns()}
-    turn["waited_s"] = (turn["started_unix_ns"] - asked) / 1e9
+    f, turn = _lock(lock_path, what)
     every_core = use_every_core(environ) if setup_on_every_core else None
     if every_core:
         turn["setup_cpu_cores"] = every_core
@@ -236,20 +351,7 @@ def take_turn(what: str, environ=os.environ, setup_on_every_core: bool = False) 
         holder_cores = use_holder_cores(environ)
         if holder_cores:
             turn["cpu_cores"] = holder_cores
-    _held = (f, turn, None)
-    record_prefix = settings.text(RECORD_VARIABLE, environ)
-    if record_prefix:
-        record_path = turn_record_path(record_prefix, os.getpid())
-        write_json_atomic(record_path, turn)
-
-        def _ended() -> None:
-            # as late as Python lets us write: the lock itself goes with the process, just after;
-            # a turn given back earlier has written its end already
-            if turn.get("ended_unix_ns") is None:
-                write_json_atomic(record_path, {**turn, "ended_unix_ns": time.time_ns()})
-
-        atexit.register(_ended)
-        _held = (f, turn, record_path)
+    _held = (f, turn, _write_turn_record(turn, environ))
     return turn
 
 

@@ -394,7 +394,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
             # the CPU cores this run had to itself while it held the GPU (gpu_turn.split_cores)
             record["gpu_turn_cpu_cores"] = turn["cpu_cores"]
     # how busy this run's cores and the others are while it measures (workloads/hostload.py); a
-    # cold/warm start holds the GPU throughout and records none (nothing read before its first call)
+    # cold/warm start holds the GPU from its launch and records none (nothing read before its first call)
     load = None if args.mode == "first" else hostload.HostLoad()
     if load is not None:
         load.start()
@@ -456,6 +456,13 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
 
 
 def main(recipe: Recipe, argv: Sequence[str] | None = None) -> int:
+    try:
+        # a cold/warm start's parent took the GPU's turn before launching it: held from here on,
+        # before anything could start a process that inherits the lock (gpu_turn.turn_for_child)
+        gpu_turn.adopt_handed_turn()
+    except WorkloadError as e:
+        print(f"{recipe.name}: {e}", file=sys.stderr)
+        return 1
     args = _parser(recipe).parse_args(argv)
     problem = device_problem(recipe, args.device)
     if problem is not None:

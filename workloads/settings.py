@@ -68,6 +68,9 @@ SETTINGS: Mapping[str, Setting] = {s.name: s for s in (
             "pipeline"),
     Setting("COOKBOOK_GPU_TURN_RECORD", "", "File the run writes its GPU turn's start and end to, for the "
             "GPU job record; set by `workloads.tools.cold --turns`.", "pipeline"),
+    Setting("COOKBOOK_GPU_TURN_HANDED", "", "The GPU turn a cold/warm start's parent took before launching it "
+            "(the inherited lock file and the turn's start); the start-up holds it from its launch "
+            "(`workloads/gpu_turn.py: turn_for_child`). Set by `workloads.tools.coldwarm`.", "pipeline"),
     Setting("COOKBOOK_GPU_HOLDER_CORES", "", "CPU cores (a Linux CPU list) a run uses while it holds the "
             "shared GPU; set by the pipeline on a machine with one GPU (`workloads/gpu_turn.py: split_cores`).",
             "pipeline"),

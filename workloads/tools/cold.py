@@ -146,13 +146,20 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def run_command(cmd: Sequence[str], env: Mapping[str, str], record: dict, label: str) -> int:
+def run_command(cmd: Sequence[str], env: Mapping[str, str], record: dict, label: str,
+                handed: gpu_turn.HandedTurn | None = None) -> int:
     """Run ``cmd`` in its own process group, forwarding FORWARDED_SIGNALS to it, and wait for it
     to exit, whatever this process receives meanwhile. Sets ``record["returncode"]`` and, when a
     signal was forwarded, ``record["killed_by"]``. Its stderr passes through; after a failure the
-    exit status and the tail of the stderr are repeated as the last lines."""
-    proc = subprocess.Popen(list(cmd), env=dict(env), stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    exit status and the tail of the stderr are repeated as the last lines. ``handed``: a GPU turn
+    taken for the command (:func:`workloads.gpu_turn.turn_for_child`), passed to it at its launch
+    and let go here right after."""
+    handed = handed or gpu_turn.HandedTurn()
+    try:
+        proc = subprocess.Popen(list(cmd), env={**env, **handed.env}, stderr=subprocess.PIPE, start_new_session=True,
+                                pass_fds=handed.fds, preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    finally:
+        handed.let_go()
     tail: collections.deque[bytes] = collections.deque()
     tail_len = [0]
 

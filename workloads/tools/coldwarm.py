@@ -34,6 +34,7 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
+from workloads import gpu_turn
 from workloads.runner import write_json_atomic
 from workloads.tools.cold import cache_root, fresh_cache_env, run_command, safe_rmtree
 from workloads.tools.gpu_jobs import gpu_job
@@ -71,13 +72,20 @@ def run_recording(build_cmd: Callable[[str], Sequence[str]], env: dict, what: st
     """Run ``build_cmd(record_path)`` as a new process stamped with its launch time
     (``COOKBOOK_LAUNCH_UNIX_NS``) and return the JSON record it wrote to ``record_path``. It runs
     as the cold wrapper runs its command (signals passed on, stderr tail on failure); a signal
-    passed on is recorded in ``job`` (the GPU job record) when given."""
+    passed on is recorded in ``job`` (the GPU job record) when given.
+
+    In a job whose processes take turns on a shared GPU (``COOKBOOK_GPU_TURN_LOCK`` in ``env``), the
+    turn is taken here, before the launch, and handed to the process (:func:`workloads.gpu_turn.turn_for_child`):
+    its start-up, timed from the launch, runs holding the GPU on the holder's cores, as in a job that
+    holds the GPU throughout; the GPU goes to other runs once the process gives it back after its
+    measurement (or exits), and between two processes."""
     fd, out = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
         cmd = list(build_cmd(out))
-        env = dict(env, COOKBOOK_LAUNCH_UNIX_NS=str(time.time_ns()))
-        returncode = run_command(cmd, env, job if job is not None else {}, what)
+        with gpu_turn.turn_for_child(what, env) as handed:
+            env = dict(env, COOKBOOK_LAUNCH_UNIX_NS=str(time.time_ns()))
+            returncode = run_command(cmd, env, job if job is not None else {}, what, handed)
         if returncode != 0:
             raise error(f"{what} exited with {returncode}: {' '.join(cmd)}")
         with open(out) as f:
@@ -90,11 +98,12 @@ def run_recording(build_cmd: Callable[[str], Sequence[str]], env: dict, what: st
 
 
 def run_once(cmd: Sequence[str], env: dict, label: str, job: dict | None = None, provenance: bool = True) -> dict:
-    """One process's first result; ``provenance=False``: the record leaves it out (the job holds the
-    GPU throughout, and only the cold run's is kept)."""
+    """One process's first result; ``provenance=False``: the record leaves it out (only the cold
+    run's is kept)."""
     extra = [] if provenance else ["--no-provenance"]
-    # the step's seeded sample of elements: this job holds the GPU to each process's exit, and the
-    # step's timed run checks every element (a full check of Numba's 16 M elements took ~1 s a process)
+    # the step's seeded sample of elements: the step's timed run checks every element, and where the
+    # process cannot give its turn back early (it holds over a tenth of the GPU's memory, or the job
+    # holds the GPU throughout) the check holds the GPU (a full check of Numba's 16 M elements took ~1 s)
     record = run_recording(lambda out: [*cmd, "--mode", "first", "--check", "sample", *extra, "--output", out], env,
                            f"{label} run", job=job)
     return {"phases": phases(record["first_result"]), "relative_error": record["relative_error"],
@@ -153,8 +162,9 @@ def measure(cmd: Sequence[str], work_dir: str, gpus: int = 1, driver_cache_measu
     env, run_dir = fresh_cache_env(work_dir, "coldwarm", os.environ)
     driver_cache = None
     try:
-        # the processes are one job on one GPU
-        with gpu_job(work_dir, gpus, env, "coldwarm", cmd) as job:
+        # the processes are one job; on a GPU the pipeline's runs share, each takes its turn from
+        # before its launch to the end of its measurement (run_recording)
+        with gpu_job(work_dir, gpus, env, "coldwarm", cmd, turns=True) as job:
             results = {}
             for label, extra in RUNS:
                 skip = driver_cache_skip(driver_cache, driver_cache_measured_on) if label == DRIVER_CACHE_RUN else None

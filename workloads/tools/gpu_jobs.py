@@ -165,6 +165,9 @@ def _read_turns(prefix: Path) -> list[dict]:
         if turn.get("setup_cpu_cores"):
             # a step's run set up on every core and measured on cpu_cores (gpu_turn.take_turn)
             entry["setup_cpu_cores"] = turn["setup_cpu_cores"]
+        if turn.get("handed_by_parent"):
+            # a start-up: its parent took the turn before launching it (gpu_turn.turn_for_child)
+            entry["handed_by_parent"] = True
         out.append(entry)
     return out
 

@@ -52,6 +52,9 @@ RECIPE = Recipe(
     size_meaning=("number of particles; the starting column is nx x 4nx x nx lattice points of "
                   "spacing h = 0.8 filled to this count (62500 = the example's 25 x 100 x 25)"),
     experiments=("scoped_timer", "coldstart"),
+    # each cold or warm process gets its turn before its launch and gives it back after its second
+    # frame (exp_coldstart, gpu_turn.turn_for_child): between them the GPU goes to other runs
+    experiments_in_turns=("coldstart",),
     sections=("timers", "coldstart"),
     # place in the reports and the index
     order=40,

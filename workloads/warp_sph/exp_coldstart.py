@@ -41,7 +41,7 @@ from typing import Sequence
 #: when this module was imported: the child's interpreter and the suite are up, Warp not yet
 _IMPORTED_UNIX_NS = time.time_ns()
 
-from workloads import provenance, settings  # noqa: E402
+from workloads import gpu_turn, provenance, settings, telemetry  # noqa: E402
 from workloads.contract import WorkloadError  # noqa: E402
 from workloads.runner import write_json_atomic  # noqa: E402
 from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree  # noqa: E402
@@ -116,6 +116,11 @@ def run_child(variant: str, size: int) -> dict:
     v.synchronize()
     t["second_frame_unix_ns"] = time.time_ns()
     out = v.result()
+    # the start-up and its frames are measured: the GPU goes to other runs while this process checks,
+    # records and exits (the turn its parent took for it, gpu_turn.turn_for_child)
+    v.teardown()
+    v.free_cached_device_memory()
+    gpu_turn.release_turn(*telemetry.process_gpu_memory())
     if not np.isfinite(out).all():
         raise WorkloadError(f"exp_coldstart: {variant} produced non-finite positions")
     launch = settings.text("COOKBOOK_LAUNCH_UNIX_NS")
@@ -245,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.size < 1:
             raise WorkloadError("--size must be positive")
         if a.child:
+            # the turn the experiment took before launching this process (gpu_turn.turn_for_child)
+            gpu_turn.adopt_handed_turn()
             write_json_atomic(a.child, run_child(a.variant, a.size))
             return 0
         if not a.out_dir:
