@@ -542,10 +542,18 @@ def test_a_child_that_keeps_its_handed_turn_holds_it_to_its_exit_and_no_longer(t
     assert _lock_is_free(lock)
 
 
-def test_a_handed_turn_the_process_did_not_get_is_one_clear_error(monkeypatch):
+def test_a_handed_turn_the_process_did_not_get_is_one_clear_error(monkeypatch, tmp_path):
     monkeypatch.setattr(gpu_turn, "_held", None)
     with pytest.raises(gpu_turn.WorkloadError, match=f"{gpu_turn.HANDED_VARIABLE}='x': not a GPU turn handed"):
         gpu_turn.adopt_handed_turn({gpu_turn.HANDED_VARIABLE: "x"})
+    # an open file that is not the GPU's lock (an environment copied into another process)
+    lock, other = tmp_path / "gpu0.lock", tmp_path / "other"
+    lock.touch()
+    with open(other, "a") as f:
+        with pytest.raises(gpu_turn.WorkloadError, match=f"file descriptor {f.fileno()} is not {lock}"):
+            gpu_turn.adopt_handed_turn({gpu_turn.HANDED_VARIABLE: f"{f.fileno()} 1 2",
+                                        gpu_turn.LOCK_VARIABLE: str(lock)})
+    assert gpu_turn._held is None
     r = subprocess.run([sys.executable, "-m", "workloads.cupy_sqdiff", "--device", "cpu", "--size", "8"], cwd=REPO,
                        env=dict(os.environ, **{gpu_turn.HANDED_VARIABLE: "999 1 2"}), capture_output=True, text=True,
                        timeout=120)

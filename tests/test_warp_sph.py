@@ -309,3 +309,22 @@ def test_scoped_timer_child_times_every_variant_and_mode(tmp_path):
         assert [f["index"] for f in r["frames"]] == [0, 1]
         assert all(f["elapsed_ms"] > 0 for f in r["frames"])
     assert rec["nvtx_domain"] == exp.NVTX_DOMAIN
+
+
+def test_a_coldstart_child_holds_the_turn_its_experiment_took_before_launching_it(tmp_path):
+    """In the pipeline each cold or warm process gets its GPU turn from the experiment before its
+    launch (gpu_turn.turn_for_child, via coldwarm.run_recording): the child's turn record starts
+    before the child's own launch stamp and says it was handed over."""
+    from workloads import gpu_turn
+    from workloads.tools.coldwarm import run_recording
+
+    env = dict(os.environ, COOKBOOK_WARP_DEVICE="cpu", PYTHONPATH=str(REPO),
+               **{gpu_turn.LOCK_VARIABLE: str(tmp_path / "gpu0.lock"),
+                  gpu_turn.RECORD_VARIABLE: str(tmp_path / "turn")})
+    rec = run_recording(lambda out: [sys.executable, "-m", "workloads.warp_sph.exp_coldstart", "--child", out,
+                                     "--variant", "baseline", "--size", "300"], env, "probe")
+    [turn_path] = tmp_path.glob("turn-*.json")
+    turn = json.loads(turn_path.read_text())
+    assert turn["handed_by_parent"] is True
+    assert turn["started_unix_ns"] <= rec["stamps"]["launch_unix_ns"] < turn["ended_unix_ns"]
+    assert rec["stamps"]["second_frame_unix_ns"] < turn["ended_unix_ns"]

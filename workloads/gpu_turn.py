@@ -285,8 +285,12 @@ def adopt_handed_turn(environ=os.environ) -> dict | None:
     text = settings.text(HANDED_VARIABLE, environ)
     if not text:
         return None
+    lock_path = settings.text(LOCK_VARIABLE, environ)
     try:
         fd, asked, started = (int(x) for x in text.split())
+        held = os.fstat(fd)
+        if lock_path and not os.path.samestat(held, os.stat(lock_path)):
+            raise OSError(f"file descriptor {fd} is not {lock_path}")
         f = os.fdopen(fd, "a")
     except (ValueError, OSError) as e:
         raise WorkloadError(f"{HANDED_VARIABLE}={text!r}: not a GPU turn handed to this process ({e}); "
