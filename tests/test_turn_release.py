@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import inspect
 import json
 import os
 import subprocess
@@ -22,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _lock_is_free(path: Path) -> bool:
+    """Whether another process could take the GPU's lock now (also run inside child processes below)."""
     with open(path, "a") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -479,24 +481,15 @@ def test_host_work_the_variant_names_is_done_before_the_run_waits_for_its_turn(m
 
 # a child launched with a handed turn: whether the GPU's lock is held before it adopts the turn,
 # while it holds it and after it gives it back, the turn it adopted and whether the variable is gone
-_HANDED_CHILD = """
-import fcntl, json, os, sys
+_HANDED_CHILD = "import fcntl\nfrom pathlib import Path\n" + inspect.getsource(_lock_is_free) + """
+import json, os, sys
 from workloads import gpu_turn
 
-def held():
-    with open(sys.argv[1], 'a') as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f, fcntl.LOCK_UN)
-        return False
-
-before = held()
+before = not _lock_is_free(sys.argv[1])
 turn = gpu_turn.take_turn('probe', setup_on_every_core=True)
-during = held()
+during = not _lock_is_free(sys.argv[1])
 decision = gpu_turn.release_turn(1, 100) if sys.argv[3] == 'release' else None
-after = held()
+after = not _lock_is_free(sys.argv[1])
 json.dump({"before": before, "during": during, "after": after, "turn": turn, "decision": decision,
            "variable_left": gpu_turn.HANDED_VARIABLE in os.environ}, open(sys.argv[2], 'w'))
 """
