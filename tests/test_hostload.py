@@ -95,7 +95,7 @@ def test_the_rests_on_cell_ends_with_the_cpu_load_and_says_when_it_was_not_recor
 
 
 def test_a_cold_start_records_no_load_and_reads_nothing_before_its_first_call(tmp_path):
-    """A cold/warm start's job holds the GPU throughout; its first call is what it measures."""
+    """A cold/warm start holds the GPU from its launch; its first call is what it measures."""
     from test_jax_matmul import CPU_ENV
 
     out = tmp_path / "r.json"

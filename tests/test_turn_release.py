@@ -353,7 +353,7 @@ def test_without_a_split_a_turn_leaves_the_cores_alone(monkeypatch, tmp_path):
 
 
 def test_a_job_that_holds_the_gpu_throughout_runs_on_the_holders_cores(monkeypatch, tmp_path):
-    """Cold/warm starts (and the other jobs without turns) hold the GPU for the whole job: the
+    """A job without turns (the ceilings, most experiments) holds the GPU for the whole job: the
     wrapper moves itself, so its processes inherit the holder's cores; the record says which."""
     from workloads.tools.gpu_jobs import gpu_job
 
