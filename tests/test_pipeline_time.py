@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import json
+import shutil
 import subprocess
 import sys
 
@@ -174,3 +175,57 @@ def test_a_turn_whose_process_died_ends_when_another_job_takes_the_gpu():
     assert bounded.held_s < crashed.held_s
     # the union of held times, the run's GPU busy time, barely changes: others held the GPU meanwhile
     assert pipeline_time.budget(jobs).busy_s == pytest.approx(pipeline_time.budget(raw).busy_s, abs=0.01)
+
+
+HANDED_RUN = REPO / "tests" / "data" / "pipeline_time_h200_handed"
+
+
+def _startups(folder):
+    jobs = gpu_jobs.load_gpu_jobs(str(folder / "gpu-jobs"))
+    return pipeline_time.startups(jobs, str(folder))
+
+
+@pytest.mark.parametrize("folder", [H100_REFERENCE, HANDED_RUN], ids=["whole_job_h100", "handed_turns_h200"])
+def test_start_ups_set_each_jobs_gpu_time_against_its_processes_first_results(folder):
+    """Per cold/warm job: its held time is its record's (the whole job, or its turns), its measured
+    time the record's launch-to-first-result times; a process measures inside what the job held."""
+    rows, missing = _startups(folder)
+    assert missing == ()
+    records = {f"{r['argv'][2].split('.')[1]}/{r['argv'][4]}": r for r in _records(folder / "gpu-jobs")
+               if r["tag"] == "coldwarm"}
+    assert {r.step for r in rows} == set(records) and len(rows) == 11
+    for row in rows:
+        record = records[row.step]
+        spans = record.get("gpu_turns") or [record]
+        assert row.held_s == pytest.approx(sum(s["ended_unix_ns"] - s["started_unix_ns"] for s in spans) / 1e9)
+        coldstart = json.loads((folder / "coldstart" / f"{row.step.replace('/', '_')}.json").read_text())
+        measured = [r["phases"]["time_to_first_result_s"] for r in coldstart["runs"].values() if "phases" in r]
+        assert row.processes == len(measured) and row.measured_s == pytest.approx(sum(measured))
+        assert 0 < row.beyond_s < row.held_s
+    # worst first
+    assert [r.beyond_s for r in rows] == sorted((r.beyond_s for r in rows), reverse=True)
+
+
+def test_handed_turns_hold_the_gpu_for_less_beyond_the_start_ups_than_whole_jobs():
+    """The handed turns' run (H200) against the H100 reference (jobs holding the GPU from start to end),
+    the same eleven steps: less GPU time beyond the measured start-ups in every JAX-free step."""
+    whole = {r.step: r for r in _startups(H100_REFERENCE)[0]}
+    handed = {r.step: r for r in _startups(HANDED_RUN)[0]}
+    assert set(whole) == set(handed)
+    assert sum(r.beyond_s for r in handed.values()) < 0.5 * sum(r.beyond_s for r in whole.values())
+    assert all(handed[s].beyond_s < whole[s].beyond_s for s in handed if not s.startswith("jax_matmul/"))
+
+
+def test_command_line_prints_the_start_ups_and_names_a_job_whose_record_is_missing(tmp_path):
+    """A work folder as the pipeline lays it out (gpu-jobs/, captures/coldstart/) whose steps wrote no
+    run record yet: the start-ups, and a line instead of the phases."""
+    run = tmp_path / "results"
+    shutil.copytree(HANDED_RUN / "gpu-jobs", run / "gpu-jobs")
+    shutil.copytree(HANDED_RUN / "coldstart", run / "captures" / "coldstart")
+    (run / "captures" / "coldstart" / "cupy_sqdiff_fused.json").unlink()
+    out = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", str(run)],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert f"No step's run records in {run / 'captures'} yet: no phases." in out
+    assert "| recipe/variant | processes | launch to first result s | GPU held s | GPU held beyond s |" in out
+    assert "Left out, their record not written yet: cupy_sqdiff/fused." in out
+    assert "| cupy_sqdiff/baseline | 3 |" in out and "| all | 25 |" in out

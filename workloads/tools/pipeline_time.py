@@ -21,6 +21,9 @@ warm-up, the calls, transfer and check; the timed runs' sampling and energy burs
 tables. A job's time beyond its phases is the interpreter, imports, CUDA context and the profiler's
 own start and finish.
 
+The *start-ups* table sets each cold/warm job's GPU time against its processes' measured time to
+their first result (``<captures>/coldstart/``): what the job held beyond what it measured.
+
 With ``--ncu``, each ncu report's own record of its replay (analysis.ncu.REPLAY_METRICS: passes,
 device memory saved and restored) beside the profiled call's host time: where a step's Nsight
 Compute run spends its time, pass by pass.
@@ -189,6 +192,55 @@ def format_phases(by_kind: Sequence[PhaseRow], by_recipe: Sequence[PhaseRow], he
 
 
 @dataclass(frozen=True)
+class StartupRow:
+    """One cold/warm job: its processes' measured start-ups against what the job held the GPU."""
+    step: str  # recipe/variant
+    processes: int
+    measured_s: float  # the processes' launch-to-first-result times, summed
+    held_s: float  # what the job held the GPU (GpuJob.held_s)
+
+    @property
+    def beyond_s(self) -> float:
+        """GPU time outside the measured start-ups: each process's steady calls, and where it keeps
+        its turn (or its job holds the GPU throughout) its check and exit and the job's own work."""
+        return self.held_s - self.measured_s
+
+
+def startups(jobs: Sequence[gpu_jobs.GpuJob], captures_dir: str) -> tuple[tuple[StartupRow, ...], tuple[str, ...]]:
+    """Per cold/warm job of the run (``coldwarm`` records), its start-ups from its record
+    (``<captures>/coldstart/<recipe>_<variant>.json``, plain or gzipped); and the steps of finished
+    jobs whose record is not (yet) there, which the table leaves out."""
+    rows, missing = [], []
+    for job in jobs:
+        if job.tool != "coldwarm" or job.returncode != 0:
+            continue
+        recipe, variant = job.what.split("/")[:2]
+        path = os.path.join(captures_dir, layout.COLDSTART, f"{recipe}_{variant}.json")
+        if not existing_capture(os.path.dirname(path), os.path.basename(path)):
+            missing.append(f"{recipe}/{variant}")
+            continue
+        runs = [r for r in load_json(path).get("runs", {}).values() if "phases" in r]
+        rows.append(StartupRow(f"{recipe}/{variant}", len(runs),
+                               sum(r["phases"]["time_to_first_result_s"] for r in runs), job.held_s))
+    return tuple(sorted(rows, key=lambda r: (-r.beyond_s, r.step))), tuple(missing)
+
+
+def format_startups(rows: Sequence[StartupRow], missing: Sequence[str], heading: str) -> str:
+    lines = [f"## {heading}", "",
+             "GPU held beyond: the job's GPU time outside its processes' measured start-ups (launch to first "
+             "result): their steady calls, and where a process keeps its turn to its exit (or its job holds the "
+             "GPU throughout) its check, record and exit and the job's work between processes.", "",
+             "| recipe/variant | processes | launch to first result s | GPU held s | GPU held beyond s |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {r.step} | {r.processes} | {r.measured_s:.1f} | {r.held_s:.1f} | {r.beyond_s:.1f} |" for r in rows]
+    lines.append(f"| all | {sum(r.processes for r in rows)} | {sum(r.measured_s for r in rows):.1f} | "
+                 f"{sum(r.held_s for r in rows):.1f} | {sum(r.beyond_s for r in rows):.1f} |")
+    if missing:
+        lines += ["", f"Left out, their record not written yet: {', '.join(missing)}."]
+    return "\n".join(lines + [""])
+
+
+@dataclass(frozen=True)
 class ReplayRow:
     """One profiled step's Nsight Compute run: what ncu replayed, and the profiled call's host time."""
     step: str  # recipe/variant/n<size>
@@ -275,8 +327,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             chosen = list(enumerate(runs, 1)) if a.all_runs else [(len(runs), runs[-1])]
             for number, jobs in chosen:
                 print(format_budget(budget(jobs), f"Run {number} of {len(runs)} in {folder}"))
-        if captures is not None:
+                if captures is not None and any(j.tool == "coldwarm" for j in jobs):
+                    print(format_startups(*startups(jobs, captures),
+                                          f"Cold/warm start-ups of run {number}, from the records in {captures}"))
+        if captures is not None and (a.captures or any(run_folders(captures))):
             print(format_phases(*phases(captures), f"Phases inside the runs, from the records in {captures}"))
+        elif captures is not None:
+            # RESULTS_DIR/captures of a run whose steps have not written a record yet (cold/warm jobs only)
+            print(f"No step's run records in {captures} yet: no phases.")
         if a.ncu:
             if captures is None:
                 p.error("--ncu reads the captures: give RESULTS_DIR with a captures/ folder, or --captures DIR")
