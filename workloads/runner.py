@@ -290,7 +290,7 @@ def _capture_range(recipe: Recipe):
     return cuda_profiler_range()
 
 
-def _free_device_and_end_turn(v: Variant) -> dict | None:
+def free_device_and_end_turn(v: Variant) -> dict | None:
     """Free the variant's device memory (``teardown``, then its framework's cached blocks) and give
     the GPU's turn back if the process now holds little of it (:func:`workloads.gpu_turn.release_turn`);
     what was decided, or None without a turn. After it the process uses the GPU no more, and its
@@ -332,7 +332,7 @@ def _check(v: Variant, recipe: Recipe, ph, how: str = "full") -> tuple[float, di
     if v.reference_uses_device:
         with ph("check"):
             ref = reference()
-    turn_end = _free_device_and_end_turn(v)
+    turn_end = free_device_and_end_turn(v)
     with ph("check"):
         if ref is None:
             ref = reference()

@@ -41,9 +41,9 @@ from typing import Sequence
 #: when this module was imported: the child's interpreter and the suite are up, Warp not yet
 _IMPORTED_UNIX_NS = time.time_ns()
 
-from workloads import gpu_turn, provenance, settings, telemetry  # noqa: E402
+from workloads import gpu_turn, provenance, settings  # noqa: E402
 from workloads.contract import WorkloadError  # noqa: E402
-from workloads.runner import write_json_atomic  # noqa: E402
+from workloads.runner import free_device_and_end_turn, write_json_atomic  # noqa: E402
 from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree  # noqa: E402
 from workloads.tools.coldwarm import NO_PTX_JIT, driver_compiled, folder_size, run_recording  # noqa: E402
 
@@ -117,10 +117,8 @@ def run_child(variant: str, size: int) -> dict:
     t["second_frame_unix_ns"] = time.time_ns()
     out = v.result()
     # the start-up and its frames are measured: the GPU goes to other runs while this process checks,
-    # records and exits (the turn its parent took for it, gpu_turn.turn_for_child)
-    v.teardown()
-    v.free_cached_device_memory()
-    gpu_turn.release_turn(*telemetry.process_gpu_memory())
+    # records and exits (the turn its parent took for it, gpu_turn.turn_for_child), as a step's run's
+    free_device_and_end_turn(v)
     if not np.isfinite(out).all():
         raise WorkloadError(f"exp_coldstart: {variant} produced non-finite positions")
     launch = settings.text("COOKBOOK_LAUNCH_UNIX_NS")
