@@ -96,11 +96,14 @@ def test_preflight_detects_refused_counters_and_says_the_fix(tmp_path):
 def test_preflight_tells_readable_counters_from_a_probe_that_failed_otherwise(tmp_path):
     ok = tmp_path / "ok" / "ncu"
     ok.parent.mkdir()
-    ok.write_text("#!/bin/sh\necho '==PROF== Connected to process 4242 (/usr/bin/python3.12)'\n"
+    ok.write_text("#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/argv\"\n"
+                  "echo '==PROF== Connected to process 4242 (/usr/bin/python3.12)'\n"
                   "echo '==PROF== Profiling \"cookbook_counter_probe\" - 0: 0%....50%....100% - 1 pass'\n"
                   "echo '==PROF== Disconnected from process 4242'\n")
     ok.chmod(0o755)
     assert preflight.counter_access(str(ok)) == {"readable": True}
+    # the probe leaves the GPU's clocks as found, as every ncu run of the suite does
+    assert (ok.parent / "argv").read_text().startswith("--clock-control none --metrics sm__cycles_elapsed.sum ")
     assert preflight.counters_note({"readable": True}) is None
     broken = tmp_path / "broken" / "ncu"
     broken.parent.mkdir()

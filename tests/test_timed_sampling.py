@@ -344,9 +344,22 @@ def test_no_burst_without_nvml_or_in_cold_l2_mode(monkeypatch):
     assert log == ["event start", "step", "event stop", "sync"] * 10 and "burst" not in out["telemetry"]
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
     gpu = telemetry.Telemetry.open(pci_bus_id=lambda: "00000000:19:00.0")
+    reads = []
+    read_energy = gpu._nvml.nvmlDeviceGetTotalEnergyConsumption
+    monkeypatch.setattr(gpu._nvml, "nvmlDeviceGetTotalEnergyConsumption", lambda h: reads.append(h) or read_energy(h))
     out = runner.timed_calls(FakeVariant(log), _ph, sampling.SamplingRule.fixed(10), "cold-l2", gpu=gpu,
                              scrubber=FakeScrubber(Log()), clock=FakeClock(1e-3))
-    assert out["telemetry"]["burst"] is None
+    t = out["telemetry"]
+    assert t["burst"] is None
+    # nor do its samples read the energy counter (milliseconds a read, for calls of microseconds at
+    # the L2-sized working sets cold-L2 runs at): the clocks are still read around every sample
+    assert t["sample_energy_read"] is False and t["energy_per_call_j"] is None
+    assert all(s[side]["energy_mj"] is None and s[side]["sm_clock_mhz"] == 1980
+               for s in t["per_sample"] for side in ("before", "after"))
+    # around the loop only (its start and end), not twice a sample
+    assert len(t["per_sample"]) == 10 and 0 < len(reads) < 10
+    assert telemetry.energy_per_call(t) == (None, t["energy_note"])
+    assert t["energy_note"].startswith("the samples did not read the energy counter")
 
 
 def _real_h100_timing(name: str) -> dict:

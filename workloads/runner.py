@@ -215,11 +215,14 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
     """The timed samples of one variant and what was recorded around them.
 
     Each sample: (cold-l2) the L2 scrub, timed apart; an NVML snapshot; the call between device
-    events; a synchronize; a second snapshot. Only the events' interval is the sample. Where an
-    energy burst follows (warm, ``energy_burst_s`` > 0), whose energy per call the reports take,
-    the snapshots leave the energy counter unread: that read alone took ~3 ms on an H100, the
-    rest of a snapshot microseconds, so reading it twice a sample cut the samples a budget holds
-    by an order of magnitude for sub-millisecond calls.
+    events; a synchronize; a second snapshot. Only the events' interval is the sample. The
+    snapshots read the energy counter only where the samples' own windows give the energy per
+    call: warm, with no energy burst to follow (``energy_burst_s`` 0). That read alone took ~3 ms
+    on an H100 (~4 ms on an H200), the rest of a snapshot microseconds, so reading it twice a
+    sample cut the samples a budget holds by an order of magnitude for sub-millisecond calls:
+    CuPy's cold-L2 runs at 1024 (H200, 17f318f) spent their 5 s budget on ~600 samples of ~8 ms
+    each, for calls of 0.02 ms. A warm run's burst gives its energy instead; no report reads a
+    cold-L2 run's energy (its "Warm and cold L2" section reads the times).
     ``scrubber`` and ``gpu`` default to the real ones; tests pass their own.
     """
     if l2_mode not in l2.L2_MODES:
@@ -231,12 +234,13 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
     state_start = gpu.device_state()
     host_call_ms, host_synced_ms, scrub_ms, per_sample = [], [], [], []
     burst_follows = l2_mode == "warm" and energy_burst_s > 0
+    read_sample_energy = l2_mode == "warm" and not burst_follows
     energy_start = gpu.snapshot()
 
     def take_sample(i: int) -> float:
         if scrubber is not None:
             scrub_ms.append(scrubber.scrub() * 1e3)
-        before = gpu.snapshot(energy=not burst_follows)
+        before = gpu.snapshot(energy=read_sample_energy)
         ev = v.event_pair()
         with ph("compute", payload=i):
             t_start = clock()
@@ -249,7 +253,7 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
             v.synchronize()
             t_synced = clock()
             elapsed_ms = ev.elapsed_ms()
-        per_sample.append({"before": before, "after": gpu.snapshot(energy=not burst_follows)})
+        per_sample.append({"before": before, "after": gpu.snapshot(energy=read_sample_energy)})
         host_call_ms.append((t_returned - t_start) * 1e3)
         host_synced_ms.append((t_synced - t_start) * 1e3)
         return elapsed_ms
@@ -268,7 +272,7 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
         "l2_mode": l2_mode,
         "telemetry": telemetry.summarize(per_sample, ((energy_start or {}).get("energy_mj"),
                                                       (energy_end or {}).get("energy_mj")), len(result.samples),
-                                          burst, sample_energy_read=not burst_follows)
+                                          burst, sample_energy_read=read_sample_energy)
         if gpu.available else telemetry.not_available(gpu.reason),
         "_gpu_state_start": state_start,
         "_gpu_state_end": gpu.device_state(),

@@ -251,7 +251,10 @@ def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | No
     complete = bool(deltas) and len(deltas) == len(per_sample)
     moved = sum(1 for d in deltas if d > 0)
     energy_note = None
-    if complete and moved < MIN_ENERGY_STEPS:
+    if not sample_energy_read and burst is None:
+        energy_note = ("the samples did not read the energy counter (a read takes milliseconds) and no calls ran "
+                       "back to back after them")
+    elif complete and moved < MIN_ENERGY_STEPS:
         energy_note = (f"the energy counter moved during {moved} of {len(deltas)} samples: too coarse for calls this "
                        "short")
     return {

@@ -67,7 +67,10 @@ def counter_access(ncu: str, python: str = sys.executable, timeout_s: float = 30
     ``readable`` None: the probe failed for another reason (``detail`` has ncu's last lines)."""
     if ncu == NCU_OFF:
         return {"readable": False, "reason": "Nsight Compute switched off (--config ncu=none)"}
-    cmd = [ncu, "--metrics", "sm__cycles_elapsed.sum", python, "-m", "workloads.tools.counter_probe"]
+    # clocks left as found, as in every ncu run of the suite: ncu's default locks them to base for the
+    # profiled kernel, and the suite never changes the GPU's clocks
+    cmd = [ncu, "--clock-control", "none", "--metrics", "sm__cycles_elapsed.sum", python, "-m",
+           "workloads.tools.counter_probe"]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.SubprocessError) as e:
