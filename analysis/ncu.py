@@ -108,13 +108,28 @@ def read_metrics() -> tuple[str, ...]:
     return analysis_metrics() + tuple(m for m in REPLAY_METRICS if m not in analysis_metrics())
 
 
-def metrics_only_args() -> list[str]:
+def tensor_ops_metrics() -> tuple[str, ...]:
+    """The tensor-core operation counts by input precision and their peaks (analysis.limiter's
+    TENSOR_PRECISIONS): what names the precision of a tensor-pipe limiter and places tensor-core work
+    on the roofline. The tensor pipe's own activity is another metric, collected either way."""
+    from analysis.limiter import TENSOR_PRECISIONS
+
+    return tuple(m for _, ops, peaks in TENSOR_PRECISIONS for m in (ops, *peaks))
+
+
+def metrics_only_args(tensor_ops: bool = True) -> list[str]:
     """ncu arguments that collect what the recipe pages read and nothing else: the metrics (less the
     ``derived__`` ones, which METRICS_ONLY_SECTIONS computes, and the instrumented marker, which only
     kernel pages read) and that section. On an H100 (ncu 2025.3.1, a CuPy elementwise kernel on 6 GiB)
     one launch took 15 passes and 2.8 s of process wall time against 38 passes and 7.8 s under
-    ``--set full``, and the metrics the two shared differed by at most 0.27%."""
-    names = [m for m in analysis_metrics() if not m.startswith("derived__") and m != INSTRUMENTED_MARKER]
+    ``--set full``, and the metrics the two shared differed by at most 0.27%.
+
+    ``tensor_ops`` False leaves out :func:`tensor_ops_metrics`, for a recipe whose kernels run no
+    tensor-core operations (its ``ncu.tensor_ops`` in rules/config.yaml): they cost 4 of the 15
+    passes (NVIDIA H200, ncu 2025.3.1, JAX float32's three launches at 512: 11 passes each without)."""
+    left_out = set() if tensor_ops else set(tensor_ops_metrics())
+    names = [m for m in analysis_metrics()
+             if not m.startswith("derived__") and m != INSTRUMENTED_MARKER and m not in left_out]
     return ["--metrics", ",".join(names), *(a for s in METRICS_ONLY_SECTIONS for a in ("--section", s))]
 
 

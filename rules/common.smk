@@ -270,7 +270,7 @@ def ncu_flags(wc):
     sections = w.get("sections") or o.get("sections")
     if wc.variant not in w.get("full_variants", [wc.variant]):
         # the metrics the page reads and no more: ~2.5x fewer passes per launch, no ncu rules
-        chosen = ncu_reader.metrics_only_args()
+        chosen = ncu_reader.metrics_only_args(tensor_ops=w.get("tensor_ops", True))
     elif sections:
         chosen = [a for s in sections for a in ("--section", s)]
     else:

@@ -566,11 +566,12 @@ def test_ncu_runs_collect_the_full_set_or_sections_on_full_variants_and_the_page
     (cuDF: the full set less the instrumented ones, analysis.ncu.INSTRUMENTED_SECTIONS) or else
     ncu_profile's set; every other step collects only the metrics the page reads, and each ncu run
     makes one call of the computation."""
-    from analysis.ncu import INSTRUMENTED_SECTIONS, analysis_metrics
+    from analysis.ncu import INSTRUMENTED_SECTIONS, analysis_metrics, metrics_only_args, tensor_ops_metrics
 
     lines = _planned_shell_lines(tmp_path, ["results/captures/cudf_groupby/agg_all/n50000000/ncu-run.json",
                                             "results/captures/numba_ufunc/fastmath/n268435456/ncu-run.json",
-                                            "results/captures/numba_ufunc/baseline/n268435456/ncu-run.json"])
+                                            "results/captures/numba_ufunc/baseline/n268435456/ncu-run.json",
+                                            "results/captures/jax_matmul/float32/n8192/ncu-run.json"])
     ncu = {(w, v): [c for c in lines if "--tag ncu " in c and f"workloads.{w} " in c and f"--variant {v} " in c]
            for w, v in (("cudf_groupby", "agg_all"), ("numba_ufunc", "fastmath"), ("numba_ufunc", "baseline"))}
     assert all(len(c) == 1 for c in ncu.values())
@@ -585,6 +586,12 @@ def test_ncu_runs_collect_the_full_set_or_sections_on_full_variants_and_the_page
     assert "dram__bytes_read.sum" in listed and "sm__throughput.avg.pct_of_peak_sustained_elapsed" in listed
     assert set(listed) < set(analysis_metrics()) and not any(m.startswith("derived__") for m in listed)
     assert all(" --calls 1 " in c for c in (cudf, full, lean))
+    # Numba's kernels run no tensor-core operations (ncu.tensor_ops: false): its metrics-only steps
+    # leave their counts out; JAX's, whose GEMMs run on the tensor pipe, keep them
+    assert not set(tensor_ops_metrics()) & set(listed) and set(listed) | set(tensor_ops_metrics()) == set(
+        metrics_only_args()[1].split(","))
+    jax = [c for c in lines if "--tag ncu " in c and "workloads.jax_matmul " in c and "--variant float32 " in c]
+    assert len(jax) == 1 and set(tensor_ops_metrics()) < set(jax[0].split("--metrics ")[1].split()[0].split(","))
 
 
 def test_the_allocator_experiment_loads_jaxs_shared_cache_after_the_timed_run_that_fills_it(tmp_path):
