@@ -316,7 +316,7 @@ def test_agg_all_synchronizes_16_times_a_call_10_of_them_inside_libcudf_aggregat
         assert got["in_aggregate"] == {"sync": 10, "copies": 6} and got["python_layer_sync"] == 5
         # the 8-byte group-count read waits for the aggregation kernel
         assert 2.6 < got["longest_copy_ms"] < 2.9
-    assert 7.5 < _sync_and_copies("agg_all", call)["call_ms"] < 8.5  # the docstring's 7.7-8.3 ms
+    assert 9.5 < _sync_and_copies("agg_all", call)["call_ms"] < 10.1  # the docstring's 9.7-9.9 ms
 
 
 @pytest.mark.parametrize("call", [1, 2])

@@ -121,3 +121,39 @@ def test_a_launch_profiled_for_the_pages_metrics_alone_has_them_all_and_no_rules
     assert line.startswith("Nsight Compute (`--set full`: `raw_kernel`; only the metrics this page reads "
                            "(`--metrics`; no ncu rules): `fused`) profiled")
     assert all(list(cells) == ["raw_kernel"] for _, cells, _, _ in ncu_rule_rows(runs))
+
+
+def test_metrics_only_steps_of_recipes_without_tensor_work_leave_the_tensor_counts_out_and_say_so():
+    """The H200 reference (1496c0e): CuPy's metrics-only steps ran with ``ncu.tensor_ops: false``, so
+    their launches lack the tensor-core operation counts and their peaks and nothing else the pages
+    read; the full-set step still counts them (0 of every precision), JAX's metrics-only step keeps
+    them, and the coverage line names what CuPy's left out."""
+    from analysis import ncu
+    from analysis.limiter import TENSOR_PRECISIONS
+    from analysis.report_model import ncu_coverage
+    from analysis.run_summary import summarize_ncu
+
+    ref = REPO / "reports" / "reference" / "h200"
+    tensor = set(ncu.tensor_ops_metrics())
+
+    def launches(step):
+        return ncu.read_launches(str(ref / step / "ncu.ncu-rep.gz"))
+
+    for launch in launches("cupy_sqdiff/fused/n16384"):
+        assert launch.collection == ncu.COLLECTION_METRICS
+        assert {m for m in ncu.analysis_metrics() if launch.metrics[m] is None} == tensor | {ncu.INSTRUMENTED_MARKER}
+        assert launch.metrics["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"] is not None
+    (full,) = launches("cupy_sqdiff/raw_kernel/n16384")
+    assert full.collection == ncu.COLLECTION_FULL
+    counts = [name for _, name, _ in TENSOR_PRECISIONS]
+    assert all(full.metrics[m] == 0 for m in counts)
+    jax = launches("jax_matmul/float32/n8192")
+    assert jax and all(launch.collection == ncu.COLLECTION_METRICS for launch in jax)
+    assert all(launch.metrics[m] is not None for launch in jax for m in tensor)
+    runs = [{"workload": "cupy_sqdiff", "variant": v, "size": 16384,
+             "ncu": summarize_ncu(str(ref / f"cupy_sqdiff/{v}/n16384/ncu.ncu-rep.gz"))}
+            for v in ("fused", "raw_kernel")]
+    assert ncu_coverage({16384: runs}).startswith(
+        "Nsight Compute (`--set full`: `raw_kernel`; only the metrics this page reads, less the tensor-core "
+        "operation counts (the recipe's kernels run none, as its full-set step counts: `tensor_ops` in "
+        "`rules/config.yaml`) (`--metrics`; no ncu rules): `fused`) profiled")

@@ -57,9 +57,9 @@ under the outermost cuDF NVTX range around it, and inside or outside libcudf's `
   128 bytes (parameters), a 4-byte read after ``mapping_indices_kernel`` (whether a block overflowed
   its shared-memory hash set: the kernel's global-memory fallback flag) and an 8-byte read after the
   compaction of the hash set (the number of groups, which sizes every output column). That read
-  waits for the aggregation kernel: 2.7 ms of the call are spent inside it (of 7.7-8.3 ms in the
-  H200 reference captured at 2f882f2, 10.2-10.9 ms in the one before: the rest is host work, which
-  moves between runs while the kernel's share does not). The other 5
+  waits for the aggregation kernel: 2.7 ms of the call are spent inside it (of 9.7-9.9 ms in the
+  H200 reference captured at 1496c0e, 7.7-8.3 ms in the one at 2f882f2, 10.2-10.9 ms in the one
+  before: the rest is host work, which moves between runs while the kernel's share does not). The other 5
   (cuStreamSynchronize) are in cuDF's Python layer, inside ``GroupBy.agg`` and outside libcudf's
   ranges, where it wraps the results. The synchronize calls themselves take 0.29 ms a call.
   ``agg_all_pool``: the same 16 and 6; the pool removes the 19 cudaFree a call, which wait for the
