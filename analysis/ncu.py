@@ -108,6 +108,10 @@ def read_metrics() -> tuple[str, ...]:
     return analysis_metrics() + tuple(m for m in REPLAY_METRICS if m not in analysis_metrics())
 
 
+#: what a metrics-only launch lacks when its recipe's ``ncu.tensor_ops`` is false (Launch.metrics_left_out)
+TENSOR_OPS_LEFT_OUT = "tensor-core operation counts"
+
+
 def tensor_ops_metrics() -> tuple[str, ...]:
     """The tensor-core operation counts by input precision and their peaks (analysis.limiter's
     TENSOR_PRECISIONS): what names the precision of a tensor-pipe limiter and places tensor-core work
@@ -196,6 +200,15 @@ class Launch:
         if "SpeedOfLight" not in self.sections:
             return ()
         return tuple(s for s in FULL_SET_SECTIONS if s not in self.sections)
+
+    @property
+    def metrics_left_out(self) -> tuple[str, ...]:
+        """For a metrics-only launch, the group of the pages' metrics it was not asked for:
+        :data:`TENSOR_OPS_LEFT_OUT` when none of :func:`tensor_ops_metrics` came (a recipe's
+        ``ncu.tensor_ops`` false); () otherwise, and for every other collection."""
+        if self.collection != COLLECTION_METRICS:
+            return ()
+        return (TENSOR_OPS_LEFT_OUT,) if all(self.metrics.get(m) is None for m in tensor_ops_metrics()) else ()
 
 
 def cli_kernel_name(demangled: str) -> str:

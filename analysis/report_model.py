@@ -21,7 +21,7 @@ from analysis import verdicts
 from analysis.floors import AT_RATE_FACTOR, Floor, floor
 from analysis.limiter import fastest_steady_call
 from analysis.ncu import (COLLECTION_FULL, COLLECTION_METRICS, COLLECTION_SECTIONS, INSTRUMENTED_SECTIONS,
-                          tensor_ops_metrics)
+                          TENSOR_OPS_LEFT_OUT)
 from analysis.run_summary import PHASES as RUN_PHASES
 from workloads import sources
 
@@ -790,24 +790,13 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
         work_checks={s: work_check_rows(ladder_runs(recipe, by_size[s])) for s in sizes})
 
 
-#: what a metrics-only launch lacks when its recipe's ``ncu.tensor_ops`` is false (rules/config.yaml)
-TENSOR_OPS_LEFT_OUT = "tensor-core operation counts"
-
-
-def _left_out(launch: dict) -> tuple[str, ...]:
-    """The full set's sections a sectioned launch lacks; for a metrics-only launch, whether it lacks
-    the tensor-core operation counts (every one of them uncollected)."""
-    if launch["collection"] == COLLECTION_METRICS:
-        m = launch.get("metrics") or {}
-        return (TENSOR_OPS_LEFT_OUT,) if all(m.get(k) is None for k in tensor_ops_metrics()) else ()
-    return tuple(launch.get("sections_left_out") or ())
-
-
 def ncu_collection(run: dict) -> tuple[str, tuple[str, ...]] | None:
     """How ncu profiled a step: its launches' one collection (analysis.ncu.COLLECTION_*) and what of
     it was left out (the full set's sections, or the tensor-core operation counts of a metrics-only
     collection); None when ncu did not profile it."""
-    kinds = {(launch["collection"], _left_out(launch)) for launch in run.get("ncu") or []}
+    kinds = {(launch["collection"], (*(launch.get("sections_left_out") or ()),
+                                     *(launch.get("metrics_left_out") or ())))
+             for launch in run.get("ncu") or []}
     if len(kinds) > 1:
         raise ValueError(f"{run['workload']} {run['variant']} n{run['size']}: launches profiled in different ways "
                          f"({', '.join(sorted(k for k, _ in kinds))}): one ncu process profiles a step one way")

@@ -343,6 +343,8 @@ def summarize_ncu(path: str) -> list[dict]:
             "collection": launch.collection,
             # the full set's sections a recipe's own list left out (analysis.ncu.Launch.sections_left_out)
             "sections_left_out": list(launch.sections_left_out),
+            # a metrics-only launch's metrics its recipe did not ask for (analysis.ncu.Launch.metrics_left_out)
+            "metrics_left_out": list(launch.metrics_left_out),
             # what limits the launch, measured (analysis.limiter); None without speed-of-light metrics
             "limiter": dataclasses.asdict(lim) if (lim := limiter.classify(m)) else None,
         })

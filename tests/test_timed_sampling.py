@@ -360,6 +360,18 @@ def test_no_burst_without_nvml_or_in_cold_l2_mode(monkeypatch):
     assert len(t["per_sample"]) == 10 and 0 < len(reads) < 10
     assert telemetry.energy_per_call(t) == (None, t["energy_note"])
     assert t["energy_note"].startswith("the samples did not read the energy counter")
+    # a GPU without the counter says so, not that the samples left it unread
+    none = _fake_pynvml()
+
+    def not_supported(h):
+        raise none.NVMLError("Not Supported")
+
+    none.nvmlDeviceGetTotalEnergyConsumption = not_supported
+    monkeypatch.setitem(sys.modules, "pynvml", none)
+    gpu = telemetry.Telemetry.open(pci_bus_id=lambda: "00000000:19:00.0")
+    t = runner.timed_calls(FakeVariant(Log()), _ph, sampling.SamplingRule.fixed(10), "cold-l2", gpu=gpu,
+                           scrubber=FakeScrubber(Log()), clock=FakeClock(1e-3))["telemetry"]
+    assert t["energy_note"] is None and telemetry.energy_per_call(t) == (None, "no energy counter")
 
 
 def _real_h100_timing(name: str) -> dict:

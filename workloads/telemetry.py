@@ -251,7 +251,9 @@ def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | No
     complete = bool(deltas) and len(deltas) == len(per_sample)
     moved = sum(1 for d in deltas if d > 0)
     energy_note = None
-    if not sample_energy_read and burst is None:
+    if not sample_energy_read and burst is None and start is not None:
+        # the GPU has the counter (the loop's start read it); a GPU without one falls through to
+        # energy_per_call's "no energy counter"
         energy_note = ("the samples did not read the energy counter (a read takes milliseconds) and no calls ran "
                        "back to back after them")
     elif complete and moved < MIN_ENERGY_STEPS:
