@@ -45,14 +45,15 @@ def tool_output(cmd: list[str]) -> str | None:
 
 def gpu_info() -> dict:
     """GPU names and driver version from nvidia-smi (None when there is no GPU)."""
-    q = tool_output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,pci.bus_id",
+    # the UUID tells two machines of one model apart (their PCI bus ids are often equal in VMs)
+    q = tool_output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,pci.bus_id,uuid",
               "--format=csv,noheader"])
     if not q:
         return {"gpus": [], "driver_version": None}
     gpus = []
     for line in q.splitlines():
-        name, driver, mem, bus = (x.strip() for x in line.split(","))
-        gpus.append({"name": name, "memory_total": mem, "pci_bus_id": bus})
+        name, driver, mem, bus, uuid = (x.strip() for x in line.split(","))
+        gpus.append({"name": name, "memory_total": mem, "pci_bus_id": bus, "uuid": uuid})
     return {"gpus": gpus, "driver_version": q.splitlines()[0].split(",")[1].strip()}
 
 
@@ -105,6 +106,20 @@ def cuda_versions() -> dict:
     return {"cuda_runtime": fmt(rt), "cuda_driver_api": fmt(drv)}
 
 
+def cpu_info() -> dict:
+    """The host's CPU model and logical core count: host-bound steps' times depend on them."""
+    model = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:  # not Linux: the model stays unknown
+        pass
+    return {"cpu_model": model or platform.processor() or None, "cpu_count": os.cpu_count()}
+
+
 def collect(extra_packages: Iterable[str] = ()) -> dict:
     names = list(dict.fromkeys([*BASE_PACKAGES, *extra_packages]))
     return {
@@ -117,4 +132,5 @@ def collect(extra_packages: Iterable[str] = ()) -> dict:
         "compile_cache": frameworks.compile_cache_settings(os.environ),
         **gpu_info(),
         **cuda_versions(),
+        **cpu_info(),
     }
