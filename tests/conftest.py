@@ -174,6 +174,15 @@ def _committed_ncu_reports_read_once():
         ncu_child.read_isolated = read
 
 
+@pytest.fixture(autouse=True)
+def _private_gpu_lock_folder(request, tmp_path_factory, monkeypatch):
+    """Each test's jobs lock GPUs in a folder of their own (workloads/tools/gpu_jobs.py), not the
+    host's: tests run at once would otherwise wait for each other's fake jobs. Tests on a real GPU
+    (marker ``gpu``) keep the host's folder, so that they never measure beside another job."""
+    if request.node.get_closest_marker("gpu") is None:
+        monkeypatch.setenv("COOKBOOK_GPU_LOCK_DIR", str(tmp_path_factory.mktemp("gpu-locks")))
+
+
 def pytest_sessionfinish(session, exitstatus):
     for trace in _OPEN_TRACES.values():
         trace.close()

@@ -5,7 +5,6 @@ import dataclasses
 import fcntl
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -160,12 +159,19 @@ def test_with_one_gpu_two_jobs_let_through_at_once_take_turns(tmp_path):
              for _ in range(2)]
     errs = [p.communicate(timeout=60)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
-    assert sum("waiting for a GPU: all 1 are held by other jobs" in e for e in errs) == 1
-    # locks are per host: nodes sharing a work folder each have their own GPU 0
-    assert (tmp_path / "gpu-locks" / platform.node() / "gpu0.lock").is_file()
+    assert sum("waiting for GPU index-0: another job holds it" in e for e in errs) == 1
+    # the lock is the host's, not the work folder's: without nvidia-smi, GPU 0 in PCI bus order
+    assert _gpu_lock("index-0").is_file() and not (tmp_path / "gpu-locks").exists()
     first, second = sorted(_job_records(tmp_path), key=lambda r: r["started_unix_ns"])
     assert {first["assigned_by"], second["assigned_by"]} == {"default"}
     assert first["ended_unix_ns"] <= second["started_unix_ns"]
+
+
+def _gpu_lock(key: str):
+    """A GPU's lock file in the host's lock folder (tests get a private one: conftest.py)."""
+    from workloads.tools.gpu_jobs import lock_path
+
+    return lock_path(key)
 
 
 def _job_records(work_dir):
@@ -173,7 +179,8 @@ def _job_records(work_dir):
 
 
 def test_a_gpu_chosen_by_the_scheduler_is_kept(tmp_path):
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="3")
+    # SLURM's own variables tell its allocation from a CUDA_VISIBLE_DEVICES set by hand
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="3", SLURM_JOB_ID="42", SLURM_JOB_GPUS="3")
     assert _probe_gpu(tmp_path, 0, env).wait(timeout=60) == 0
     assert (tmp_path / "gpu0.txt").read_text() == "3"
     [record] = _job_records(tmp_path)
@@ -245,7 +252,7 @@ def test_a_signal_to_the_wrapper_stops_the_job_before_the_gpu_is_let_go(tmp_path
     assert os.getpgid(child) == child  # its own process group
     wrapper.send_signal(sig)
     # while the command is still exiting, the GPU lock is held
-    lock = tmp_path / "gpu-locks" / platform.node() / "gpu0.lock"
+    lock = _gpu_lock("index-0")
     with open(lock, "w") as f:
         with pytest.raises(BlockingIOError):
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -463,7 +470,7 @@ def test_with_turns_jobs_run_at_once_but_hold_the_gpu_one_after_the_other(tmp_pa
         assert a["ended_unix_ns"] <= b["started_unix_ns"]
     assert turns[2]["waited_s"] > 1.0  # it waited for the other two 0.7 s turns
     # nothing is left behind for the records
-    assert not list((work / "gpu-locks" / platform.node()).glob("turn-*"))
+    assert not list((work / "gpu-turns").glob("turn-*"))
     # the reader agrees: three jobs at once, never two on the GPU
     from analysis import gpu_jobs as reader
 
@@ -479,7 +486,7 @@ def test_a_job_holding_the_gpu_throughout_keeps_turn_takers_off_it(tmp_path):
     that takes turns waits for it, and a run inside such a job never waits for its own wrapper."""
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     whole = _cold_turns(tmp_path, 0.0, 1.0, env)  # take_turn inside a job without --turns: a no-op
-    lock = tmp_path / "gpu-locks" / platform.node() / "gpu0.lock"
+    lock = _gpu_lock("index-0")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # until the whole-job wrapper holds GPU 0
         if lock.exists():

@@ -41,6 +41,7 @@ import atexit
 import contextlib
 import fcntl
 import os
+import stat
 import sys
 import time
 from typing import Iterator
@@ -210,11 +211,44 @@ def turn_record_path(prefix: str, pid: int) -> str:
     return f"{prefix}-{pid}.json"
 
 
+class LockFileError(WorkloadError):
+    """A GPU's lock file that cannot be used safely: a symlink, not a regular file, or not openable."""
+
+
+def open_lock_file(lock_path: str | os.PathLike):
+    """The lock file ``lock_path``, open read-only (``flock`` needs no write access, so a file another
+    user created in the shared lock folder serves every user), created if missing. Never follows a
+    symlink (someone else's link in a shared folder), and never opens an existing file with
+    ``O_CREAT`` (refused in a sticky folder under ``fs.protected_regular`` for another user's file).
+    Not inheritable: an executed child does not keep the GPU."""
+    path = os.fspath(lock_path)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        try:
+            fd = os.open(path, flags)
+            break
+        except FileNotFoundError:
+            try:
+                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+                break
+            except FileExistsError:
+                continue  # another process created it meanwhile: open theirs
+            except OSError as e:
+                raise LockFileError(f"{path}: cannot create the GPU's lock file ({e.strerror})") from None
+        except OSError as e:
+            what = "a symlink, refused" if os.path.islink(path) else e.strerror
+            raise LockFileError(f"{path}: cannot open the GPU's lock file ({what})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise LockFileError(f"{path}: the GPU's lock file is not a regular file")
+    return os.fdopen(fd, "r")
+
+
 def _lock(lock_path: str, what: str):
     """The GPU's lock file, open and locked (waiting for it if another process holds it), and the
     turn's start: (file, {"asked_unix_ns", "started_unix_ns", "waited_s"})."""
     asked = time.time_ns()
-    f = open(lock_path, "a")  # not inheritable (Python's default): no child keeps the GPU
+    f = open_lock_file(lock_path)
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -291,7 +325,7 @@ def adopt_handed_turn(environ=os.environ) -> dict | None:
         held = os.fstat(fd)
         if lock_path and not os.path.samestat(held, os.stat(lock_path)):
             raise OSError(f"file descriptor {fd} is not {lock_path}")
-        f = os.fdopen(fd, "a")
+        f = os.fdopen(fd, "r")
     except (ValueError, OSError) as e:
         raise WorkloadError(f"{HANDED_VARIABLE}={text!r}: not a GPU turn handed to this process ({e}); "
                             "it is set by the process that launches it") from None
@@ -364,11 +398,39 @@ def holds_turn() -> bool:
     return _held is not None
 
 
+def _proc_stat_fields(pid: str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state, ppid, pgrp, ...), or None
+    when the process is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()
+
+
+def live_children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` and that have not exited (zombies left out), from
+    ``/proc``; [] where there is no ``/proc``."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    children = []
+    for name in names:
+        if not name.isdigit():
+            continue
+        fields = _proc_stat_fields(name)
+        if fields and len(fields) > 1 and fields[1] == str(pid) and fields[0] != "Z":
+            children.append(int(name))
+    return sorted(children)
+
+
 def release_turn(held_bytes: int | None, total_bytes: int | None) -> dict | None:
     """Give the GPU's turn back before the process exits when the process holds at most
     :data:`RELEASE_MAX_HELD_FRACTION` of the GPU's memory (``held_bytes`` of ``total_bytes``, NVML's
-    figures: :func:`workloads.telemetry.process_gpu_memory`). Call it only once the process will use
-    the GPU no more. Returns what was decided, for the run's record (``released``, ``held_bytes``,
+    figures: :func:`workloads.telemetry.process_gpu_memory`) and has no live child process (one it
+    started could still use the GPU). Call it only once the process will use the GPU no more. Returns what was decided, for the run's record (``released``, ``held_bytes``,
     and ``reason`` where the turn is kept), or None when the run holds no turn."""
     global _held
     if _held is None:
@@ -383,12 +445,18 @@ def release_turn(held_bytes: int | None, total_bytes: int | None) -> dict | None
         decision["reason"] = (f"the process still holds {held_bytes / 2**30:.2f} GiB of the GPU's memory, over "
                               f"{RELEASE_MAX_HELD_FRACTION:.0%} of it: the turn lasts to the exit")
         return decision
+    children = live_children(os.getpid())
+    if children:
+        decision["reason"] = (f"child process(es) {', '.join(map(str, children))} of this run are alive and may use "
+                              "the GPU: the turn lasts to the exit")
+        return decision
     turn["ended_unix_ns"] = time.time_ns()
     turn["released_before_exit"] = True
     if record_path is not None:
         # written before the lock goes: a reader never sees a later turn start before this one's end
         write_json_atomic(record_path, turn)
-    fcntl.flock(f, fcntl.LOCK_UN)
+    # closed, not unlocked: a copy of the open lock that a forked child still holds keeps the GPU
+    # locked until that child exits (LOCK_UN would release it for every copy at once)
     f.close()
     _held = None
     # the check and the exit run beside the next run's turn, on the others' cores

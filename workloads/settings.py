@@ -63,6 +63,9 @@ SETTINGS: Mapping[str, Setting] = {s.name: s for s in (
             "(`--device cpu` sets `pandas`).", "user"),
     Setting("COOKBOOK_LAUNCH_UNIX_NS", "", "When the parent started the process (ns since the epoch), "
             "for the time to first result.", "tools"),
+    Setting("COOKBOOK_GPU_LOCK_DIR", "/tmp/gpu-cookbook-locks", "Host-wide folder of the GPUs' lock files, one per "
+            "GPU UUID, shared by every work folder and user of the host (`workloads/tools/gpu_jobs.py`); created "
+            "sticky and world-writable, like `/tmp`. Point it at a folder every container of the host mounts.", "user"),
     Setting("COOKBOOK_GPU_TURN_LOCK", "", "The lock file of the GPU a measurement run takes its turn on, "
             "from its setup until its memory is freed or its exit (`workloads/gpu_turn.py`); set by `workloads.tools.cold --turns`.",
             "pipeline"),

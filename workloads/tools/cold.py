@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import ctypes
 import os
 import re
@@ -131,12 +132,16 @@ def fresh_cache_env(work_dir: str | os.PathLike, tag: str, base: Mapping[str, st
 
 
 def _die_with_parent() -> None:
-    """In the command's process, before exec: SIGKILL it when the wrapper dies (Linux), so that a
-    SIGKILLed wrapper, whose GPU lock the kernel releases at once, leaves no job on the GPU."""
+    """In the command's process, before exec: SIGKILL it when its parent, the keeper, dies (Linux)."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
+
+
+#: Linux prctl options: a signal on the parent's death; orphaned descendants reparented to this process
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def _signal_name(number: int) -> str:
@@ -146,26 +151,141 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def _end_process_tree(group: int) -> None:
+    """In the keeper: SIGKILL the command's process group and every other descendant left (each
+    orphan is reparented to the keeper, a subreaper), and reap them all; returns once none is left,
+    so that no process of the command outlives the GPU's lock."""
+    me = os.getpid()
+    while True:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+        for pid in gpu_turn.live_children(me):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+class _Keeper:
+    """The process that launches the command and outlives a SIGKILL of the wrapper (its own session,
+    so also a kill of the wrapper's process group): forked from the wrapper, it holds the wrapper's
+    open files, the GPU's lock among them, and is the parent and subreaper of the command's whole
+    tree. The wrapper reads ``pid N`` (the command's process group), then ``exit RC`` once every
+    process of the tree has exited, and answers ``done`` once it has written the job's record; if
+    the wrapper is gone first (end of file), the keeper kills the tree, waits for it, writes the
+    record itself (``wrapper_killed``) and removes the run's caches (``on_orphaned``)."""
+
+    def __init__(self, cmd: Sequence[str], env: Mapping[str, str], stderr_fd: int, pass_fds: Sequence[int],
+                 record: dict, on_orphaned=None) -> None:
+        self.cmd, self.env, self.stderr_fd, self.pass_fds = list(cmd), dict(env), stderr_fd, tuple(pass_fds)
+        self.record, self.on_orphaned = record, on_orphaned
+
+    def run(self, to_wrapper: int, from_wrapper: int) -> int:
+        os.setsid()
+        for s in (signal.SIGINT, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)  # meant for the wrapper, which passes them on
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+        say = os.fdopen(to_wrapper, "w", buffering=1)
+        try:
+            proc = subprocess.Popen(self.cmd, env=self.env, stderr=self.stderr_fd, start_new_session=True,
+                                    pass_fds=self.pass_fds, preexec_fn=_die_with_parent)
+        except OSError as e:
+            say.write(f"error {e.strerror or e}\n")
+            return 0
+        finally:
+            os.close(self.stderr_fd)
+            for fd in self.pass_fds:
+                os.close(fd)  # a handed turn is the command's: given back when it gives it back
+        say.write(f"pid {proc.pid}\n")
+        wrapper_gone = threading.Event()
+
+        def watch() -> None:
+            # the wrapper writes nothing until the job is over: end of file before "done" is its death
+            with os.fdopen(from_wrapper, "r") as f:
+                if f.readline().strip() != "done":
+                    wrapper_gone.set()
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        returncode = proc.wait()
+        _end_process_tree(proc.pid)
+        with contextlib.suppress(BrokenPipeError):
+            say.write(f"exit {returncode}\n")
+        watcher.join()
+        if wrapper_gone.is_set():
+            print(f"cold: the wrapper of {' '.join(self.cmd)} was killed: its command (process group {proc.pid}) "
+                  f"was killed and has exited; the GPU is let go now", file=sys.stderr, flush=True)
+            self.record.update(returncode=returncode, wrapper_killed=True)
+            if self.record.get("killed_by") is None:
+                self.record["killed_by"] = "SIGKILL"
+            if callable(getattr(self.record, "write", None)):
+                self.record.write()
+            if self.on_orphaned is not None:
+                self.on_orphaned()
+        return 0
+
+
 def run_command(cmd: Sequence[str], env: Mapping[str, str], record: dict, label: str,
-                handed: gpu_turn.HandedTurn | None = None) -> int:
+                handed: gpu_turn.HandedTurn | None = None, on_orphaned=None) -> int:
     """Run ``cmd`` in its own process group, forwarding FORWARDED_SIGNALS to it, and wait for it
-    to exit, whatever this process receives meanwhile. Sets ``record["returncode"]`` and, when a
-    signal was forwarded, ``record["killed_by"]``. Its stderr passes through; after a failure the
-    exit status and the tail of the stderr are repeated as the last lines. ``handed``: a GPU turn
-    taken for the command (:func:`workloads.gpu_turn.turn_for_child`), passed to it at its launch
-    and let go here right after."""
+    and every process it left to exit, whatever this process receives meanwhile. Sets
+    ``record["returncode"]`` and, when a signal was forwarded, ``record["killed_by"]``. Its stderr
+    passes through; after a failure the exit status and the tail of the stderr are repeated as the
+    last lines. ``handed``: a GPU turn taken for the command
+    (:func:`workloads.gpu_turn.turn_for_child`), passed to it at its launch and let go here right
+    after. The command is launched by a keeper process (:class:`_Keeper`) that survives a SIGKILL of
+    this one: it then kills the command's tree, waits for it, writes ``record`` (a
+    :class:`~workloads.tools.gpu_jobs.JobRecord`) and calls ``on_orphaned``, holding the GPU's lock
+    until all that is done. A command that cannot be started returns 127, as a shell's would."""
     handed = handed or gpu_turn.HandedTurn()
-    try:
-        proc = subprocess.Popen(list(cmd), env={**env, **handed.env}, stderr=subprocess.PIPE, start_new_session=True,
-                                pass_fds=handed.fds, preexec_fn=_die_with_parent if sys.platform == "linux" else None)
-    finally:
+    err_r, err_w = os.pipe()
+    status_r, status_w = os.pipe()
+    done_r, done_w = os.pipe()
+    keeper = _Keeper(cmd, {**env, **handed.env}, err_w, handed.fds, record, on_orphaned)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    keeper_pid = os.fork()
+    if keeper_pid != 0:
+        # the keeper holds a copy of a handed turn and passes it on at the launch: this one goes now
         handed.let_go()
+    else:  # the keeper: never returns into the wrapper's code
+        code = 1
+        try:
+            os.close(err_r)
+            os.close(status_r)
+            os.close(done_w)
+            code = keeper.run(status_w, done_r)
+        except BaseException as e:  # noqa: BLE001 - anything, so that the keeper never runs on as a wrapper
+            print(f"cold: {label}: the keeper process failed: {e!r}", file=sys.stderr, flush=True)
+        finally:
+            os._exit(code)
+    os.close(err_w)
+    os.close(status_w)
+    os.close(done_r)
+    status = os.fdopen(status_r, "r")
+    launched = status.readline().split(" ", 1)
+    if launched[0] != "pid":
+        os.close(done_w)
+        os.close(err_r)
+        status.close()
+        os.waitpid(keeper_pid, 0)
+        why = launched[1].strip() if len(launched) > 1 else "the keeper process failed"
+        print(f"cold: {label}: cannot run {cmd[0]}: {why}", file=sys.stderr, flush=True)
+        record["returncode"] = 127
+        return 127
+    group = int(launched[1])
     tail: collections.deque[bytes] = collections.deque()
     tail_len = [0]
+    command_stderr = os.fdopen(err_r, "rb")
 
     def pump() -> None:  # the command's stderr -> ours, keeping the tail
         out = sys.stderr.buffer
-        for chunk in iter(lambda: proc.stderr.read1(65536), b""):
+        for chunk in iter(lambda: command_stderr.read1(65536), b""):
             out.write(chunk)
             out.flush()
             tail.append(chunk)
@@ -180,24 +300,38 @@ def run_command(cmd: Sequence[str], env: Mapping[str, str], record: dict, label:
         if record.get("killed_by") is None:
             record["killed_by"] = _signal_name(signum)
         print(f"cold: {label}: got {_signal_name(signum)}, passing it to the command (process group "
-              f"{proc.pid}) and waiting for it to exit", file=sys.stderr, flush=True)
+              f"{group}) and waiting for it to exit", file=sys.stderr, flush=True)
         try:
-            os.killpg(proc.pid, signum)
+            os.killpg(group, signum)
         except ProcessLookupError:
             pass
 
     previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
     try:
-        returncode = proc.wait()
+        # one line once the whole tree has exited (the keeper reaps it); none if the keeper died
+        ended = status.readline().split()
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+    status.close()
     pumping.join(timeout=10)
+    command_stderr.close()
+    if len(ended) == 2 and ended[0] == "exit":
+        returncode = int(ended[1])
+    else:
+        print(f"cold: {label}: the keeper process of the command died; its command was killed with it",
+              file=sys.stderr, flush=True)
+        returncode = -signal.SIGKILL
+    # the record is written and the caches removed by the caller once this returns: the keeper may go
+    os.write(done_w, b"done\n")
+    os.close(done_w)
+    os.waitpid(keeper_pid, 0)
     record["returncode"] = returncode
     if returncode != 0:
-        status = f"was killed by {_signal_name(-returncode)}" if returncode < 0 else f"exited with status {returncode}"
+        status_text = (f"was killed by {_signal_name(-returncode)}" if returncode < 0
+                       else f"exited with status {returncode}")
         text = b"".join(tail).decode(errors="replace")[-STDERR_TAIL_BYTES:].rstrip()
-        print(f"\ncold: {label}: the command {status}: {' '.join(cmd)}", file=sys.stderr)
+        print(f"\ncold: {label}: the command {status_text}: {' '.join(cmd)}", file=sys.stderr)
         if text:
             print(f"cold: {label}: the last lines of its stderr:\n{text}", file=sys.stderr)
         sys.stderr.flush()
@@ -214,7 +348,8 @@ def run_cold(cmd: Sequence[str], work_dir: str, tag: str, keep: bool = False, gp
     try:
         # the GPU is let go when this block ends: after the command exited and its record is written
         with gpu_job(work_dir, gpus, env, tag, cmd, turns=turns) as record:
-            returncode = run_command(cmd, env, record, tag)
+            returncode = run_command(cmd, env, record, tag,
+                                     on_orphaned=None if keep else lambda: safe_rmtree(run_dir, root))
             killed_by = record.get("killed_by")
     finally:
         if not keep:

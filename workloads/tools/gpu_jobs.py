@@ -29,50 +29,134 @@ import fcntl
 import json
 import os
 import platform
+import re
+import stat
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, MutableMapping, Sequence
+from typing import Iterator, Mapping, MutableMapping, Sequence
 
 from analysis.outputs import write_json_atomic
-from workloads import gpu_turn
+from workloads import gpu_turn, settings
 from workloads.provenance import git_commit, tool_output
 
 #: the format of a job record; analysis/gpu_jobs.py refuses others
 RECORD_VERSION = 1
 RECORDS_FOLDER = "gpu-jobs"
+#: where a job's runs write their turns until the job's record collects them (under the work folder)
+TURNS_FOLDER = "gpu-turns"
+#: the host-wide folder of the GPUs' lock files (workloads/settings.py)
+LOCK_DIR_VARIABLE = "COOKBOOK_GPU_LOCK_DIR"
+#: a scheduler's own variables, set where it allocated the job's GPUs: CUDA_VISIBLE_DEVICES is then
+#: its choice, not a user's (SLURM sets SLURM_JOB_ID and, with --gres/--gpus, the GPUs it assigned)
+SCHEDULER_GPU_VARIABLES = (("SLURM_JOB_ID", ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")),)
 
 
-def lock_folder(work_dir: str | os.PathLike) -> Path:
-    """``<work-dir>/gpu-locks/<host>`` (per host: a work folder on a shared file system serves
-    several nodes, each with its own GPU 0)."""
-    lock_dir = Path(work_dir).resolve() / "gpu-locks" / platform.node()
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    return lock_dir
+class LockFolderError(RuntimeError):
+    """The host's GPU lock folder is not a folder this suite can trust: a symlink, not a folder, or
+    writable by other users without the sticky bit (they could replace a lock file)."""
+
+
+#: the folder's mode when this suite creates it: every user of the host locks the same GPUs, and the
+#: sticky bit keeps each user's lock files from being removed or replaced by another
+LOCK_FOLDER_MODE = 0o1777
+
+
+def lock_folder(environ: Mapping[str, str] = os.environ) -> Path:
+    """The host-wide folder of the GPUs' lock files (``COOKBOOK_GPU_LOCK_DIR``): one for every work
+    folder and every user of the host, so that two clones of the suite, or two users, never measure
+    on one GPU at once. Created sticky and world-writable (like ``/tmp``); an existing one is
+    refused if it is a symlink, not a folder, or writable by others without the sticky bit."""
+    folder = Path(settings.text(LOCK_DIR_VARIABLE, environ))
+    if not folder.is_absolute():
+        raise LockFolderError(f"{LOCK_DIR_VARIABLE}={folder}: the GPU lock folder must be an absolute path "
+                              "(one folder for the whole host, whatever the working folder)")
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(folder, LOCK_FOLDER_MODE)
+        os.chmod(folder, LOCK_FOLDER_MODE)  # mkdir's mode is cut by the umask
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise LockFolderError(f"{folder}: cannot create the GPU lock folder ({e.strerror}); set {LOCK_DIR_VARIABLE} "
+                              "to a folder every run on this host can use") from None
+    info = os.lstat(folder)
+    if stat.S_ISLNK(info.st_mode):
+        raise LockFolderError(f"{folder}: the GPU lock folder is a symlink (to {os.readlink(folder)}); it must be a "
+                              "real folder")
+    if not stat.S_ISDIR(info.st_mode):
+        raise LockFolderError(f"{folder}: the GPU lock folder exists and is not a folder")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+        raise LockFolderError(f"{folder}: others may write to the GPU lock folder without the sticky bit (mode "
+                              f"{stat.S_IMODE(info.st_mode):o}): they could remove or replace its lock files; "
+                              f"`chmod +t` it or set {LOCK_DIR_VARIABLE} to another folder")
+    return folder
+
+
+#: what a lock file's name may hold (a GPU or MIG UUID, or an index)
+_LOCK_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def lock_key(gpu: dict | None, named: str) -> str:
+    """The lock's name for one GPU: its UUID where nvidia-smi listed it (the physical GPU, whatever
+    index or UUID prefix named it), else what named it, an index in PCI bus order
+    (``index-<i>``) or a UUID as given."""
+    if gpu is not None and _LOCK_KEY.fullmatch(gpu["uuid"]):
+        return gpu["uuid"]
+    named = named.strip()
+    key = f"index-{named}" if named.isdigit() else named
+    if not _LOCK_KEY.fullmatch(key):
+        raise LockFolderError(f"CUDA_VISIBLE_DEVICES names {named!r}: not a GPU index or UUID to lock")
+    return key
+
+
+def lock_path(key: str, environ: Mapping[str, str] = os.environ) -> Path:
+    """The lock file of the GPU ``key`` (:func:`lock_key`) in the host's lock folder."""
+    return lock_folder(environ) / f"{key}.lock"
 
 
 @contextlib.contextmanager
-def gpu_slot(work_dir: str | os.PathLike, n_gpus: int, poll_s: float = 0.5) -> Iterator[int]:
-    """Hold one of ``n_gpus`` GPUs of this host for the duration: an exclusive lock on
-    ``<work-dir>/gpu-locks/<host>/gpu<i>.lock``."""
-    lock_dir = lock_folder(work_dir)
+def hold_gpus(keys: Sequence[str], environ: Mapping[str, str] = os.environ) -> Iterator[list[Path]]:
+    """Hold the locks of the GPUs ``keys`` for the duration, waiting for each (in sorted order, so
+    that two jobs naming the same GPUs in another order never wait for each other)."""
+    with contextlib.ExitStack() as stack:
+        paths = []
+        for key in sorted(set(keys)):
+            path = lock_path(key, environ)
+            f = stack.enter_context(gpu_turn.open_lock_file(path))
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print(f"waiting for GPU {key}: another job holds it ({path})", file=sys.stderr, flush=True)
+                fcntl.flock(f, fcntl.LOCK_EX)
+            paths.append(path)
+        yield paths
+
+
+@contextlib.contextmanager
+def gpu_slot(n_gpus: int, gpus: list[dict], environ: Mapping[str, str] = os.environ,
+             poll_s: float = 0.5) -> Iterator[tuple[int, Path]]:
+    """Hold one of the first ``n_gpus`` GPUs of this host for the duration: (its index in PCI bus
+    order, its lock file), the first whose lock (keyed by UUID, :func:`lock_key`) is free."""
     said = False
     while True:
         for i in range(n_gpus):
-            f = open(lock_dir / f"gpu{i}.lock", "w")
+            path = lock_path(lock_key(gpus[i] if i < len(gpus) else None, str(i)), environ)
+            f = gpu_turn.open_lock_file(path)
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 f.close()
                 continue
             try:
-                yield i
+                yield i, path
             finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+                # closed, not unlocked: a keeper process that still holds a copy keeps the GPU
                 f.close()
             return
         if not said:  # every GPU busy: more jobs than GPUs were let through
-            print(f"waiting for a GPU: all {n_gpus} are held by other jobs ({lock_dir})", file=sys.stderr, flush=True)
+            print(f"waiting for a GPU: all {n_gpus} are held by other jobs ({lock_folder(environ)})", file=sys.stderr,
+                  flush=True)
             said = True
         time.sleep(poll_s)
 
@@ -172,13 +256,54 @@ def _read_turns(prefix: Path) -> list[dict]:
     return out
 
 
+def scheduler_allocated(env: Mapping[str, str]) -> bool:
+    """Whether a scheduler allocated this job's GPUs (:data:`SCHEDULER_GPU_VARIABLES`): its own
+    variables are set, not only ``CUDA_VISIBLE_DEVICES``, which a user may set by hand."""
+    return any(env.get(job) and any(env.get(g) for g in gpu_variables) for job, gpu_variables in SCHEDULER_GPU_VARIABLES)
+
+
+def named_gpus(cuda_visible_devices: str, gpus: list[dict]) -> list[str]:
+    """The lock keys (:func:`lock_key`) of every GPU ``cuda_visible_devices`` names: each index (PCI
+    bus order, as the job's ``CUDA_DEVICE_ORDER``) or UUID prefix, resolved to the UUID nvidia-smi
+    lists where it can be; an empty value names none."""
+    keys = []
+    for named in filter(None, (x.strip() for x in cuda_visible_devices.split(","))):
+        if named.lstrip("-").isdigit() and int(named) < 0:
+            break  # CUDA stops at an invalid index: what follows is invisible
+        keys.append(lock_key(visible_gpu(named, gpus) if gpus else None, named))
+    return keys
+
+
+class JobRecord(dict):
+    """A GPU job's record, and :meth:`write`, which writes it once: at the job's end, or from the
+    keeper process of a wrapper that was killed (``workloads/tools/cold.py``)."""
+
+    def __init__(self, work_dir: str | os.PathLike, fields: dict, turn_records: Path | None = None) -> None:
+        super().__init__(fields)
+        self._work_dir, self._turn_records, self._written = work_dir, turn_records, False
+
+    def write(self) -> Path | None:
+        if self._written:
+            return None
+        self._written = True
+        self["ended_unix_ns"] = time.time_ns()
+        if self._turn_records is not None:
+            self["gpu_turns"] = _read_turns(self._turn_records)
+        return _write_record(self._work_dir, dict(self))
+
+
 @contextlib.contextmanager
 def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, str], tag: str,
-            argv: Sequence[str], turns: bool = False) -> Iterator[dict]:
-    """Choose the job's GPU (setting ``env``), and write its record when the block ends. The
-    caller sets ``record["returncode"]``; a block left by an exception is recorded with
-    returncode None. ``turns``: on one GPU, the run inside takes the GPU's lock itself for its GPU
-    part (:mod:`workloads.gpu_turn`) instead of this job holding it throughout."""
+            argv: Sequence[str], turns: bool = False) -> Iterator[JobRecord]:
+    """Choose the job's GPU (setting ``env``), hold its host-wide lock (:func:`lock_folder`), and write
+    its record when the block ends. The caller sets ``record["returncode"]``; a block left by an
+    exception is recorded with returncode None. ``turns``: on one GPU, the run inside takes the GPU's
+    lock itself for its GPU part (:mod:`workloads.gpu_turn`) instead of this job holding it throughout.
+
+    ``CUDA_VISIBLE_DEVICES`` set before the job is kept, whoever set it (``assigned_by``: ``scheduler``
+    where a scheduler's own variables say it allocated the GPUs, else ``user``), and the GPUs it names
+    are locked all the same: a scheduler's allocation may be shared by the jobs of one pipeline, and a
+    user's setting by anything."""
     if n_gpus < 1:
         raise ValueError(f"gpus must be at least 1, got {n_gpus}")
     gpus = physical_gpus()
@@ -187,32 +312,43 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
     env.pop(gpu_turn.LOCK_VARIABLE, None)
     env.pop(gpu_turn.RECORD_VARIABLE, None)
     holder_cores = None
+    turn_records = None
     with contextlib.ExitStack() as stack:
         if env.get("CUDA_VISIBLE_DEVICES") is not None:
-            assigned_by = "scheduler"
+            assigned_by = "scheduler" if scheduler_allocated(env) else "user"
+            # so that index i is nvidia-smi's (and SLURM's) GPU i, not the i-th fastest
+            env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+            keys = named_gpus(env["CUDA_VISIBLE_DEVICES"], gpus)
         elif n_gpus > 1:
             assigned_by = "lock"
             check_gpu_count(n_gpus, gpus, platform.node())
-            env["CUDA_VISIBLE_DEVICES"] = str(stack.enter_context(gpu_slot(work_dir, n_gpus)))
-        elif turns:
-            assigned_by = "turns"
-            locks = lock_folder(work_dir)
-            turn_records = locks / f"turn-{os.getpid()}-{time.time_ns()}"
-            env[gpu_turn.LOCK_VARIABLE] = str(locks / "gpu0.lock")
+            index, _ = stack.enter_context(gpu_slot(n_gpus, gpus, env))
+            env["CUDA_VISIBLE_DEVICES"] = str(index)
+            env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+            keys = []
+        else:
+            assigned_by = "turns" if turns else "default"
+            # CUDA's device 0 is then nvidia-smi's GPU 0, the one locked
+            env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+            keys = [lock_key(gpus[0] if gpus else None, "0")]
+        if turns and len(keys) == 1:
+            if assigned_by == "default":
+                assigned_by = "turns"
+            turn_records = Path(work_dir).resolve() / TURNS_FOLDER / f"turn-{os.getpid()}-{time.time_ns()}"
+            turn_records.parent.mkdir(parents=True, exist_ok=True)
+            env[gpu_turn.LOCK_VARIABLE] = str(lock_path(keys[0], env))
             env[gpu_turn.RECORD_VARIABLE] = str(turn_records)
         else:
-            assigned_by = "default"
-            # one GPU: jobs still take turns on it, even if more were let through at once
-            # (--resources gpu=2 without --config gpus=2)
-            stack.enter_context(gpu_slot(work_dir, 1))
-            # the job holds the GPU throughout: its processes run on the holder's cores, away from
-            # the other jobs' host work (workloads.gpu_turn.split_cores)
+            if assigned_by == "turns":
+                assigned_by = "default"
+            # one GPU, or the GPUs a scheduler or user named: the job holds them throughout, even if
+            # more jobs were let through at once (--resources gpu=2 without --config gpus=2)
+            stack.enter_context(hold_gpus(keys, env))
+            # its processes run on the holder's cores, away from the other jobs' host work
+            # (workloads.gpu_turn.split_cores)
             holder_cores = gpu_turn.use_holder_cores(env)
-        if env.get("CUDA_VISIBLE_DEVICES") is not None:
-            # so that index i is nvidia-smi's (and SLURM's) GPU i, not the i-th fastest
-            env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         visible = env.get("CUDA_VISIBLE_DEVICES")
-        record = {
+        record = JobRecord(work_dir, {
             "record_version": RECORD_VERSION,
             "tag": tag,
             "argv": list(argv),
@@ -228,7 +364,7 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             "started_unix_ns": time.time_ns(),
             "returncode": None,
             "killed_by": None,  # the signal the wrapper passed on to the job (workloads/tools/cold.py)
-        }
+        }, turn_records)
         if holder_cores:
             record["cpu_cores"] = holder_cores
         where = f"GPU {visible}" if visible is not None else "the default GPU"
@@ -237,7 +373,4 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
         try:
             yield record
         finally:
-            record["ended_unix_ns"] = time.time_ns()
-            if assigned_by == "turns":
-                record["gpu_turns"] = _read_turns(turn_records)
-            _write_record(work_dir, record)
+            record.write()
