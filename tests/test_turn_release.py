@@ -471,11 +471,14 @@ def test_host_work_the_variant_names_is_done_before_the_run_waits_for_its_turn(m
                         lambda what, environ=os.environ, **kw: log.append(f"turn {sorted(kw.items())}"))
     monkeypatch.setattr(gpu_turn, "measure_on_holder_cores", lambda environ=os.environ: log.append("holder cores"))
     monkeypatch.setattr(runner.provenance, "collect", lambda requires: {})
+    # the framework's own device check creates a CUDA context: it waits for the turn too
+    monkeypatch.setattr(runner, "framework_device_problem", lambda recipe, device: log.append(f"check {device}"))
     args = runner._parser(_RECIPE).parse_args(["--variant", "probe", "--size", "64", "--mode", mode,
                                                "--check", check, "--warmup", "1", "--repeats", "10",
                                                "--budget-s", "0.01", "--energy-burst-s", "0"])
     record = runner.run(_RECIPE, args)
-    assert log[:4] == [f"prepare {check}", "turn [('setup_on_every_core', True)]", "setup", "holder cores"]
+    assert log[:5] == [f"prepare {check}", "turn [('setup_on_every_core', True)]", "check cuda", "setup",
+                       "holder cores"]
     assert record["host_wall_s"]["prepare_host"] >= 0 and record["check"]["method"] == check
 
 

@@ -124,10 +124,17 @@ def required_packages(recipe: Recipe, device: str) -> tuple[str, ...]:
     return recipe.requires
 
 
+class DeviceUnavailableError(WorkloadError):
+    """The recipe's framework finds no usable CUDA GPU (:func:`framework_device_problem`)."""
+
+
 def device_problem(recipe: Recipe, device: str) -> str | None:
     """Why ``recipe`` cannot run on ``device`` here, in one line; None when it can. For ``cpu``,
     applies the framework's CPU switch to this process's environment first (before any import of
-    the framework, which reads it at import time)."""
+    the framework, which reads it at import time). For ``cuda`` it asks only the CUDA driver
+    (``cuInit``, which creates no context): the framework's own check creates a context (JAX's
+    backend takes its share of the GPU's memory), so it waits for the GPU's turn
+    (:func:`framework_device_problem`)."""
     fw = frameworks.framework(recipe.framework)
     command = f"python -m workloads.{recipe.name} --device cpu --variant ..."
     if device == "cpu":
@@ -142,8 +149,23 @@ def device_problem(recipe: Recipe, device: str) -> str | None:
     missing = [m for m in required_packages(recipe, device) if not _importable(m)]
     if missing:
         return f"needs the Python package(s) {', '.join(missing)}, not importable here{cpu_hint}"
-    reason = frameworks.driver_problem() or fw.cuda_problem()
+    reason = frameworks.driver_problem()
     return None if reason is None else f"no CUDA GPU: {reason}{cpu_hint}"
+
+
+def framework_device_problem(recipe: Recipe, device: str) -> str | None:
+    """Why the recipe's framework cannot use a CUDA GPU here, in one line (as :func:`device_problem`
+    says it); None when it can, or on the CPU. Its check may create a CUDA context: call it once the
+    run holds the GPU's turn."""
+    if device != "cuda":
+        return None
+    fw = frameworks.framework(recipe.framework)
+    reason = fw.cuda_problem()
+    if reason is None:
+        return None
+    cpu_hint = (f"; its CPU path: python -m workloads.{recipe.name} --device cpu --variant ..."
+                if fw.cpu_env is not None else "; it has no CPU path")
+    return f"no CUDA GPU: {reason}{cpu_hint}"
 
 
 def write_json_atomic(path: str, record: dict) -> None:
@@ -373,6 +395,9 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
     # from here to the process's exit this run uses the GPU: on a GPU shared by the pipeline's
     # runs, wait for its turn (a no-op otherwise; workloads/gpu_turn.py)
     turn = gpu_turn.take_turn(f"{recipe.name}/{v.name} size {v.size}", setup_on_every_core=True)
+    problem = framework_device_problem(recipe, args.device)
+    if problem is not None:
+        raise DeviceUnavailableError(problem)
     t0 = time.perf_counter()
     with ph("setup"):
         v.setup()
@@ -474,6 +499,9 @@ def main(recipe: Recipe, argv: Sequence[str] | None = None) -> int:
         return EXIT_UNAVAILABLE
     try:
         record = run(recipe, args)
+    except DeviceUnavailableError as e:
+        print(f"{recipe.name}: {e}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     except WorkloadError as e:
         print(f"{recipe.name}: {e}", file=sys.stderr)
         return 1
