@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from workloads import frameworks, gpu_turn
-from workloads.tools.gpu_jobs import gpu_job
+from workloads.tools.gpu_jobs import LockFolderError, gpu_job
 
 #: environment variable -> sub-folder of the run's cache root (the driver's and each framework's)
 CACHE_VARIABLES = frameworks.cache_variables()
@@ -389,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(str(e))
     try:
         return run_cold(cmd, args.work_dir, args.tag, args.keep, args.gpus, args.shared_cache, args.turns)
-    except gpu_turn.CoreSplitError as e:
+    except (gpu_turn.CoreSplitError, gpu_turn.LockFileError, LockFolderError) as e:
         print(f"workloads.tools.cold: {e}", file=sys.stderr)
         return 2
 

@@ -217,7 +217,7 @@ def _write_record(work_dir: str | os.PathLike, record: dict) -> Path:
     return folder / name
 
 
-def _read_turns(prefix: Path) -> list[dict]:
+def _read_turns(prefix: Path, job_end_unix_ns: int | None = None) -> list[dict]:
     """The turns the job's runs wrote (workloads.gpu_turn, one file per process), in order, as the
     record's ``gpu_turns``; [] when every run ended before its turn. A turn without an end (its
     process was killed, or crashed, before it could write one) ended when the operating system let
@@ -232,7 +232,7 @@ def _read_turns(prefix: Path) -> list[dict]:
         finally:
             path.unlink(missing_ok=True)
     turns.sort(key=lambda t: t["started_unix_ns"])
-    job_end = time.time_ns()
+    job_end = time.time_ns() if job_end_unix_ns is None else job_end_unix_ns
     out = []
     for i, turn in enumerate(turns):
         entry = {"started_unix_ns": turn["started_unix_ns"], "waited_s": turn["waited_s"]}
@@ -288,7 +288,7 @@ class JobRecord(dict):
         self._written = True
         self["ended_unix_ns"] = time.time_ns()
         if self._turn_records is not None:
-            self["gpu_turns"] = _read_turns(self._turn_records)
+            self["gpu_turns"] = _read_turns(self._turn_records, self["ended_unix_ns"])
         return _write_record(self._work_dir, dict(self))
 
 
@@ -348,6 +348,8 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             # (workloads.gpu_turn.split_cores)
             holder_cores = gpu_turn.use_holder_cores(env)
         visible = env.get("CUDA_VISIBLE_DEVICES")
+        # CUDA's device 0 is nvidia-smi's GPU 0 only in PCI bus order
+        pci_order = env.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
         record = JobRecord(work_dir, {
             "record_version": RECORD_VERSION,
             "tag": tag,
@@ -358,7 +360,7 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             "gpus_configured": n_gpus,
             "assigned_by": assigned_by,
             "cuda_visible_devices": visible,
-            "gpu": visible_gpu(visible, gpus),
+            "gpu": visible_gpu(visible, gpus) if visible is not None or not pci_order else gpus[0] if gpus else None,
             "host_gpu_count": len(gpus),
             "git_commit": git_commit(),
             "started_unix_ns": time.time_ns(),
