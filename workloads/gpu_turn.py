@@ -5,8 +5,9 @@ start at once (``workloads.tools.cold --turns``): each one's interpreter start, 
 profiler's own start and finish then happen beside another run's GPU work, and only the part that
 uses the GPU takes turns. The wrapper names the lock file in ``COOKBOOK_GPU_TURN_LOCK``; the run
 takes it (an exclusive ``flock``) before its setup touches the GPU and keeps it until the process
-exits, when the operating system lets it go, unless it gives the GPU back earlier
-(:func:`release_turn`): once its last result is on the host and its device memory is given back,
+exits, when the operating system lets it go (after every process that holds a copy of the open
+lock, a child forked in the turn included, has exited), unless it gives the GPU back earlier
+(:func:`release_turn`, which keeps the turn while the process has a live child): once its last result is on the host and its device memory is given back,
 the float64 check, the record and the process's exit run on the CPU beside the next run's turn
 (the check of a 2 GiB result took 2-5 s per run). A run whose memory is still held keeps the
 turn to its exit, so that the next run never starts short of memory (JAX preallocates 75% of the
@@ -27,7 +28,7 @@ whole process tree to the holder's half. A start-up timed from its launch (a col
 coldstart experiment) gets its turn from its parent before the launch (:func:`turn_for_child`) and
 runs whole on the holder's half too, until its measurement is over.
 
-Without ``COOKBOOK_GPU_TURN_LOCK`` (a run by hand, a SLURM job with its own GPU, a host with
+Without ``COOKBOOK_GPU_TURN_LOCK`` (a run by hand, a job that holds its GPU throughout, a host with
 several GPUs where the wrapper holds one for the whole job) :func:`take_turn` does nothing.
 
 The turn's start and end (Unix ns) are written to ``<COOKBOOK_GPU_TURN_RECORD>-<pid>.json``, one

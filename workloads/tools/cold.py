@@ -19,13 +19,18 @@ Deleting ``<work-dir>/cache/shared`` between runs is always safe.
 the workload inside takes it from its setup until its memory is freed or its exit (``workloads/gpu_turn.py``), so that
 several such commands start and finish beside each other while one uses the GPU.
 
-The command runs in its own process group. SIGINT, SIGTERM and SIGHUP sent to
-this wrapper are forwarded to that group; the wrapper waits for the command to
-exit, writes its GPU job record (``killed_by``), removes the cache folder and
-only then lets go of the GPU. If the wrapper itself is SIGKILLed, the kernel
-kills the command too (Linux ``PR_SET_PDEATHSIG``). A command that fails leaves
-its exit status and the tail of its stderr as the last lines of the wrapper's
-stderr (the rule's log), whatever else it printed.
+The command runs in its own process group, launched by a keeper process forked from this
+wrapper: the keeper is in a session of its own, holds a copy of the wrapper's GPU lock and is the
+subreaper of the command's whole tree (Linux ``PR_SET_CHILD_SUBREAPER``). SIGINT, SIGTERM and
+SIGHUP sent to this wrapper are forwarded to the command's group; once the command exits the keeper
+kills whatever it left (its group, and any descendant that left the group, as a profiler's program
+or daemon may) and waits for all of it; the wrapper then writes the GPU job record (``killed_by``),
+removes the cache folder and only then lets go of the GPU. If the wrapper itself is SIGKILLed, the
+keeper kills the command's tree, waits for it, writes the record (``wrapper_killed``) and removes
+the caches, and the GPU's lock goes with the keeper, after all of that. The command gets a
+SIGKILL if the keeper dies (``PR_SET_PDEATHSIG``). A command that fails leaves its exit status and
+the tail of its stderr as the last lines of the wrapper's stderr (the rule's log), whatever else it
+printed; one that cannot be started exits 127 with one line.
 """
 from __future__ import annotations
 

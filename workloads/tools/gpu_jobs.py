@@ -1,26 +1,39 @@
-"""Which GPU a profiling job runs on, and a record of it when it ends.
+"""Which GPU a profiling job runs on, one measurement per physical GPU of a host at a time, and a
+record of the job when it ends.
 
 Every GPU job of the pipeline (timed run, nsys, ncu, cold/warm start, experiment, kernel page)
-goes through :func:`gpu_job`. It picks the GPU:
+goes through :func:`gpu_job`. Each GPU has one lock file per host, named by its UUID (nvidia-smi;
+without nvidia-smi, its index in PCI bus order), in one folder for the whole host
+(``COOKBOOK_GPU_LOCK_DIR``, default ``/tmp/gpu-cookbook-locks``, :func:`lock_folder`): every work
+folder, clone and user of the host locks the same file for the same GPU, however the GPU is named.
+The job picks its GPU:
 
-- ``scheduler``: ``CUDA_VISIBLE_DEVICES`` was set before the job started (SLURM sets it to the
-  GPU it assigned; a user may set it by hand): it is kept.
+- ``scheduler``: ``CUDA_VISIBLE_DEVICES`` was set before the job started and a scheduler's own
+  variables say it allocated the GPUs (SLURM: ``SLURM_JOB_ID`` with ``SLURM_STEP_GPUS`` or
+  ``SLURM_JOB_GPUS``): it is kept, and the GPUs it names are locked (one allocation may serve
+  several jobs of a pipeline).
+- ``user``: ``CUDA_VISIBLE_DEVICES`` set by hand: kept, and its GPUs locked the same way, so that
+  jobs let through at once (the default profile's ``gpu=4``) never share one.
 - ``lock``: more than one GPU on this machine (config ``gpus``) and nobody chose: the job takes
-  the first free one of ``<work-dir>/gpu-locks/<host>/gpu<i>.lock`` (an exclusive ``flock``). Snakemake's
-  ``gpu`` resource caps how many jobs run at once; the locks decide which GPU each one gets, so two
-  profilers never share one.
-- ``default``: one GPU (config ``gpus: 1``): CUDA's device 0, one job at a time (the lock of
-  GPU 0), whatever Snakemake's ``--resources gpu=K`` lets through.
+  the first free one (an exclusive ``flock`` of its lock file). Snakemake's ``gpu`` resource caps
+  how many jobs run at once; the locks decide which GPU each one gets.
+- ``default``: one GPU (config ``gpus: 1``): CUDA's device 0, one job at a time (its lock),
+  whatever Snakemake's ``--resources gpu=K`` lets through.
 - ``turns``: one GPU, and the job is one of a step's measurement runs or an experiment whose
-  processes take turns (``turns=True``): the job does not hold GPU 0's lock; each run inside takes
+  processes take turns (``turns=True``): the job does not hold the GPU's lock; each run inside takes
   it for its GPU part (:mod:`workloads.gpu_turn`), so that K jobs let through at once start and
-  finish beside each other and take turns on the GPU. Its record lists the turns (``gpu_turns``), one per run.
+  finish beside each other and take turns on the GPU. Its record lists the turns (``gpu_turns``),
+  one per run. A job given one GPU by a scheduler or a user takes turns the same way.
 
-When the job ends (also when it fails), one JSON file per job is written to
-``<work-dir>/gpu-jobs/``: when it started and ended (Unix ns), the command, how the GPU was chosen,
-the GPU's UUID, PCI bus id and driver from ``nvidia-smi`` (the physical GPU, not an index that
-depends on ordering), the host, the SLURM job id and the suite's commit. ``python -m analysis gpu-jobs`` turns the folder into
-``reports/gpu_jobs.md``: which job ran on which GPU and when, and whether two ever shared one.
+The lock is let go only once every process of the job has exited: ``workloads/tools/cold.py``
+runs the command from a keeper process that holds a copy of the lock and survives the wrapper.
+
+When the job ends (also when it fails, or when its wrapper was killed), one JSON file per job is
+written to ``<work-dir>/gpu-jobs/``: when it started and ended (Unix ns), the command, how the GPU
+was chosen, the GPU's UUID, PCI bus id and driver from ``nvidia-smi`` (the physical GPU, not an
+index that depends on ordering), the host, the SLURM job id and the suite's commit. ``python -m
+analysis gpu-jobs`` turns the folder into ``reports/gpu_jobs.md``: which job ran on which GPU and
+when, and whether two ever shared one.
 """
 from __future__ import annotations
 
@@ -328,8 +341,9 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             keys = []
         else:
             assigned_by = "turns" if turns else "default"
-            # CUDA's device 0 is then nvidia-smi's GPU 0, the one locked
-            env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+            if len(gpus) > 1:
+                # CUDA's device 0 is then nvidia-smi's GPU 0, the one locked, not the fastest
+                env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
             keys = [lock_key(gpus[0] if gpus else None, "0")]
         if turns and len(keys) == 1:
             if assigned_by == "default":
