@@ -68,7 +68,8 @@ def fake_gpus(tmp_path):
     smi.write_text(FAKE_NVIDIA_SMI)
     smi.chmod(0o755)
     env = {k: v for k, v in os.environ.items()
-           if k != "CUDA_VISIBLE_DEVICES" and not k.startswith("SLURM_") and not k.startswith("COOKBOOK_GPU_TURN")}
+           if k != "CUDA_VISIBLE_DEVICES" and not k.startswith("SLURM_")
+           and k not in (gpu_turn.LOCK_VARIABLE, gpu_turn.RECORD_VARIABLE, gpu_turn.HANDED_VARIABLE)}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     return env
 
