@@ -402,3 +402,22 @@ def test_the_device_check_before_the_turn_neither_imports_jax_nor_asks_its_backe
     before, after = r.stdout.strip().splitlines()
     assert before == "None False []"  # nothing of JAX loaded, its backend not asked
     assert after == "no CUDA GPU: JAX finds no CUDA device ['backend']"
+
+
+def test_a_sigterm_for_the_keeper_ends_the_command_before_the_keeper_lets_go(tmp_path, fake_gpus):
+    """The keeper (the command's parent) passes a SIGTERM on to the command's group and still waits
+    for it: the lock is not let go with a live command under it."""
+    parent = tmp_path / "keeper.pid"
+    code = ("import os, sys, time\n"
+            "open(sys.argv[1] + '.tmp', 'w').write(str(os.getppid())); os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n"
+            "while True: time.sleep(3600)\n")
+    wrapper = _cold(tmp_path / "w", fake_gpus, code, str(parent))
+    _wait_for_file(parent, wrapper)
+    keeper = int(parent.read_text())
+    assert keeper != wrapper.pid
+    os.kill(keeper, signal.SIGTERM)
+    _, err = wrapper.communicate(timeout=60)
+    assert wrapper.returncode == 128 + signal.SIGTERM, err
+    assert "was killed by SIGTERM" in err
+    [record] = _records(tmp_path / "w")
+    assert record["returncode"] == -signal.SIGTERM and "wrapper_killed" not in record

@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -62,6 +63,8 @@ CACHE_SETTINGS = frameworks.cache_settings()
 _TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+=-]{0,99}")
 #: signals forwarded to the command's process group
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: when a start-up's parent launched it (workloads/settings.py), stamped by the keeper at the launch
+LAUNCH_VARIABLE = "COOKBOOK_LAUNCH_UNIX_NS"
 #: bytes of the command's stderr repeated after a failure
 STDERR_TAIL_BYTES = 4000
 
@@ -194,6 +197,9 @@ class _Keeper:
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
         say = os.fdopen(to_wrapper, "w", buffering=1)
+        if LAUNCH_VARIABLE in self.env:
+            # a start-up timed from its launch: stamped at the launch itself, not before this fork
+            self.env[LAUNCH_VARIABLE] = str(time.time_ns())
         try:
             proc = subprocess.Popen(self.cmd, env=self.env, stderr=self.stderr_fd, start_new_session=True,
                                     pass_fds=self.pass_fds, preexec_fn=_die_with_parent)
@@ -205,6 +211,12 @@ class _Keeper:
             for fd in self.pass_fds:
                 os.close(fd)  # a handed turn is the command's: given back when it gives it back
         say.write(f"pid {proc.pid}\n")
+
+        def forward(signum, _frame) -> None:  # a SIGTERM for the keeper ends the command first
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signum)
+
+        signal.signal(signal.SIGTERM, forward)
         wrapper_gone = threading.Event()
 
         def watch() -> None:
