@@ -421,3 +421,27 @@ def test_a_sigterm_for_the_keeper_ends_the_command_before_the_keeper_lets_go(tmp
     assert "was killed by SIGTERM" in err
     [record] = _records(tmp_path / "w")
     assert record["returncode"] == -signal.SIGTERM and "wrapper_killed" not in record
+
+
+def test_the_preflights_counter_probe_holds_the_gpus_lock_around_its_kernel(tmp_path, fake_gpus, monkeypatch):
+    """The preflight's one kernel under ncu is a GPU job too: it runs only while it holds the lock of
+    the GPU it runs on (CUDA's device 0 in PCI bus order: nvidia-smi's GPU 0)."""
+    from workloads.tools import preflight
+
+    monkeypatch.setenv("PATH", fake_gpus["PATH"])
+    lock = gpu_jobs.lock_path(UUIDS[0])
+    ncu = tmp_path / "ncu"
+    ncu.write_text(f"""#!/bin/sh
+{sys.executable} -c "
+import fcntl, os, sys
+f = open('{lock}')
+try:
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    sys.exit('==ERROR== the GPU is not locked')
+except BlockingIOError:
+    print('==PROF== Profiling \\"cookbook_counter_probe\\" - 0: 100% - 1 pass', os.environ['CUDA_DEVICE_ORDER'])
+"
+""")
+    ncu.chmod(0o755)
+    assert preflight.counter_access(str(ncu)) == {"readable": True}
+    assert not _held(lock)  # and let go after it

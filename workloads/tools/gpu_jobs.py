@@ -287,6 +287,17 @@ def named_gpus(cuda_visible_devices: str, gpus: list[dict]) -> list[str]:
     return keys
 
 
+def first_gpu_key(env: Mapping[str, str], gpus: list[dict]) -> str | None:
+    """The lock key of CUDA's device 0 for a process started with ``env`` in PCI bus order (what a
+    one-kernel probe uses): the first GPU ``CUDA_VISIBLE_DEVICES`` names, else nvidia-smi's GPU 0;
+    None where ``CUDA_VISIBLE_DEVICES`` hides every GPU."""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return lock_key(gpus[0] if gpus else None, "0")
+    keys = named_gpus(visible, gpus)
+    return keys[0] if keys else None
+
+
 class JobRecord(dict):
     """A GPU job's record, and :meth:`write`, which writes it once: at the job's end, or from the
     keeper process of a wrapper that was killed (``workloads/tools/cold.py``)."""

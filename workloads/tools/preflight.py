@@ -16,14 +16,16 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
 from typing import Sequence
 
-from workloads import provenance, settings
+from workloads import gpu_turn, provenance, settings
 from workloads.registry import RECIPES
 from workloads.runner import write_json_atomic
+from workloads.tools import gpu_jobs
 
 #: the targets the user asked Snakemake for, space-separated (set by the pipeline's onstart)
 TARGETS_VARIABLE = "COOKBOOK_REQUESTED_TARGETS"
@@ -71,8 +73,15 @@ def counter_access(ncu: str, python: str = sys.executable, timeout_s: float = 30
     # profiled kernel, and the suite never changes the GPU's clocks
     cmd = [ncu, "--clock-control", "none", "--metrics", "sm__cycles_elapsed.sum", python, "-m",
            "workloads.tools.counter_probe"]
+    # the probe's kernel runs on CUDA's device 0, in PCI bus order: that GPU's lock is held around
+    # it, so that it never runs beside another work folder's or user's measurement on the host
+    env = {**os.environ, "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")}
+    key = gpu_jobs.first_gpu_key(env, gpu_jobs.physical_gpus())
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        with gpu_jobs.hold_gpus([key] if key else []):
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except (gpu_jobs.LockFolderError, gpu_turn.LockFileError) as e:
+        return {"readable": None, "reason": f"the GPU's lock for the counter probe: {e}"}
     except (OSError, subprocess.SubprocessError) as e:
         return {"readable": None, "reason": f"`{' '.join(cmd)}` did not run ({e})"}
     text = out.stdout + out.stderr
