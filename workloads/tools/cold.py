@@ -48,7 +48,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from workloads import frameworks, gpu_turn
 from workloads.tools.gpu_jobs import LockFolderError, gpu_job
@@ -181,12 +181,13 @@ class _Keeper:
     so also a kill of the wrapper's process group): forked from the wrapper, it holds the wrapper's
     open files, the GPU's lock among them, and is the parent and subreaper of the command's whole
     tree. The wrapper reads ``pid N`` (the command's process group), then ``exit RC`` once every
-    process of the tree has exited, and answers ``done`` once it has written the job's record; if
-    the wrapper is gone first (end of file), the keeper kills the tree, waits for it, writes the
-    record itself (``wrapper_killed``) and removes the run's caches (``on_orphaned``)."""
+    process of the tree has exited, and answers ``done``; if the wrapper is gone before that answer
+    (end of file), the keeper kills the tree, waits for it, writes the record itself
+    (``wrapper_killed``) and removes the run's caches (``on_orphaned``). A wrapper killed after its
+    answer, while it writes the record, leaves none; nothing of the command runs by then."""
 
     def __init__(self, cmd: Sequence[str], env: Mapping[str, str], stderr_fd: int, pass_fds: Sequence[int],
-                 record: dict, on_orphaned=None) -> None:
+                 record: dict, on_orphaned: Callable[[], None] | None = None) -> None:
         self.cmd, self.env, self.stderr_fd, self.pass_fds = list(cmd), dict(env), stderr_fd, tuple(pass_fds)
         self.record, self.on_orphaned = record, on_orphaned
 
@@ -248,7 +249,7 @@ class _Keeper:
 
 
 def run_command(cmd: Sequence[str], env: Mapping[str, str], record: dict, label: str,
-                handed: gpu_turn.HandedTurn | None = None, on_orphaned=None) -> int:
+                handed: gpu_turn.HandedTurn | None = None, on_orphaned: Callable[[], None] | None = None) -> int:
     """Run ``cmd`` in its own process group, forwarding FORWARDED_SIGNALS to it, and wait for it
     and every process it left to exit, whatever this process receives meanwhile. Sets
     ``record["returncode"]`` and, when a signal was forwarded, ``record["killed_by"]``. Its stderr

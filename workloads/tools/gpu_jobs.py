@@ -349,23 +349,21 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             index, _ = stack.enter_context(gpu_slot(n_gpus, gpus, env))
             env["CUDA_VISIBLE_DEVICES"] = str(index)
             env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-            keys = []
+            keys = None  # held by the slot
         else:
-            assigned_by = "turns" if turns else "default"
+            assigned_by = "default"
             if len(gpus) > 1:
                 # CUDA's device 0 is then nvidia-smi's GPU 0, the one locked, not the fastest
                 env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
             keys = [lock_key(gpus[0] if gpus else None, "0")]
-        if turns and len(keys) == 1:
-            if assigned_by == "default":
-                assigned_by = "turns"
+        if keys is not None and turns and len(keys) == 1:
+            # the runs inside take the GPU's lock in turns; the job holds none
+            assigned_by = "turns" if assigned_by == "default" else assigned_by
             turn_records = Path(work_dir).resolve() / TURNS_FOLDER / f"turn-{os.getpid()}-{time.time_ns()}"
             turn_records.parent.mkdir(parents=True, exist_ok=True)
             env[gpu_turn.LOCK_VARIABLE] = str(lock_path(keys[0], env))
             env[gpu_turn.RECORD_VARIABLE] = str(turn_records)
-        else:
-            if assigned_by == "turns":
-                assigned_by = "default"
+        elif keys is not None:
             # one GPU, or the GPUs a scheduler or user named: the job holds them throughout, even if
             # more jobs were let through at once (--resources gpu=2 without --config gpus=2)
             stack.enter_context(hold_gpus(keys, env))
