@@ -272,7 +272,8 @@ def _read_turns(prefix: Path, job_end_unix_ns: int | None = None) -> list[dict]:
 def scheduler_allocated(env: Mapping[str, str]) -> bool:
     """Whether a scheduler allocated this job's GPUs (:data:`SCHEDULER_GPU_VARIABLES`): its own
     variables are set, not only ``CUDA_VISIBLE_DEVICES``, which a user may set by hand."""
-    return any(env.get(job) and any(env.get(g) for g in gpu_variables) for job, gpu_variables in SCHEDULER_GPU_VARIABLES)
+    return any(env.get(job) and any(env.get(g) for g in gpu_variables)
+               for job, gpu_variables in SCHEDULER_GPU_VARIABLES)
 
 
 def named_gpus(cuda_visible_devices: str, gpus: list[dict]) -> list[str]:
