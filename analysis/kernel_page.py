@@ -288,6 +288,24 @@ def _howto_section() -> list[str]:
     return out
 
 
+def captured_at(run: dict) -> str:
+    """Where and at which commit the capture was made, in one sentence: a reader compares the page
+    with the code of that commit and with the recipe pages of that GPU."""
+    prov = run.get("provenance") or {}
+    gpus = prov.get("gpus") or []
+    commit = prov.get("git_commit") or ""
+    clean = commit.removesuffix("-dirty")
+    where = f"on an {gpus[0]['name']}" if gpus else "on a GPU the record does not name"
+    if not clean:
+        at = "at a commit the record does not name"
+    elif clean != commit:
+        at = f"at commit `{clean[:10]}` with uncommitted changes (recorded as `-dirty`)"
+    else:
+        at = f"at commit `{clean[:10]}`"
+    date = f", {prov['date_utc'][:10]}" if prov.get("date_utc") else ""
+    return f"Captured {where} {at}{date}."
+
+
 def _provenance_section(k: KernelProfile, run: dict | None) -> list[str]:
     out = ["## How this was captured", ""]
     if not run:
@@ -353,7 +371,7 @@ def kernel_page(k: KernelProfile, run: dict | None, top: int = 15, report_hint: 
         intro = "Profiled by Nsight Compute with `--set full`."
     if k.launches_in_report > 1:
         intro += f" The report holds {k.launches_in_report} launches; this page shows launch {k.launch}."
-    lines = [title, "", intro, "", "## Key metrics", ""]
+    lines = [title, "", intro, ""] + ([captured_at(run), ""] if run else []) + ["## Key metrics", ""]
     lines += _metrics_table(k)
     lines += ["", "## Where the warps were", "",
               "Warp-state samples over the whole kernel (PC sampling): what each sampled warp was doing.", ""]

@@ -146,11 +146,39 @@ def test_reference_folder_of_a_gpu_comes_from_its_name(name, slug):
     assert gpu_slug(name) == slug
 
 
-def test_committed_h100_page_points_to_the_h100_reference():
-    # every committed capture's page names the reference folder it lives in
-    for run in sorted((REPO / "reports" / "reference").glob("*/kernels/*/kernel-run.json")):
-        page = (REPO / "reports" / "kernels" / f"{run.parent.name}.md").read_text()
-        assert f"gunzip -k reports/reference/{run.parents[2].name}/kernels/{run.parent.name}/" in page, run
+def _pages_of_each_reference() -> dict[str, str]:
+    """reference folder -> the folder its pages are published in, as the workflow's config files say."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "rules" / "config.yaml").read_text())
+    out = {config["reference"]["dir"]: config["reference"]["pages"]}
+    for other in (config.get("more_references") or {}).values():
+        ref = yaml.safe_load((REPO / other).read_text())["reference"]
+        out[ref["dir"]] = ref["pages"]
+    return out
+
+
+def test_each_kernel_page_is_in_the_tree_of_the_gpu_it_was_captured_on():
+    import subprocess
+
+    pages = _pages_of_each_reference()
+    runs = sorted((REPO / "reports" / "reference").glob("*/kernels/*/kernel-run.json"))
+    assert len(runs) >= 12
+    for run in runs:
+        reference = str(run.parents[2].relative_to(REPO))
+        published = REPO / pages[reference] / "kernels"
+        page = (published / f"{run.parent.name}.md").read_text()
+        # the page names the reference folder its capture lives in, and the GPU and commit
+        assert f"gunzip -k {reference}/kernels/{run.parent.name}/" in page, run
+        record = json.loads(run.read_text())
+        prov = record["provenance"]
+        assert f"Captured on an {prov['gpus'][0]['name']} at commit `{prov['git_commit'][:10]}`" in page, run
+        # that commit is in this repository's history
+        commit = prov["git_commit"].removesuffix("-dirty")
+        assert subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"]).returncode == 0
+        # and no other GPU's tree holds a page of that name
+        for other in set(pages.values()) - {pages[reference]}:
+            assert not (REPO / other / "kernels" / f"{run.parent.name}.md").exists(), (run, other)
 
 
 def test_a_pycuda_page_shows_the_cuda_text_of_the_python_file_its_line_directive_names(vectorized_capture):
