@@ -87,7 +87,7 @@ FLOP_METRICS = (
 def _limiter_metrics() -> tuple[str, ...]:
     # analysis.limiter owns the names it classifies launches by; imported late (it imports nothing
     # from here, but keeping the reader importable on its own costs nothing)
-    from analysis.limiter import METRICS
+    from analysis.limiter.metrics import METRICS
 
     return METRICS
 
@@ -116,7 +116,7 @@ def tensor_ops_metrics() -> tuple[str, ...]:
     """The tensor-core operation counts by input precision and their peaks (analysis.limiter's
     TENSOR_PRECISIONS): what names the precision of a tensor-pipe limiter and places tensor-core work
     on the roofline. The tensor pipe's own activity is another metric, collected either way."""
-    from analysis.limiter import TENSOR_PRECISIONS
+    from analysis.limiter.metrics import TENSOR_PRECISIONS
 
     return tuple(m for _, ops, peaks in TENSOR_PRECISIONS for m in (ops, *peaks))
 
