@@ -11,6 +11,7 @@
   gpu-jobs        the GPU job records -> reports/gpu_jobs.md: which job ran on which GPU, when
   compare         two run folders -> per step the speedup with its interval and verdict (exit 1: slower)
   cross-gpu       two GPUs' references -> which steps scale with bandwidth, compute rate or neither
+  diagnose        any program's ncu report (and nsys export) -> per launch its limiter and advice
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from analysis import captures
 from analysis import coldstart_cli, stats_cli
 from analysis import multiprocess_cli
 from analysis import kernel_page_cli, ncu_cli, perfetto
-from analysis import compare_cli
+from analysis import compare_cli, diagnose
 from analysis.errors import AnalysisInputError
 from analysis.outputs import check_targets, write_text_atomic
 from analysis.run_summary import load_json, load_summary, summarize_run
@@ -280,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     perfetto.add_parser(sub)
     kernel_page_cli.add_parser(sub)
     compare_cli.add_parser(sub)
+    diagnose.add_parser(sub)
     return p
 
 
