@@ -83,7 +83,7 @@ def _gpu_job_records(folder: str | None) -> list[dict]:
 
 
 def cmd_report(a) -> None:
-    from analysis import figures, markdown, report_model, report_sections  # matplotlib: only the commands that draw
+    from analysis import figures, markdown, report_model, report_sections, roofline  # matplotlib: only the commands that draw
     from workloads.registry import BY_NAME
 
     recipe = BY_NAME[a.workload]
@@ -110,9 +110,13 @@ def cmd_report(a) -> None:
         (f"Timelines of {shown} at size {largest} (nsys): the {figures.trace_span(timeline_runs)}, "
          "and one compute call",
          f"{a.workload}_timeline.png"),
-        ("Hierarchical roofline of the kernels ncu profiled (DRAM, L2, L1 bytes), under the device's peaks "
-         "(dashed) and the rates measured in the same run (solid)", f"{a.workload}_roofline.png"),
     ]
+    # a roofline with no floating-point kernel to place is neither drawn nor shown
+    with_roofline = roofline.roofline(by_size).drawable()
+    if with_roofline:
+        names.append(("Hierarchical roofline of the kernels ncu profiled (DRAM, L2, L1 bytes), under the device's "
+                      "peaks at the clocks the launches ran at (dashed) and the rates measured in the same run "
+                      "(solid)", f"{a.workload}_roofline.png"))
     # the page first: malformed summaries or L2 records and unsafe output paths are refused before any
     # figure is written
     md = markdown.workload_report(model, names)
@@ -126,7 +130,10 @@ def cmd_report(a) -> None:
     figures.ladder_figure(model, fig("ladder"))
     figures.busy_figure(model, fig("busy"))
     figures.timeline_figure(by_size, fig("timeline"), recipe.title)
-    figures.roofline_figure(by_size, ceilings_record["ceilings"], fig("roofline"), recipe.title)
+    if with_roofline:
+        figures.roofline_figure(by_size, ceilings_record["ceilings"], fig("roofline"), recipe.title)
+    elif os.path.exists(fig("roofline")):
+        os.remove(fig("roofline"))  # an earlier run's chart would stand beside a page that no longer shows it
     parts = report_sections.render_all(recipe, a.captures, fig_dir, with_experiments=not a.without_experiments)
     if l2_section:
         parts.append(l2_section)
