@@ -24,7 +24,7 @@ import sys
 from analysis import captures
 from analysis import coldstart_cli, stats_cli
 from analysis import multiprocess_cli
-from analysis import kernel_page_cli, ncu_cli, perfetto
+from analysis import kernel_page, kernel_page_cli, ncu_cli, perfetto
 from analysis import compare_cli, diagnose
 from analysis.errors import AnalysisInputError
 from analysis.outputs import check_targets, write_text_atomic
@@ -135,6 +135,9 @@ def cmd_report(a) -> None:
     elif os.path.exists(fig("roofline")):
         os.remove(fig("roofline"))  # an earlier run's chart would stand beside a page that no longer shows it
     parts = report_sections.render_all(recipe, a.captures, fig_dir, with_experiments=not a.without_experiments)
+    kernel_links = kernel_page.links_section(a.workload, a.captures, recipe.variants)
+    if kernel_links:
+        parts.append(kernel_links)
     if l2_section:
         parts.append(l2_section)
     if parts:

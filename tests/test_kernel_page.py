@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import re
 import json
 
 import pytest
@@ -211,3 +212,23 @@ def test_the_page_says_which_matching_launch_it_shows(vectorized_capture, tmp_pa
     assert _cli("--report", str(vectorized_capture / "kernel.ncu-rep"), "--run", str(run_file),
                 "--output", str(out)) == 0
     assert "one call; the 40th (ncu -s 39) launch matching" in out.read_text()
+
+
+def test_each_recipe_page_links_the_kernel_pages_of_its_own_gpu():
+    from analysis.kernel_page import links_section
+    from workloads.registry import BY_NAME
+
+    pages = _pages_of_each_reference()
+    for reference, published in pages.items():
+        captured = {run.parent.name: json.loads(run.read_text())
+                    for run in (REPO / reference / "kernels").glob("*/kernel-run.json")}
+        for workload, recipe in BY_NAME.items():
+            section = links_section(workload, str(REPO / reference / workload), recipe.variants)
+            mine = {page for page, run in captured.items() if run["workload"] == workload}
+            if not mine:
+                assert section is None
+                continue
+            links = set(re.findall(r"\]\(kernels/([A-Za-z0-9_]+)\.md\)", section))
+            assert links == mine, (reference, workload)
+            for page in links:  # the link resolves from the recipe page, in the same GPU's tree
+                assert (REPO / published / "kernels" / f"{page}.md").is_file()
