@@ -346,7 +346,7 @@ def summarize_ncu(path: str) -> list[dict]:
             # a metrics-only launch's metrics its recipe did not ask for (analysis.ncu.Launch.metrics_left_out)
             "metrics_left_out": list(launch.metrics_left_out),
             # what limits the launch, measured (analysis.limiter); None without speed-of-light metrics
-            "limiter": dataclasses.asdict(lim) if (lim := limiter.classify(m)) else None,
+            "limiter": dataclasses.asdict(lim) if (lim := limiter.classify_launch(m)) else None,
         })
     return out
 

@@ -104,7 +104,7 @@ class LaunchLimiter:
 
     def label(self) -> str:
         if self.kind is Kind.LATENCY:
-            return "latency: " + "; ".join(self.reasons) if self.reasons else "latency"
+            return "latency-bound: " + "; ".join(self.reasons) if self.reasons else "latency-bound"
         return f"{self.kind}: {self.unit} ({self.pct_of_peak:.0f}% of peak)"
 
 
