@@ -40,6 +40,10 @@ MIN_NOISE_SHARE = 0.03
 #: Wide enough for ncu's own clock control and cache flushing, narrow against a 1/8 chunk.
 LAUNCH_TIME_FACTOR = 2.0
 
+#: Launches shorter than this (ns) are not compared by time: their time is launch latency and
+#: ncu's cold caches more than work (XLA's 1-block dots: 0.9 µs traced, 2.2 µs profiled).
+LAUNCH_TIME_MIN_NS = 20_000
+
 #: Measured work covers a step when ncu profiled at least this share of its kernel time; below it,
 #: measured bytes and FLOPs are lower bounds.
 COVERAGE_COMPLETE = 0.95
@@ -149,9 +153,9 @@ def step_kernels(run: dict, by_kernel: dict[str, list[tuple[str, dict]]]) -> lis
     """The step's kernels (nsys, compute ranges) with their ncu launches: per kernel its time per
     steady call and the matching launches, the step's own profile first, else another variant's.
     A variant's launches match when they cover every launch shape (grid, block) the step ran the
-    kernel with and, for a kernel of one shape, their mean time is within LAUNCH_TIME_FACTOR of the
-    step's mean launch time: a kernel name reused at another shape, or the same shape over a chunk
-    of the data, is other work."""
+    kernel with and, for a kernel of one shape whose profiled launches take at least
+    LAUNCH_TIME_MIN_NS, their mean time is within LAUNCH_TIME_FACTOR of the step's mean launch time:
+    a kernel name reused at another shape, or the same shape over a chunk of the data, is other work."""
     n_calls = len(run["nsys"]["calls"]) or 1
     shapes: dict[str, set] = {}
     for s in run["nsys"].get("compute_launch_shapes") or []:
@@ -169,7 +173,7 @@ def step_kernels(run: dict, by_kernel: dict[str, list[tuple[str, dict]]]) -> lis
             if want and not want <= {_shape(x) for x in mine}:
                 return False
             times = [t for x in mine if (t := _launch_ns(x))]
-            if len(want) <= 1 and step_mean_ns and times:
+            if len(want) <= 1 and step_mean_ns and times and statistics.mean(times) >= LAUNCH_TIME_MIN_NS:
                 ratio = step_mean_ns / statistics.mean(times)
                 return 1 / LAUNCH_TIME_FACTOR <= ratio <= LAUNCH_TIME_FACTOR
             return True
