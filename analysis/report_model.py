@@ -295,9 +295,11 @@ def _first_sentence(text: str) -> str:
 # --- findings ---------------------------------------------------------------------------------------
 
 def _kernel_ms_per_call(run: dict, names: Sequence[str]) -> float:
-    wanted = set(names)
+    """nsys time per call of the kernels named (in ncu's or nsys' form: matched by kernel key)."""
+    from analysis.limiter import kernel_key  # noqa: PLC0415
+    wanted = {kernel_key(n) for n in names}
     calls = len(run["nsys"]["calls"]) or 1
-    return sum(k["total_ns"] for k in run["nsys"]["compute_kernels"] if k["name"] in wanted) / calls / 1e6
+    return sum(k["total_ns"] for k in run["nsys"]["compute_kernels"] if kernel_key(k["name"]) in wanted) / calls / 1e6
 
 
 #: findings whose time at stake is the fastest steady call's (time_at_stake_ms), not a mean over
@@ -322,7 +324,10 @@ def time_at_stake_ms(finding: dict, run: dict) -> float | None:
         return e["gap_ns"] / 1e6
     if fid == "sync_in_loop":
         return e["sync_ns"] / calls / 1e6
-    if fid in ("under_one_wave", "low_throughput"):
+    if fid == "under_one_wave":
+        # each kernel's time charged by the share of its launches that ran under one wave
+        return sum(_kernel_ms_per_call(run, [k["kernel"]]) * k.get("launch_share", 1.0) for k in e["kernels"])
+    if fid == "low_throughput":
         return _kernel_ms_per_call(run, [k["kernel"] for k in e["kernels"]])
     return None
 
@@ -377,6 +382,11 @@ def _compare(before: dict, after: dict) -> Comparison:
     return Comparison(before["variant"], v.label, v.speedup, v.reason, v.interval, verdicts.format_verdict(v))
 
 
+def _timed_idle_ms(run: dict) -> float:
+    from analysis.limiter import host_time  # noqa: PLC0415
+    return host_time(run).idle_ms
+
+
 def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTime | None) -> str:
     """What moved against the parent, from the captures: the measured quantities that changed most."""
     if parent is None or parent_busy is None:
@@ -386,7 +396,8 @@ def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTim
     pairs = (("kernel time", parent_busy.kernel_ms, busy.kernel_ms),
              ("copy time", parent_busy.h2d_ms + parent_busy.d2h_ms + parent_busy.other_copy_ms,
               busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms),
-             ("GPU idle", parent_busy.idle_ms, busy.idle_ms),
+             # idle on the timed clock (analysis.limiter.host_time), not the traced calls' own
+             ("GPU idle", _timed_idle_ms(parent), _timed_idle_ms(run)),
              ("GPU busy", parent_busy.busy_ms, busy.busy_ms))
     moved = sorted(((abs(b - a), name, a, b) for name, a, b in pairs if abs(b - a) > 0.05 * max(a, b, 1e-9)),
                    reverse=True)
@@ -438,18 +449,19 @@ def limiter_pool(runs: Sequence[dict]) -> list:
 
 def minimum_work_floor(run: dict, ceilings: dict, pool: Sequence = ()) -> Floor:
     """The step's minimum-work floor: its declared work at the measured reference rates; where ncu saw
-    the whole call and measured DRAM bytes beyond the mismatch factor of the declared ones (an
+    the whole call and measured fewer DRAM bytes than declared beyond the mismatch factor (an
     L2-resident working set, reuse the declaration does not count), the device-memory term rests
     on the measured bytes and says so."""
     from analysis import limiter  # noqa: PLC0415
     fl = floor(run["work"], ceilings)
     check = limiter.work_check(run, pool) if pool else None
-    if check is None or not check.measured_bytes_differ():
+    if check is None or not check.measured_bytes_below_declared():
         return fl
     work = dict(run["work"], bytes_read=check.measured_dram_bytes, bytes_written=0)
     measured = floor(work, ceilings)
-    terms = tuple(dataclasses.replace(t, resource=f"{t.resource} (the DRAM bytes ncu measured, "
-                                      f"{check.bytes_ratio():.2f}× the declared)") if t.resource == "device memory"
+    seen = "" if check.complete() else f" on {check.covered_share:.0%} of kernel time"
+    terms = tuple(dataclasses.replace(t, resource=f"{t.resource}: the DRAM bytes ncu measured{seen}, "
+                                      f"{check.bytes_ratio():.2f}× the declared") if t.resource == "device memory"
                   else t for t in measured.terms)
     binding = max(terms, key=lambda t: t.ms)
     return Floor(binding.ms, binding, terms)

@@ -419,5 +419,5 @@ def summarize_run(run_dir: str) -> dict:
     elif raw_path:  # the report was not kept (size), its raw page was
         record["ncu"] = summarize_ncu(raw_path)
         record["ncu_source"] = layout.NCU_RAW
-    record["findings"] = [f.as_dict() for f in findings.evaluate(record["nsys"], record["ncu"])]
+    record["findings"] = [f.as_dict() for f in findings.evaluate(record["nsys"], record["ncu"], record.get("timing"))]
     return record

@@ -75,6 +75,9 @@ def latency_key(lim: LaunchLimiter) -> str:
     waves = lim.waves_per_sm
     if waves is not None and waves < WAVES_MIN:
         return "grid"
+    # a last wave under half full among few waves idles more of the GPU than any occupancy cap
+    if waves is not None and waves < FEW_WAVES and (lim.last_wave_fill or 1.0) < 0.5:
+        return "waves"
     cap = lim.occupancy_limiter or ""
     if cap.startswith("registers"):
         return "registers"
@@ -125,7 +128,13 @@ def next_move(step: StepLimiter, framework_advice: dict | None = None) -> str:
     elif step.kind is Kind.LAUNCH_HOST:
         head = f"Limited by the host (the GPU idles {step.share:.0%} of the call)"
     elif step.kind is Kind.LATENCY:
-        head = f"Latency-bound ({step.kernel.reasons[0] if step.kernel and step.kernel.reasons else 'no unit near its peak'})"
+        reasons = step.kernel.reasons if step.kernel else ()
+        mark = {"grid": "grid under", "waves": "waves:", "registers": "registers", "shared memory": "shared memory",
+                "latency": "stalled"}.get(key, "")
+        why = next((r for r in reasons if mark and mark in r), reasons[0] if reasons else "no unit near its peak")
+        head = f"Latency-bound ({why})"
+    elif step.kind is Kind.MEMORY:
+        head = f"Limited by {step.unit} bandwidth ({step.pct_of_peak:.0f}% of peak)"
     else:
         head = f"Limited by the {step.unit} ({step.pct_of_peak:.0f}% of peak)"
     text = f"{head}: {move}"
