@@ -157,9 +157,9 @@ def result_box(m: rm.ReportModel) -> list[str]:
         f"> **Result at size {r.size}.** {r.takeaway}",
         ">",
         f"> - **Best step against {r.baseline_label}:** {best} ({r.spread}).",
-        f"> - **What limits the last step, `{r.final.variant}`:** {r.limiter.what} (from {r.limiter.source})"
-        f"{_limiter_floor_clause(r.final)}.",
-        f"> - **Next thing to try:** {r.limiter.next_move}.",
+        f"> - **What limits `{r.best.variant}`:** {r.limiter.what} (from {r.limiter.source})"
+        f"{_limiter_floor_clause(r.best)}.",
+        f"> - **Next thing to try:** {r.limiter.advice}.",
         *([">", f"> {m.ncu_coverage}"] if m.no_counters else []),
     ]
 
@@ -167,7 +167,7 @@ def result_box(m: rm.ReportModel) -> list[str]:
 def _limiter_floor_clause(s: rm.Step) -> str:
     """'; 1.82× the floor of that limiter (...)' or why there is none."""
     if s.time_over_limiter_floor is None:
-        return f"; no floor of that limiter: {s.limiter.floor_what}" if s.limiter.floor_what else ""
+        return f"; no floor of that limiter ({s.limiter.floor_what})" if s.limiter.floor_what else ""
     clause = f"; {rm.ratio_text(s.time_over_limiter_floor)} the floor of that limiter ({s.limiter.floor_what})"
     return clause + _host_share_clause(s)
 
@@ -180,6 +180,7 @@ def _host_share_clause(s: rm.Step) -> str:
     """Where the GPU is idle for part of each call (nsys), how far the GPU's own busy time is from
     the limiter's floor: the rest of the call waits on the host (launches, dispatch, the timer)."""
     busy, floor_ms = s.busy.busy_ms, s.limiter.floor_ms
+    # idle time only as the timed run confirms it: a timed median within nsys' busy time has none
     if not floor_ms or busy <= 0 or busy >= BUSY_SHARE_FOR_HOST_CLAUSE * s.median_ms:
         return ""
     return (f"; the GPU is busy {busy:.4g} ms of each call (nsys), {rm.ratio_text(busy / floor_ms)} that floor: "

@@ -104,8 +104,13 @@ REPLAY_METRICS = ("profiler__replayer_passes", "profiler__replayer_bytes_mem_bac
 
 
 def read_metrics() -> tuple[str, ...]:
-    """Every metric the readers take from a launch: the analysis' and ncu's replay record."""
-    return analysis_metrics() + tuple(m for m in REPLAY_METRICS if m not in analysis_metrics())
+    """Every metric the readers take from a launch: the analysis', ncu's replay record and, where the
+    report holds them, the warp stall reasons (analysis.limiter.metrics.STALL_METRICS, never asked for
+    by the metrics-only collection)."""
+    from analysis.limiter.metrics import STALL_METRICS
+
+    extra = REPLAY_METRICS + STALL_METRICS
+    return analysis_metrics() + tuple(m for m in extra if m not in analysis_metrics())
 
 
 #: what a metrics-only launch lacks when its recipe's ``ncu.tensor_ops`` is false (Launch.metrics_left_out)

@@ -19,27 +19,18 @@ from typing import Callable, Sequence
 
 from analysis import verdicts
 from analysis.floors import AT_RATE_FACTOR, Floor, floor
-from analysis.limiter import fastest_steady_call
+from analysis.limiter import Kind, StepLimiter, Unit, fastest_steady_call, is_library_kernel
+from analysis.limiter import advice as limiter_advice
 from analysis.ncu import (COLLECTION_FULL, COLLECTION_METRICS, COLLECTION_SECTIONS, INSTRUMENTED_SECTIONS,
                           TENSOR_OPS_LEFT_OUT)
 from analysis.run_summary import PHASES as RUN_PHASES
 from workloads import sources
 
-#: how each framework's steps are timed; CUDA events unless named here (workloads/<framework>_backend.py)
-HOST_TIMED = {"jax": "host timer (time.perf_counter around block_until_ready; JAX has no CUDA-event API)"}
 CUDA_EVENTS = "CUDA events"
 
 #: the phases whose copies the pages show, in run order (analysis.run_summary.PHASES): not the check,
 #: whose copies are the suite's own gathering of a sampled result, no work of the recipe
 COPY_PHASES = tuple(p for p in RUN_PHASES if p != "check")
-
-#: kernels whose launch shape the recipe's Python code does not choose: CUB/Thrust/cuDF/RMM templates,
-#: cuBLAS/CUTLASS GEMMs and the kernels XLA generates. Their "under one wave" findings are folded into
-#: one line: the fix (a bigger grid) is not the user's to make.
-LIBRARY_KERNEL = re.compile(
-    r"\b(cub|thrust|cudf|rmm|cutlass|cublas\w*)::|^nvjet_|cutlass|"
-    r"^(wrapped_\w+|gemm_fusion\w*|loop_\w*fusion\w*|input_\w*fusion\w*|\w*_fusion(_\d+)?)$")
-
 
 def ratio_text(x: float) -> str:
     """A speed-up or time-over-floor ratio with the digits that matter: 1068×, 54.1×, 1.85×."""
@@ -49,10 +40,6 @@ def ratio_text(x: float) -> str:
 def timer_of(framework: str) -> str:
     from workloads import frameworks  # noqa: PLC0415 - the records import no GPU package
     return frameworks.framework(framework).timer
-
-
-def is_library_kernel(name: str) -> bool:
-    return bool(LIBRARY_KERNEL.search(name.removeprefix("void ").strip()))
 
 
 def _steady(calls: Sequence[dict]) -> Sequence[dict]:
@@ -92,19 +79,6 @@ class BusyTime:
 
 
 @dataclasses.dataclass(frozen=True)
-class Limiter:
-    """What limits a step and the next thing to try. ``source`` says what it rests on. ``floor_ms``:
-    the time per call the measured limiter needs at its peak (kernels: each one's limiting unit at
-    its peak, from ncu; host link: the call's declared copies at the measured pinned rates); None
-    where the limiter has no device floor (the host sets the time) or the evidence does not reach one."""
-    what: str
-    next_move: str
-    source: str
-    floor_ms: float | None = None
-    floor_what: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
 class Step:
     variant: str
     improves_on: str | None
@@ -130,7 +104,7 @@ class Step:
     relative_error: float
     first_call_ms: float
     first_call_idle_ms: float
-    limiter: Limiter
+    limiter: StepLimiter
     change: str  # what moved against the parent, measured
     #: what the numbers rest on: timed samples (and why sampling stopped), warm-up calls, the calls
     #: recorded under nsys, and the GPU's state during the samples (NVML; None in older captures)
@@ -225,7 +199,7 @@ class ResultBox:
     baseline_label: str  # "the baseline", or what the first step at this size is
     best_vs_baseline: Comparison | None  # None: the baseline is the fastest step
     final: Step
-    limiter: Limiter
+    limiter: StepLimiter
     spread: str  # how a step's interval reads, for the box
 
 
@@ -273,68 +247,44 @@ class ReportModel:
 
 # --- the limiter slot -------------------------------------------------------------------------------
 
-def limiter_from_findings(run: dict, fl: Floor) -> Limiter:
-    """Today's limiter: the finding with the most time at stake in this step, else the floor's
-    resource and how close the step is to it. Replaceable (see :data:`LIMITER`)."""
+def _findings_move(run: dict, fl: Floor) -> tuple[str, str] | None:
+    """For a step ncu did not profile: the finding with the most time at stake (over 5% of the
+    call), as (what, its fix's first sentence)."""
     ranked = sorted(((time_at_stake_ms(f, run), f) for f in run.get("findings") or []
                      if not _only_library_kernels(f)), key=lambda tf: -(tf[0] or 0.0))
-    ratio = run["timing"]["median_ms"] / fl.ms
     if ranked and (ranked[0][0] or 0.0) > 0.05 * run["timing"]["median_ms"]:
         t, f = ranked[0]
-        return Limiter(f"{f['title']} (up to {t:.3g} ms per call)", _first_sentence(f["fix"]),
-                       f"finding `{f['id']}`")
-    # nothing measured names a limiter: say so, and where the step stands on its minimum-work floor
-    what = f"not profiled at this size (minimum-work floor: {fl.binding.resource}, {ratio_text(ratio)})"
-    if ratio < 1.3:
-        move = (f"Little is left on {fl.binding.resource}: a faster step has to do less work "
-                "(fewer bytes or FLOPs), not the same work faster")
-    else:
-        move = (f"{ratio:.1f}× over the {fl.binding.resource} floor with no rule flagging why: profile the "
-                "step's hottest kernel (ncu --set full) and read its limiter")
-    return Limiter(what, move, "floor")
+        return f"{f['title']} (up to {t:.3g} ms per call)", _first_sentence(f["fix"])
+    return None
 
 
-def measured_limiter(run: dict, fl: Floor, runs: Sequence[dict] = ()) -> Limiter:
-    """The step's limiter from measurement (analysis.limiter: nsys shares, then ncu's speed-of-light
-    and pipe metrics of its kernels, borrowed from a step that runs the same kernels where it has no
-    profile of its own); the finding-based one where nothing measured names a limiter."""
+def measured_limiter(run: dict, fl: Floor, runs: Sequence[dict] = (), ceilings: dict | None = None,
+                     framework_advice: dict | None = None) -> StepLimiter:
+    """The step's limiter from measurement (analysis.limiter.step: the timed call against nsys' busy
+    time, then ncu's speed-of-light breakdown of its kernels, borrowed from a step whose launches
+    match), with its source and the next thing to try in the framework's terms."""
     from analysis import limiter  # noqa: PLC0415
 
-    step = limiter.step_limiter(run, limiter.pool_of(runs or [run]))
-    if step.kind == "not profiled":
-        return limiter_from_findings(run, fl)
+    step = limiter.step_limiter(run, limiter.pool_of(runs or [run]), ceilings)
+    if step.kind is Kind.NOT_PROFILED:
+        found = _findings_move(run, fl)
+        if found:
+            return dataclasses.replace(step, detail=found[0], source="a finding, no ncu profile matched",
+                                       advice=found[1])
+        ratio = run["timing"]["median_ms"] / fl.ms
+        move = (f"Little is left on {fl.binding.resource}: a faster step has to do less work" if ratio < 1.3 else
+                limiter_advice.next_move(step, framework_advice).rstrip("."))
+        return dataclasses.replace(step, source="no ncu profile matched its launches", advice=move)
     borrowed = [v for v in step.ncu_variants if v != run["variant"]]
-    source = ("nsys" if step.kernel is None else
+    source = ("timed median and nsys" if step.kernel is None else
               "ncu" + (f", profile of {', '.join(f'`{v}`' for v in borrowed)}" if borrowed else ""))
-    floor_ms, floor_what = limiter_floor(step, fl)
-    return Limiter(step.label(), step.next_move().rstrip("."), source, floor_ms, floor_what)
+    return dataclasses.replace(step, source=source,
+                               advice=limiter_advice.next_move(step, framework_advice).rstrip("."))
 
 
-#: analysis.floors resources of the host link
-_LINK_RESOURCES = ("host-to-device link", "device-to-host link")
-
-
-def limiter_floor(step, fl: Floor) -> tuple[float | None, str]:
-    """The floor of a step's measured limiter (analysis.limiter.StepLimiter) and what it is, in words."""
-    from analysis import limiter  # noqa: PLC0415 - as measured_limiter
-    if step.kind == "host link":
-        links = [t for t in fl.terms if t.resource in _LINK_RESOURCES]
-        if links:
-            t = max(links, key=lambda t: t.ms)
-            return t.ms, f"the call's {t.resource} bytes at the {t.rate_name}"
-        return None, "no declared host-link bytes"
-    if step.kind in ("launch/host", "synchronization"):
-        return None, "the host sets the time: no device floor"
-    if step.floor_ns is not None:
-        if step.floor_covered_share >= limiter.COVERAGE_COMPLETE:
-            return step.floor_ns / 1e6, "each kernel's limiting unit at its peak (ncu)"
-        return step.floor_ns / 1e6, (f"each profiled kernel's limiting unit at its peak (ncu; "
-                                     f"{step.floor_covered_share:.0%} of kernel time profiled, the rest counted as free)")
-    return None, "no kernel of the step was profiled"
-
-
-#: the function that gives each step its limiter and next move: (run summary, floor, the size's runs) -> Limiter
-LIMITER: Callable[..., Limiter] = measured_limiter
+#: the function that gives each step its limiter and next move:
+#: (run summary, floor, the size's runs, ceilings, the framework's advice table) -> StepLimiter
+LIMITER: Callable[..., StepLimiter] = measured_limiter
 
 
 def _first_sentence(text: str) -> str:
@@ -345,9 +295,11 @@ def _first_sentence(text: str) -> str:
 # --- findings ---------------------------------------------------------------------------------------
 
 def _kernel_ms_per_call(run: dict, names: Sequence[str]) -> float:
-    wanted = set(names)
+    """nsys time per call of the kernels named (in ncu's or nsys' form: matched by kernel key)."""
+    from analysis.limiter import kernel_key  # noqa: PLC0415
+    wanted = {kernel_key(n) for n in names}
     calls = len(run["nsys"]["calls"]) or 1
-    return sum(k["total_ns"] for k in run["nsys"]["compute_kernels"] if k["name"] in wanted) / calls / 1e6
+    return sum(k["total_ns"] for k in run["nsys"]["compute_kernels"] if kernel_key(k["name"]) in wanted) / calls / 1e6
 
 
 #: findings whose time at stake is the fastest steady call's (time_at_stake_ms), not a mean over
@@ -372,7 +324,10 @@ def time_at_stake_ms(finding: dict, run: dict) -> float | None:
         return e["gap_ns"] / 1e6
     if fid == "sync_in_loop":
         return e["sync_ns"] / calls / 1e6
-    if fid in ("under_one_wave", "low_throughput"):
+    if fid == "under_one_wave":
+        # each kernel's time charged by the share of its launches that ran under one wave
+        return sum(_kernel_ms_per_call(run, [k["kernel"]]) * k.get("launch_share", 1.0) for k in e["kernels"])
+    if fid == "low_throughput":
         return _kernel_ms_per_call(run, [k["kernel"] for k in e["kernels"]])
     return None
 
@@ -427,6 +382,11 @@ def _compare(before: dict, after: dict) -> Comparison:
     return Comparison(before["variant"], v.label, v.speedup, v.reason, v.interval, verdicts.format_verdict(v))
 
 
+def _timed_idle_ms(run: dict) -> float:
+    from analysis.limiter import host_time  # noqa: PLC0415
+    return host_time(run).idle_ms
+
+
 def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTime | None) -> str:
     """What moved against the parent, from the captures: the measured quantities that changed most."""
     if parent is None or parent_busy is None:
@@ -436,7 +396,8 @@ def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTim
     pairs = (("kernel time", parent_busy.kernel_ms, busy.kernel_ms),
              ("copy time", parent_busy.h2d_ms + parent_busy.d2h_ms + parent_busy.other_copy_ms,
               busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms),
-             ("GPU idle", parent_busy.idle_ms, busy.idle_ms),
+             # idle on the timed clock (analysis.limiter.host_time), not the traced calls' own
+             ("GPU idle", _timed_idle_ms(parent), _timed_idle_ms(run)),
              ("GPU busy", parent_busy.busy_ms, busy.busy_ms))
     moved = sorted(((abs(b - a), name, a, b) for name, a, b in pairs if abs(b - a) > 0.05 * max(a, b, 1e-9)),
                    reverse=True)
@@ -453,15 +414,17 @@ def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTim
     return "; ".join(parts) or "no measured quantity moved by more than 5%"
 
 
-def evidence_limiter(run: dict, fl: Floor, runs: Sequence[dict], ceilings: dict) -> Limiter:
+def evidence_limiter(run: dict, fl: Floor, runs: Sequence[dict], ceilings: dict,
+                     framework_advice: dict | None = None) -> StepLimiter:
     """A recipe without any ncu profile (counters refused, or ncu=none): the limiter as far as the
     trace and the declared work reach (analysis.no_counters), labelled so."""
     from analysis import no_counters  # noqa: PLC0415
 
     step = no_counters.step_limiter(run, ceilings)
-    source = ("nsys, measured without counters" if step.kind != "evidence-limited"
+    source = ("nsys, measured without counters" if step.kind is not Kind.NO_COUNTERS
               else "trace and declared work, derived without counters")
-    return Limiter(step.label(), step.next_move().rstrip("."), source)
+    return dataclasses.replace(step, source=source,
+                               advice=limiter_advice.next_move(step, framework_advice).rstrip("."))
 
 
 #: which verdicts :func:`build_steps` computes (each is a bootstrap of 9,999 resamples, the bulk of a
@@ -469,6 +432,39 @@ def evidence_limiter(run: dict, fl: Floor, runs: Sequence[dict], ceilings: dict)
 #: only the fastest step against the baseline (what :func:`result_box` states, all the index shows);
 #: "none". A verdict not computed is None.
 VERDICTS_WANTED = ("all", "result", "none")
+
+
+def _framework_advice(recipe) -> dict:
+    from workloads import frameworks  # noqa: PLC0415 - the records import no GPU package
+    try:
+        return dict(frameworks.framework(recipe.framework).advice)
+    except (frameworks.UnknownFramework, AttributeError):
+        return {}
+
+
+def limiter_pool(runs: Sequence[dict]) -> list:
+    from analysis import limiter  # noqa: PLC0415
+    return limiter.pool_of(runs)
+
+
+def minimum_work_floor(run: dict, ceilings: dict, pool: Sequence = ()) -> Floor:
+    """The step's minimum-work floor: its declared work at the measured reference rates; where ncu saw
+    the whole call and measured fewer DRAM bytes than declared beyond the mismatch factor (an
+    L2-resident working set, reuse the declaration does not count), the device-memory term rests
+    on the measured bytes and says so."""
+    from analysis import limiter  # noqa: PLC0415
+    fl = floor(run["work"], ceilings)
+    check = limiter.work_check(run, pool) if pool else None
+    if check is None or not check.measured_bytes_below_declared():
+        return fl
+    work = dict(run["work"], bytes_read=check.measured_dram_bytes, bytes_written=0)
+    measured = floor(work, ceilings)
+    seen = "" if check.complete() else f" on {check.covered_share:.0%} of kernel time"
+    terms = tuple(dataclasses.replace(t, resource=f"{t.resource}: the DRAM bytes ncu measured{seen}, "
+                                      f"{check.bytes_ratio():.2f}× the declared") if t.resource == "device memory"
+                  else t for t in measured.terms)
+    binding = max(terms, key=lambda t: t.ms)
+    return Floor(binding.ms, binding, terms)
 
 
 def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = True,
@@ -483,9 +479,11 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
     # the step result_box picks: the first of the fastest, in ladder order
     fastest = min(ordered, key=lambda r: r["timing"]["median_ms"])
     busy = {r["variant"]: busy_time(r) for r in ordered}
+    framework_advice = _framework_advice(recipe)
+    pool = limiter_pool(runs)
     steps = []
     for r in ordered:
-        fl = floor(r["work"], ceilings)
+        fl = minimum_work_floor(r, ceilings, pool)
         parent_name = recipe.parent_of(r["variant"])
         parent = by_variant.get(parent_name) if parent_name else None
         calls = r["nsys"]["calls"]
@@ -509,7 +507,8 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
             host_call_ms=r.get("host_call_ms"), host_synced_ms=r.get("host_synced_ms"),
             relative_error=r["relative_error"],
             first_call_ms=first["wall_ns"] / 1e6, first_call_idle_ms=(first["wall_ns"] - first["gpu_busy_ns"]) / 1e6,
-            limiter=LIMITER(r, fl, runs) if counters else evidence_limiter(r, fl, runs, ceilings),
+            limiter=(LIMITER(r, fl, runs, ceilings, framework_advice) if counters
+                     else evidence_limiter(r, fl, runs, ceilings, framework_advice)),
             change=_change(r, parent, busy[r["variant"]], busy.get(parent_name) if parent else None),
             samples=len(r["times_ms"]), stopped_because=(r.get("sampling") or {}).get("stopped_because"),
             warmup_calls=r.get("warmup_calls"), nsys_calls=len(calls), telemetry=r.get("telemetry"),
@@ -519,15 +518,22 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
 
 
 def _floors_text(step: Step) -> str:
-    """Where a step stands against its measured limiter's floor, then against the minimum work."""
-    minimum = f"{ratio_text(step.time_over_floor)} its minimum-work floor ({step.floor_resource})"
+    """Where a step stands against its measured limiter's floor, then against the minimum work (named
+    for what it is: declared work at a measured reference rate, not a hardware limit)."""
+    minimum = f"{ratio_text(step.time_over_floor)} its minimum-work floor ({step.floor_resource} at the " \
+              f"{step.floor_rate_name})" if step.floor_rate_name else \
+        f"{ratio_text(step.time_over_floor)} its minimum-work floor ({step.floor_resource})"
     if step.time_over_floor < AT_RATE_FACTOR and step.floor_rate_name:
-        # the rates are measurements, not ceilings: near or under 1× the step runs at the rate
+        # the rates are measurements, not ceilings: a step near or under 1× runs at the rate
         minimum = (f"the {step.floor_rate_name} ({ratio_text(step.time_over_floor)} its minimum-work floor, "
                    f"{step.floor_resource})")
+        lim = step.limiter
+        if step.time_over_floor < 1.0 and lim.unit is Unit.DRAM and lim.pct_of_peak is not None:
+            minimum += (f"; under it because that floor is a measured copy rate (reads and writes 1:1), not "
+                        f"DRAM's limit: its kernels stream DRAM at {lim.pct_of_peak:.0f}% of peak (ncu)")
     if step.time_over_limiter_floor is None:
         return minimum
-    unit = step.limiter.what.split(" (")[0]
+    unit = str(step.limiter.unit or step.limiter.kind)
     return f"{ratio_text(step.time_over_limiter_floor)} the floor of its measured limiter ({unit}) and {minimum}"
 
 
@@ -544,7 +550,7 @@ def result_box(steps: Sequence[Step], timer: str) -> ResultBox:
         takeaway = (f"`{best.variant}` ({best.summary}) is {cmp.label} than `{base.variant}`, "
                     f"{ratio_text(cmp.speedup)}, and runs at {_floors_text(best)}.")
     return ResultBox(size=base.size, takeaway=takeaway, best=best, baseline=base, baseline_label=base_label,
-                     best_vs_baseline=cmp, final=final, limiter=final.limiter,
+                     best_vs_baseline=cmp, final=final, limiter=best.limiter,
                      spread=f"median (interquartile range) of repeated calls, {timer}")
 
 

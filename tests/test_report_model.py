@@ -154,12 +154,15 @@ def test_findings_are_grouped_by_fix_and_sorted_by_time_at_stake():
 
 
 def test_the_limiter_slot_is_one_swappable_function(monkeypatch):
-    monkeypatch.setattr(report_model, "LIMITER", lambda run, fl, runs: report_model.Limiter("measured", "next", "ncu"))
+    from analysis.limiter import Kind, StepLimiter, Unit
+
+    planted = StepLimiter(Kind.MEMORY, Unit.L2, 1.0, "planted", source="ncu", advice="next")
+    monkeypatch.setattr(report_model, "LIMITER", lambda *args: planted)
     _model.cache_clear()
     try:
         m = _model("cupy_sqdiff")
-        assert all(s.limiter.what == "measured" for steps in m.ladder.values() for s in steps)
-        assert m.result.limiter.next_move == "next"
+        assert all(s.limiter is planted for steps in m.ladder.values() for s in steps)
+        assert m.result.limiter.advice == "next"
     finally:
         _model.cache_clear()
 

@@ -104,7 +104,7 @@ class LaunchLimiter:
 
     def label(self) -> str:
         if self.kind is Kind.LATENCY:
-            return "latency: " + "; ".join(self.reasons) if self.reasons else "latency"
+            return "latency-bound: " + "; ".join(self.reasons) if self.reasons else "latency-bound"
         return f"{self.kind}: {self.unit} ({self.pct_of_peak:.0f}% of peak)"
 
 
@@ -151,7 +151,7 @@ def latency_reasons(m: dict) -> tuple[str, ...]:
     waves = _get(m, M.WAVES)
     grid, sms = int(m.get("launch__grid_size") or 0), int(m.get("launch__sm_count") or 0)
     if waves is not None and waves < WAVES_MIN:
-        out.append(f"grid under one wave ({grid} blocks on {sms} SMs, {waves:.2f} waves)")
+        out.append(f"grid under one wave ({grid} block{'' if grid == 1 else 's'} on {sms} SMs, {waves:.2f} waves)")
     theo, achieved = _get(m, M.OCC_THEORETICAL), _get(m, M.OCC_ACHIEVED)
     cap = occupancy_limiter(m)
     if cap:
