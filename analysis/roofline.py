@@ -15,6 +15,7 @@ import dataclasses
 from typing import Sequence
 
 from analysis import limiter
+from analysis.limiter import metrics
 
 LEVELS = ("DRAM", "L2", "L1")
 
@@ -113,8 +114,8 @@ def roofline(by_size: dict[int, Sequence[dict]]) -> Roofline:
             if count < MIN_FLOPS:
                 negligible.append((run["variant"], name))
                 continue
-            clock = m.get(limiter.SM_CLOCK)
-            level_clocks = {level: float(m[c]) for level, _, _, c in limiter.MEMORY_ROOFLINE if m.get(c)}
+            clock = m.get(metrics.SM_CLOCK)
+            level_clocks = {level: float(m[c]) for level, _, _, c in metrics.MEMORY_ROOFLINE if m.get(c)}
             points.append(Point(run["variant"], name, precision, count, float(m["gpu__time_duration.sum"]),
                                 limiter.bytes_by_level(m), limiter.device_peaks(m),
                                 float(clock) if clock else None, level_clocks))

@@ -173,6 +173,7 @@ def test_a_roofline_with_nothing_to_draw_is_not_written(tmp_path):
 
 def test_roofline_peaks_are_at_the_clock_each_precisions_launch_ran_at():
     from analysis import limiter, roofline
+    from analysis.limiter import metrics
 
     by_size = _by_size("jax_matmul")
     r = roofline.roofline(by_size)
@@ -183,7 +184,7 @@ def test_roofline_peaks_are_at_the_clock_each_precisions_launch_ran_at():
     for precision in ("BF16 tensor", "FP32"):
         longest = max((p for p in r.points if p.precision == precision), key=lambda p: p.duration_ns)
         m = launches[(longest.variant, longest.kernel)]
-        assert r.clocks_hz[precision] == m[limiter.SM_CLOCK]
+        assert r.clocks_hz[precision] == m[metrics.SM_CLOCK]
         assert r.peaks[f"{precision} FLOP/s"] == pytest.approx(limiter.device_peaks(m)[f"{precision} FLOP/s"])
         # and each point keeps the peak of its own launch
         for p in r.points:
