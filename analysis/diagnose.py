@@ -24,9 +24,12 @@ from typing import Any, Sequence
 
 from analysis.errors import AnalysisInputError
 from analysis.limiter import Kind, LaunchLimiter, Unit, classify_launch
-from analysis.ncu import NAMES_FROM_REPORT_MODULE, Launch, read_launches
+from analysis.limiter.advice import rule_consistent
+from analysis.ncu import NAMES_FROM_REPORT_MODULE, Finding, Launch, read_launches
 
 FORMATS = ("md", "json", "csv")
+#: ncu rule findings the markdown shows per launch
+RULES_SHOWN = 3
 
 #: libraries whose kernels the calling program launches without choosing their grid or block,
 #: recognised by the kernel's name (ncu's or nsys' demangled form), first match wins
@@ -152,10 +155,25 @@ class LaunchDiagnosis:
     library: str | None
     limiter: LaunchLimiter | None
     advice: str
+    #: ncu's own rule findings for the launch that speak to its limiter (optimization hints and warnings)
+    ncu_rules: tuple[Finding, ...] = ()
 
 
 def _int(v: Any) -> int | None:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+#: ncu rules about a launch's grid, block or occupancy: not quoted for a library's kernel
+LAUNCH_CONFIGURATION_RULES = frozenset({"LaunchConfiguration", "TheoreticalOccupancy", "WorkloadImbalance",
+                                        "AchievedOccupancy"})
+
+
+def consistent_rules(launch: Launch, lim: LaunchLimiter | None, library: str | None) -> tuple[Finding, ...]:
+    """The launch's ncu rule findings that do not contradict its limiter
+    (:func:`analysis.limiter.advice.rule_consistent`), without launch-configuration rules for a library kernel."""
+    return tuple(f for f in launch.findings
+                 if rule_consistent(f.rule, lim, launch.kernel_name)
+                 and not (library and f.rule in LAUNCH_CONFIGURATION_RULES))
 
 
 def diagnose_launches(launches: Sequence[Launch]) -> list[LaunchDiagnosis]:
@@ -167,7 +185,7 @@ def diagnose_launches(launches: Sequence[Launch]) -> list[LaunchDiagnosis]:
         duration = m.get("gpu__time_duration.sum")
         out.append(LaunchDiagnosis(launch.id, launch.kernel_name, float(duration) if duration is not None else None,
                                    _int(m.get("launch__grid_size")), _int(m.get("launch__block_size")), library,
-                                   lim, advice(lim, library)))
+                                   lim, advice(lim, library), consistent_rules(launch, lim, library)))
     return out
 
 
@@ -188,7 +206,9 @@ def _limiter_fields(lim: LaunchLimiter | None) -> dict[str, Any]:
 def launch_record(d: LaunchDiagnosis) -> dict[str, Any]:
     return {"scope": "launch", "launch_id": d.launch_id, "kernel_name": d.kernel_name, "duration_ns": d.duration_ns,
             "grid_blocks": d.grid_blocks, "block_threads": d.block_threads, "library": d.library,
-            **_limiter_fields(d.limiter), "advice": d.advice}
+            **_limiter_fields(d.limiter), "advice": d.advice,
+            "ncu_rules": [{"rule": f.rule, "severity": f.severity, "title": f.title,
+                           "estimated_speedup_pct": f.estimated_speedup_pct} for f in d.ncu_rules]}
 
 
 # --- per kernel name, weighted by nsys time ---------------------------------------------------------
@@ -363,6 +383,18 @@ def format_md(path: str, launch_rows: list[dict], kernel_rows: list[dict], trace
         names = ", ".join(dict.fromkeys(f"`{_cell(_short(r['kernel_name'], 40))}`" for r in rows))
         ids = ", ".join(str(r["launch_id"]) for r in rows)
         lines.append(f"- launch{'es' if len(rows) > 1 else ''} {ids} ({names}): {text}")
+    ruled = [r for r in launch_rows if r.get("ncu_rules")]
+    if ruled:
+        lines += ["", f"## ncu's own findings that fit the limiter (the {RULES_SHOWN} with the largest estimated "
+                  "speedup; the JSON holds all)", ""]
+        for r in ruled:
+            top = sorted((f for f in r["ncu_rules"] if f["estimated_speedup_pct"]),
+                         key=lambda f: -f["estimated_speedup_pct"])[:RULES_SHOWN]
+            if top:
+                found = "; ".join((f"{f['title']} ({f['rule']}, " if f["title"] and f["title"] != f["rule"]
+                                   else f"{f['rule']} (") + f"estimated speedup {f['estimated_speedup_pct']:.0f}%)"
+                                  for f in top)
+                lines.append(f"- launch {r['launch_id']} (`{_cell(_short(r['kernel_name'], 40))}`): {_cell(found)}")
     latency = [r for r in launch_rows if r["kind"] == Kind.LATENCY.value]
     if latency:
         lines += ["", "## Latency-bound launches: what is known", ""]
@@ -395,10 +427,11 @@ def format_md(path: str, launch_rows: list[dict], kernel_rows: list[dict], trace
 
 
 def _flat(r: dict) -> dict:
-    out = {k: v for k, v in r.items() if k not in ("occupancy", "reasons")}
+    out = {k: v for k, v in r.items() if k not in ("occupancy", "reasons", "ncu_rules")}
     occ = r.get("occupancy") or {}
     out.update({"occupancy_achieved_pct": occ.get("achieved_pct"), "occupancy_theoretical_pct": occ.get("theoretical_pct"),
-                "occupancy_limiter": occ.get("limiter"), "reasons": "; ".join(r.get("reasons") or [])})
+                "occupancy_limiter": occ.get("limiter"), "reasons": "; ".join(r.get("reasons") or []),
+                "ncu_rules": ";".join(f["rule"] for f in r.get("ncu_rules") or [])})
     return out
 
 

@@ -171,3 +171,22 @@ def test_an_unreadable_report_is_a_typed_error(tmp_path):
     bad.write_bytes(b"NVR\x00" + b"\x00" * 64)
     with pytest.raises(AnalysisInputError, match="bad.ncu-rep"):
         diagnose.run(str(bad))
+
+
+def test_ncu_rules_quoted_fit_the_limiter_and_spare_library_launch_shapes():
+    from analysis.limiter.advice import RULE_KINDS
+    from analysis.ncu import read_launches
+
+    # a launch profiled with the full set, so with ncu's rule results (the metrics-only steps have none)
+    vectorized = REFERENCE / "pycuda_kernel" / "vectorized" / "n268435456" / "ncu.ncu-rep.gz"
+    (r,) = _json(str(vectorized))
+    (launch,) = read_launches(vectorized)
+    assert (r["kind"], r["unit"]) == ("memory", "DRAM")
+    quoted = {f["rule"] for f in r["ncu_rules"]}
+    # ncu attached rules to the launch, and the quoted ones are those that speak to a DRAM-bound launch
+    assert quoted and quoted <= {f.rule for f in launch.findings}
+    assert all(r["kind"] in RULE_KINDS.get(rule, {r["kind"]}) for rule in quoted)
+    left_out = {f.rule for f in launch.findings} - quoted
+    assert "HighPipeUtilization" not in quoted and left_out
+    for r in _json(str(REFERENCE / "jax_matmul" / "float32" / "n8192" / "ncu.ncu-rep.gz")):
+        assert r["library"] and not {f["rule"] for f in r["ncu_rules"]} & diagnose.LAUNCH_CONFIGURATION_RULES
