@@ -4,7 +4,7 @@ report, and what to try next.
 Per launch, in launch order: the limiter from ncu's speed-of-light breakdown
 (:func:`analysis.limiter.classify_launch`: compute- or memory-bound at 60% of peak, the unit the top
 entry of the breakdown, else latency-bound with no floor), occupancy and waves, and advice by
-limiter. Kernels of libraries (cuBLAS, cuDNN, CUTLASS, nvjet, xmma, XLA, PyTorch's ATen, CUB/Thrust,
+limiter. Kernels of libraries (cuBLAS, cuDNN, CUTLASS, nvjet, xmma, XLA, cuRAND, PyTorch's ATen, CUB/Thrust,
 cuDF) are named as such and get no advice about their launch configuration, which their caller does
 not choose. The kernel's name decides only that: the limiter comes from the counters alone.
 
@@ -35,7 +35,8 @@ RULES_SHOWN = 3
 #: recognised by the kernel's name (ncu's or nsys' demangled form), first match wins
 LIBRARIES: tuple[tuple[str, re.Pattern], ...] = tuple((label, re.compile(rx)) for label, rx in (
     ("cuDNN", r"cudnn|convolve_sgemm|convolve_common|winograd|fft2d_|fft_[rc]2[rc]|xmma_(fprop|dgrad|wgrad)"
-              r"|_(fprop|dgrad|wgrad)_|conv2d_(grouped|c1_k1)|cudnn_"),
+              r"|_(fprop|dgrad|wgrad)_|conv2d_(grouped|c1_k1)|engines_precompiled::|nchwToNhwc|nhwcToNchw"
+              r"|bn_(fw|bw)_\w*_kernel"),
     ("nvjet (cuBLAS)", r"(^|\s)nvjet_"),
     ("xmma (cuBLAS/cuDNN)", r"xmma"),
     ("CUTLASS", r"cutlass"),
@@ -43,9 +44,13 @@ LIBRARIES: tuple[tuple[str, re.Pattern], ...] = tuple((label, re.compile(rx)) fo
                r"|dot_kernel|scal_kernel|axpy_kernel"),
     ("XLA", r"^(void )?(wrapped_\w+|gemm_fusion\w*|loop_\w*fusion\w*|input_\w*fusion\w*|\w*_fusion(_\d+)?"
             r"|copy_fusion\w*|fusion(_\d+)?)(\(|$)"),
-    ("PyTorch (ATen)", r"(^|[\s<(,])(at|native|c10|at::native)::|\bat_cuda_detail::"),
-    ("CUB/Thrust", r"(^|[\s<(,])(cub|thrust)(::|_)|\bCUB_\d"),
-    ("cuDF/RMM", r"(^|[\s<(,])(cudf|rmm|cuco)::"),
+    ("cuRAND", r"curand|(^|\s)execute_dist<"),
+    # ncu prints the templates of CUB (and Thrust, CCCL) without their outer namespace: by their names
+    ("CUB/Thrust", r"(^|[\s<(,])(cub|thrust)(::|_)|\bCUB_\d|\bDevice(Reduce|Scan|RadixSort|MergeSort|Segmented|Select"
+                   r"|Histogram|Partition|Adjacent|Unique|Run)\w*Kernel|policy_hub<|policy_selector|static_kernel<"),
+    ("cuDF/RMM", r"(^|[\s<(,])(cudf|rmm|cuco|strings|groupby|binops)::|find::init_found_pos"),
+    ("PyTorch (ATen)", r"(^|[\s<(,])(at|native|c10|at::native)::|\bat_cuda_detail::|(^|\s)(mbtopk|sbtopk)::"
+                       r"|^(void )?<unnamed>::softmax_warp_"),
 ))
 
 
