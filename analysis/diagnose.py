@@ -271,7 +271,8 @@ def diagnose_trace(nsys_path: str, launches: Sequence[LaunchDiagnosis]) -> tuple
     host = (ops.kind == cols.MEMCPY) & np.isin(ops.copy_kind, [kinds.get("Host-to-Device", -2),
                                                               kinds.get("Device-to-Host", -2)])
     everything = cols.union(ops.start, ops.end)
-    shares = TraceShares(everything.span_ns, everything.busy_ns, cols.union(ops.start[kernels], ops.end[kernels]).busy_ns,
+    kernel_union = cols.union(ops.start[kernels], ops.end[kernels])
+    shares = TraceShares(everything.span_ns, everything.busy_ns, kernel_union.busy_ns,
                          cols.union(ops.start[host], ops.end[host]).busy_ns, everything.gap_ns)
     keys, counts, sums, _ = cols.grouped(ops.name[kernels], ops.duration[kernels])
     total = int(sums.sum())
@@ -378,7 +379,8 @@ def format_md(path: str, launch_rows: list[dict], kernel_rows: list[dict], trace
         shape = f"{r['grid_blocks']} × {r['block_threads']}" if r["grid_blocks"] is not None else "—"
         us = "—" if r["duration_ns"] is None else f"{r['duration_ns'] / 1e3:,.1f}"
         lines.append(f"| {r['launch_id']} | `{_cell(_short(r['kernel_name']))}` | {us} | {shape} | {r['kind']} | "
-                     f"{r['unit'] or '—'} | {_pct(r['pct_of_peak'])} | {_ratio(r['floor_ratio'])} | {_occupancy(r)} | "
+                     f"{r['unit'] or '—'} | {_pct(r['pct_of_peak'])} | {_ratio(r['floor_ratio'])} | "
+                     f"{_occupancy(r)} | "
                      f"{_waves(r['waves'])} | {r['library'] or '—'} |")
     lines += ["", "## Advice", ""]
     by_advice: dict[str, list[dict]] = {}
@@ -414,7 +416,8 @@ def format_md(path: str, launch_rows: list[dict], kernel_rows: list[dict], trace
                   "|---|---:|---:|---:|---:|---|---|---:|---:|---|---:|"]
         for r in kernel_rows:
             lines.append(f"| `{_cell(_key(r['kernel_name']))}` | {r['gpu_time_ns'] / 1e6:,.3f} | "
-                         f"{r['share_of_kernel_time']:.1%} | {r['launches']} | {r['profiled_launches']} | {r['kind']} | "
+                         f"{r['share_of_kernel_time']:.1%} | {r['launches']} | {r['profiled_launches']} | "
+                         f"{r['kind']} | "
                          f"{r['unit'] or '—'} | {_pct(r['pct_of_peak'])} | {_ratio(r['floor_ratio'])} | "
                          f"{_occupancy(r)} | {_waves(r['waves'])} |")
         weights: dict[str, float] = {}
@@ -434,7 +437,8 @@ def format_md(path: str, launch_rows: list[dict], kernel_rows: list[dict], trace
 def _flat(r: dict) -> dict:
     out = {k: v for k, v in r.items() if k not in ("occupancy", "reasons", "ncu_rules")}
     occ = r.get("occupancy") or {}
-    out.update({"occupancy_achieved_pct": occ.get("achieved_pct"), "occupancy_theoretical_pct": occ.get("theoretical_pct"),
+    out.update({"occupancy_achieved_pct": occ.get("achieved_pct"),
+                "occupancy_theoretical_pct": occ.get("theoretical_pct"),
                 "occupancy_limiter": occ.get("limiter"), "reasons": "; ".join(r.get("reasons") or []),
                 "ncu_rules": ";".join(f["rule"] for f in r.get("ncu_rules") or [])})
     return out
