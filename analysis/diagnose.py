@@ -472,6 +472,9 @@ def run(ncu_path: str, nsys_path: str | None = None, fmt: str = "md", raw_page: 
         kernels, shares = diagnose_trace(nsys_path, diags)
         kernel_rows = [kernel_record(k) for k in kernels]
         trace_rows = trace_records(shares)
+        if not any(k.profiled_launches for k in kernels):
+            print(f"diagnose: none of the {len(diags)} launches of {ncu_path} is a kernel of {nsys_path}: "
+                  "captures of two different programs?", file=sys.stderr)
     if fmt == "json":
         return json.dumps(launch_rows + kernel_rows + trace_rows, indent=1) + "\n"
     if fmt == "csv":

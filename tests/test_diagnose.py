@@ -191,3 +191,11 @@ def test_ncu_rules_quoted_fit_the_limiter_and_spare_library_launch_shapes():
     assert "HighPipeUtilization" not in quoted and left_out
     for r in _json(str(REFERENCE / "jax_matmul" / "float32" / "n8192" / "ncu.ncu-rep.gz")):
         assert r["library"] and not {f["rule"] for f in r["ncu_rules"]} & diagnose.LAUNCH_CONFIGURATION_RULES
+
+
+def test_captures_of_two_programs_are_diagnosed_and_said_to_differ(capsys):
+    # the PyTorch program's ncu report beside the JAX program's nsys export: no kernel in common
+    records = _json(str(TORCH_NCU), str(THIRD / "jax_prog.sqlite.gz"))
+    kernels = [r for r in records if r["scope"] == "kernel"]
+    assert kernels and all(r["kind"] == "not profiled" for r in kernels)
+    assert "captures of two different programs?" in capsys.readouterr().err
