@@ -19,11 +19,6 @@ KIND_COLORS = {"kernel": "#4c72b0", "memcpy": "#c44e52", "memset": "#dd8452", "i
 _PNG_META = {"Software": None}
 
 
-def _steady_calls(summary: dict) -> list[dict]:
-    calls = summary["nsys"]["calls"]
-    return calls[1:] if len(calls) > 1 else calls
-
-
 def _log_if_wide(ax, values, axis: str = "x") -> bool:
     """A log axis when the values span more than 10×: on a linear one the fastest steps vanish."""
     positive = [v for v in values if v > 0]
@@ -259,34 +254,6 @@ def timeline_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, tit
     fig.suptitle(f"{title}: timelines at size {size} (nsys)")
     fig.tight_layout(rect=(0, 0.09, 1, 1))
     _save(fig, path)
-
-
-def roofline_points(summaries_by_size: dict[int, Sequence[dict]]) -> list[dict]:
-    """One point per (size, variant, kernel) that ncu profiled, from the kernel's first profiled launch:
-    FLOPs as ncu counted them (FP64 + FP32 instructions, an FMA as two), else the variant's declared
-    FLOPs over its kernels per call; bytes from DRAM (read + write); time from ncu."""
-    points = []
-    for size in sorted(summaries_by_size):
-        for run in summaries_by_size[size]:
-            seen = set()
-            calls = _steady_calls(run)
-            per_call = max(sum(c["kernels"] for c in calls) / len(calls), 1) if calls else 1
-            for launch in run.get("ncu") or []:
-                name = launch["kernel_name"]
-                ns = launch["metrics"].get("gpu__time_duration.sum")
-                if name in seen or not launch.get("dram_bytes") or not ns:
-                    continue
-                seen.add(name)
-                fp64, fp32 = launch.get("flops_fp64"), launch.get("flops_fp32")
-                counted = (fp64 or 0) + (fp32 or 0)
-                flops, source = (counted, "ncu") if counted else (run["work"]["flops"] / per_call, "declared")
-                if not flops:
-                    continue
-                points.append({"size": size, "variant": run["variant"], "kernel": name, "flops": flops,
-                               "flops_source": source, "fp32": bool(fp32 and fp32 > (fp64 or 0)),
-                               "dram_bytes": launch["dram_bytes"], "duration_ns": ns,
-                               "intensity": flops / launch["dram_bytes"], "flop_per_s": flops / (ns * 1e-9)})
-    return points
 
 
 def roofline_figure(summaries_by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title: str) -> bool:

@@ -71,15 +71,18 @@ def test_counted_flops_of_the_fused_kernel_are_the_declared_work():
 
 
 def test_roofline_points_come_from_ncu():
+    from analysis import roofline
+
     by_size = _by_size("pycuda_kernel")
-    points = figures.roofline_points(by_size)
-    profiled = {(r.parts[-2], launch.kernel_name) for r in RUNS if r.parts[-3] == "pycuda_kernel"
-                and (r / "ncu.ncu-rep.gz").exists() for launch in read_launches(r / "ncu.ncu-rep.gz")}
-    assert {(p["variant"], p["kernel"]) for p in points} == {(v, k) for v, k in profiled}
-    for p in points:
-        assert p["intensity"] == pytest.approx(p["flops"] / p["dram_bytes"])
-        assert p["flop_per_s"] == pytest.approx(p["flops"] / p["duration_ns"] * 1e9)
-        assert p["fp32"]  # PyCUDA's kernels scale float32 arrays
+    r = roofline.roofline(by_size)
+    profiled = {(run.parts[-2], launch.kernel_name) for run in RUNS if run.parts[-3] == "pycuda_kernel"
+                and (run / "ncu.ncu-rep.gz").exists() for launch in read_launches(run / "ncu.ncu-rep.gz")}
+    assert {(p.variant, p.kernel) for p in r.points} == profiled
+    for p in r.points:
+        assert p.precision == "FP32"  # PyCUDA's kernels scale float32 arrays
+        for level in roofline.LEVELS:
+            assert p.intensity(level) == pytest.approx(p.flops / p.bytes_by_level[level])
+        assert p.flop_per_s == pytest.approx(p.flops / p.duration_ns * 1e9)
 
 
 @pytest.mark.parametrize("draw", ["timeline", "roofline"])
