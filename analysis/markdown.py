@@ -329,14 +329,15 @@ def ncu_rules_lines(rules: Sequence) -> list[str]:
         flagged = [rule for rule, cells, _, _ in rules if isinstance(cells.get(only), str)]
         # kept short: with eight rules and three flags (Warp's plane_threads on an H100) the sentence
         # stays one line within MAX_LINE_CHARS
-        text = (f"ncu's rules on `{only}`'s first profiled launch, by estimated speedup (under "
+        text = (f"ncu's rules on `{only}`'s hottest kernel, those consistent with its limiter, by estimated speedup (under "
                 f"{rm.NCU_RULE_MIN_PCT:.0f}% left out): " + ", ".join(f"{rule} {v:.0f}%" for rule, v in estimated))
         if flagged:
             text += ("; " if estimated else "") + "flagged without an estimate: " + ", ".join(flagged)
         # the quotes below follow the sentence, without a heading of their own
         lines = [text + ". The largest, in ncu's words:", ""]
     else:
-        lines = ["ncu's rules on each step's first profiled launch, with ncu's estimated speedup (\"—\": not flagged; "
+        lines = ["ncu's rules on each step's hottest profiled kernel, those consistent with its measured limiter, with "
+                 "ncu's estimated speedup (\"—\": not flagged; "
                  f"rules under {rm.NCU_RULE_MIN_PCT:.0f}% on every step left out):",
                  "", table(["rule"] + [f"`{v}`" for v in variants], [[rule] + [est(cells.get(v)) for v in variants]
                                                                        for rule, cells, _, _ in rules]), ""]
@@ -355,10 +356,6 @@ def findings_lines(m: rm.ReportModel) -> list[str]:
                  f"up to {g.time_at_stake_ms:.3g} ms per call")
         lines.append(f"- **{g.title}** (`{g.id}`), {stake}. *Fix:* {g.fix} "
                      f"*Where (time at stake per call):* {places}.")
-    if m.folded_library_kernels:
-        lines.append(f"- Library-internal kernels (CUB, cuDF, cuBLAS, XLA-generated) launched with less than one wave: "
-                     f"{', '.join(m.folded_library_kernels)} (number of kernels). Their grids are the library's "
-                     "choice, not the recipe's; not counted above.")
     return lines or ["No rule flagged any step."]
 
 

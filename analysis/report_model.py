@@ -229,7 +229,6 @@ class ReportModel:
     ladder: dict[int, tuple[Step, ...]]
     result: ResultBox
     findings: tuple[FindingGroup, ...]
-    folded_library_kernels: tuple[str, ...]  # places of library-internal "under one wave" kernels
     copies: dict[int, tuple[CopyRow, ...]]
     kernels: dict[int, tuple[KernelRow, ...]]
     ncu: dict[int, tuple[NcuRow, ...]]
@@ -250,8 +249,8 @@ class ReportModel:
 def _findings_move(run: dict, fl: Floor) -> tuple[str, str] | None:
     """For a step ncu did not profile: the finding with the most time at stake (over 5% of the
     call), as (what, its fix's first sentence)."""
-    ranked = sorted(((time_at_stake_ms(f, run), f) for f in run.get("findings") or []
-                     if not _only_library_kernels(f)), key=lambda tf: -(tf[0] or 0.0))
+    ranked = sorted(((time_at_stake_ms(f, run), f) for f in run.get("findings") or []),
+                    key=lambda tf: -(tf[0] or 0.0))
     if ranked and (ranked[0][0] or 0.0) > 0.05 * run["timing"]["median_ms"]:
         t, f = ranked[0]
         return f"{f['title']} (up to {t:.3g} ms per call)", _first_sentence(f["fix"])
@@ -332,34 +331,19 @@ def time_at_stake_ms(finding: dict, run: dict) -> float | None:
     return None
 
 
-def _only_library_kernels(finding: dict) -> bool:
-    return finding["id"] == "under_one_wave" and all(is_library_kernel(k["kernel"])
-                                                      for k in finding["evidence"]["kernels"])
-
-
-def group_findings(runs: Sequence[dict]) -> tuple[tuple[FindingGroup, ...], tuple[str, ...]]:
-    """Findings of every run, one group per rule (one fix), sorted by time at stake; "under one
-    wave" on library-internal kernels folded into places named apart."""
+def group_findings(runs: Sequence[dict]) -> tuple[FindingGroup, ...]:
+    """Findings of every run, one group per rule (one fix), sorted by time at stake (library kernels
+    never appear: analysis.findings leaves their launch configuration out)."""
     groups: dict[str, dict] = {}
-    folded = []
     for r in runs:
         for f in r.get("findings") or []:
-            place_name = f"`{r['variant']}` n{r['size']}"
-            if f["id"] == "under_one_wave":
-                lib = [k for k in f["evidence"]["kernels"] if is_library_kernel(k["kernel"])]
-                own = [k for k in f["evidence"]["kernels"] if not is_library_kernel(k["kernel"])]
-                if lib:
-                    folded.append(f"{place_name} ({len(lib)})")
-                if not own:
-                    continue
-                f = {**f, "evidence": {**f["evidence"], "kernels": own}}
             g = groups.setdefault(f["id"], {"title": f["title"], "fix": f["fix"], "places": []})
             g["places"].append(FindingPlace(r["variant"], r["size"], time_at_stake_ms(f, r), f["message"]))
     out = [FindingGroup(fid, g["title"], g["fix"],
                         tuple(sorted(g["places"], key=lambda p: -(p.time_at_stake_ms or 0.0))))
            for fid, g in groups.items()]
     out.sort(key=lambda g: -g.time_at_stake_ms)
-    return tuple(out), tuple(folded)
+    return tuple(out)
 
 
 # --- steps ------------------------------------------------------------------------------------------
@@ -615,16 +599,32 @@ NCU_RULES_QUOTED = 3
 NCU_RULE_MIN_PCT = 5.0
 
 
+def hot_launch(run: dict) -> dict | None:
+    """The run's own profiled launch of the kernel that holds the most of its nsys kernel time (the
+    first profiled launch where nsys names none of them)."""
+    from analysis import limiter  # noqa: PLC0415
+    if not run.get("ncu"):
+        return None
+    rows = limiter.step_kernels(run, limiter.launches_by_kernel(limiter.pool_of([run])))
+    own = [(r["ns_per_call"], launch) for r in rows for v, launch in r["launches"][:1] if v == run["variant"]]
+    return max(own, key=lambda x: x[0])[1] if own else run["ncu"][0]
+
+
 def ncu_rule_rows(runs: Sequence[dict]) -> tuple:
-    """ncu's rules on each variant's first profiled launch: (rule, {variant: estimated speedup %,
-    "flagged" or None}, the variant it flags most, its message there)."""
+    """ncu's rules on each variant's hot launch (:func:`hot_launch`), only those consistent with that
+    launch's measured limiter (analysis.limiter.rule_consistent): (rule, {variant: estimated speedup
+    %, "flagged" or None}, the variant it flags most, its message there)."""
+    from analysis import limiter  # noqa: PLC0415
     # a step profiled for the page's metrics alone has no rule results: it is no column ("—" would
     # say that ncu did not flag it)
     variants = [r for r in runs if r["ncu"] and ncu_collection(r)[0] != COLLECTION_METRICS]
     by_rule: dict[str, dict[str, dict]] = {}
     for r in variants:
-        for f in r["ncu"][0]["findings"]:
-            by_rule.setdefault(f["rule"], {})[r["variant"]] = f
+        launch = hot_launch(r)
+        lim = limiter.classify_launch(launch["metrics"])
+        for f in launch["findings"]:
+            if limiter.rule_consistent(f["rule"], lim, launch["kernel_name"]):
+                by_rule.setdefault(f["rule"], {})[r["variant"]] = f
     out = []
     for rule, fs in by_rule.items():
         cells = {r["variant"]: (None if r["variant"] not in fs else
@@ -760,7 +760,7 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
                              "none" if verdicts_wanted == "result" and s != sizes[-1] else verdicts_wanted)
               for s in sizes}
     all_runs = [r for s in sizes for r in ladder_runs(recipe, by_size[s])]
-    groups, folded = group_findings(all_runs)
+    groups = group_findings(all_runs)
     split = ()
     if recipe.seed_split:
         base = ladder[sizes[-1]][0]
@@ -780,7 +780,7 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
     return ReportModel(
         name=recipe.name, title=recipe.title, seed_document=recipe.seed_document, framework=recipe.framework,
         timer=timer, size_meaning=recipe.size_meaning, sizes=sizes, ladder=ladder,
-        result=result_box(ladder[sizes[-1]], timer), findings=groups, folded_library_kernels=folded,
+        result=result_box(ladder[sizes[-1]], timer), findings=groups,
         copies={s: copy_rows(ladder_runs(recipe, by_size[s]), ceilings) for s in sizes},
         kernels={s: kernel_rows(ladder_runs(recipe, by_size[s])) for s in sizes},
         ncu={s: ncu_rows(ladder_runs(recipe, by_size[s]), ncu_metric_keys) for s in sizes},

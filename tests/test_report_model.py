@@ -133,9 +133,9 @@ def test_busy_time_is_the_union_numba_streams_below_pinned():
         assert s.busy.busy_ms + s.busy.idle_ms == pytest.approx(s.busy.wall_ms, rel=1e-9)
 
 
-def test_library_kernels_under_one_wave_are_folded():
+def test_library_kernels_get_no_launch_configuration_finding():
     m = _model("cudf_groupby")
-    assert m.folded_library_kernels  # every under-one-wave kernel of cuDF is CUB's or cuDF's own
+    # every under-one-wave kernel of cuDF is CUB's or cuDF's own: no finding, no advice about its grid
     assert all(g.id != "under_one_wave" for g in m.findings)
     assert report_model.is_library_kernel("void cub::detail::for_each::static_kernel<int>(int)")
     assert report_model.is_library_kernel("gemm_fusion_dot_1") and report_model.is_library_kernel("nvjet_sm90_tss")
@@ -417,7 +417,7 @@ def test_a_finding_of_the_first_calls_alone_says_so_instead_of_up_to_0_ms():
     assert rm.time_at_stake_ms(finding, run) == 0
     places = (rm.FindingPlace("baseline", 62500, rm.time_at_stake_ms(finding, run), finding["message"]),)
     group = rm.FindingGroup(finding["id"], finding["title"], finding["fix"], places)
-    (line,) = markdown.findings_lines(types.SimpleNamespace(findings=(group,), folded_library_kernels=()))
+    (line,) = markdown.findings_lines(types.SimpleNamespace(findings=(group,)))
     assert "in the first calls only, none in the steady calls" in line and "up to 0 ms" not in line
 
 
