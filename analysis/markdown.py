@@ -223,7 +223,7 @@ def steps_detail_table(steps: Sequence[rm.Step]) -> str:
                   "kernels ms", "copies H2D / D2H / other ms", "overlapping ms", "kernels per call",
                   "alloc calls: first / later", "host timer ms: returns / synced", "first call ms",
                   "noise (IQR / median)", "rel. error",
-                  "rests on: samples, warm-up, nsys calls; SM clock, throttled, J/call (NVML); CPU busy: own / "
+                  "rests on: samples, warm-up, nsys calls; SM clock, throttled samples, J/call (NVML); CPU busy: own / "
                   "others"),
                  rows)
 
@@ -243,7 +243,9 @@ def rests_on(s: rm.Step) -> str:
         clocks = "—" if lo is None else f"{lo}" if lo == hi else f"{lo}–{hi}"
         energy, how = telemetry.energy_per_call(t)
         joules = "— J" if energy is None else f"{energy:.3g} J ({how})"
-        cell = f"{head}; {clocks} MHz, {t.get('throttled_samples', '—')} throttled, {joules}"
+        throttled = t.get("throttled_samples")
+        throttled_text = "— samples throttled" if throttled is None else f"{throttled} of {s.samples} samples throttled"
+        cell = f"{head}; {clocks} MHz, {throttled_text}, {joules}"
     return cell + _host_load_text(s.host_load)
 
 

@@ -366,6 +366,11 @@ def _compare(before: dict, after: dict) -> Comparison:
     return Comparison(before["variant"], v.label, v.speedup, v.reason, v.interval, verdicts.format_verdict(v))
 
 
+def ms_text(x: float) -> str:
+    """Milliseconds with three significant digits, never in exponent form: 0.0412, 2.82, 1190."""
+    return f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
 def _timed_idle_ms(run: dict) -> float:
     from analysis.limiter import host_time  # noqa: PLC0415
     return host_time(run).idle_ms
@@ -374,8 +379,8 @@ def _timed_idle_ms(run: dict) -> float:
 def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTime | None) -> str:
     """What moved against the parent, from the captures: the measured quantities that changed most."""
     if parent is None or parent_busy is None:
-        return (f"GPU busy {busy.busy_ms:.3g} of {busy.wall_ms:.3g} ms per call "
-                f"(kernels {busy.kernel_ms:.3g} ms, copies {busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms:.3g} ms)")
+        return (f"GPU busy {ms_text(busy.busy_ms)} of {ms_text(busy.wall_ms)} ms per call "
+                f"(kernels {ms_text(busy.kernel_ms)} ms, copies {ms_text(busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms)} ms)")
     parts = []
     pairs = (("kernel time", parent_busy.kernel_ms, busy.kernel_ms),
              ("copy time", parent_busy.h2d_ms + parent_busy.d2h_ms + parent_busy.other_copy_ms,
@@ -386,7 +391,7 @@ def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTim
     moved = sorted(((abs(b - a), name, a, b) for name, a, b in pairs if abs(b - a) > 0.05 * max(a, b, 1e-9)),
                    reverse=True)
     for _, name, a, b in moved[:2]:
-        parts.append(f"{name} {a:.3g} → {b:.3g} ms")
+        parts.append(f"{name} {ms_text(a)} → {ms_text(b)} ms")
     k_before = sorted({c["kernels"] for c in _steady(parent["nsys"]["calls"])})
     k_after = sorted({c["kernels"] for c in _steady(run["nsys"]["calls"])})
     if k_before != k_after:
@@ -666,13 +671,25 @@ def provenance(by_size: dict[int, Sequence[dict]], tools: dict | None) -> Proven
     nsys_versions = sorted({v for runs in by_size.values() for r in runs
                             if (v := ((r["nsys"].get("capture") or {}).get("nsys_version")))})
     preflight_commit = ((tools or {}).get("provenance") or {}).get("git_commit")
-    ncu_version = (tools["tools"]["ncu"]["version"] if tools and preflight_commit == prov.get("git_commit")
-                   else "not recorded for this run")
+    same_run = bool(tools) and preflight_commit == prov.get("git_commit")
+    ncu_version = tools["tools"]["ncu"]["version"] if same_run else "not recorded for this run"
+    # the captures name the version of the exporter that wrote their SQLite file; the run's own nsys
+    # (`nsys --version` in the preflight) is the one the index names
+    nsys_cli = ((tools or {}).get("tools") or {}).get("nsys", {}).get("version", "") if same_run else ""
+    nsys_cli = nsys_cli.removeprefix("NVIDIA Nsight Systems version ").strip()
+    exported = ", ".join(nsys_versions)
+    nsys_text = (f"{nsys_cli} (its SQLite exports name {exported})" if nsys_cli and exported and exported != nsys_cli
+                 else nsys_cli or exported or "not recorded")
+    clocks = sorted({c for runs in by_size.values() for r in runs
+                     for c in ((r.get("telemetry") or {}).get("sm_clock_mhz_range") or ()) if c})
+    clocks_text = ("SM clock while timed (NVML) " + (f"{clocks[0]} MHz" if clocks[0] == clocks[-1]
+                                                    else f"{clocks[0]}–{clocks[-1]} MHz") if clocks
+                   else "SM clock not recorded")
     rows = [("GPU", gpus[0]["name"] if gpus else "not recorded"),
             ("driver; CUDA runtime / driver API", f"{prov.get('driver_version') or 'not recorded'}; "
                                                  f"{prov.get('cuda_runtime')} / {prov.get('cuda_driver_api')}"),
-            ("clocks", "not recorded; not locked (the ncu runs pass --clock-control none)"),
-            ("Nsight Systems; Nsight Compute", f"{', '.join(nsys_versions) or 'not recorded'}; {ncu_version}"),
+            ("clocks", f"{clocks_text} over the steps; not locked (the ncu runs pass --clock-control none)"),
+            ("Nsight Systems; Nsight Compute", f"{nsys_text}; {ncu_version}"),
             ("Python; packages", f"{prov.get('python') or 'not recorded'}; {packages_text(prov)}")]
     rows += [("commit", describe_commit(prov)), ("captured (UTC)", prov.get("date_utc") or "not recorded")]
     def run_key(p: dict) -> tuple:

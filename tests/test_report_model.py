@@ -372,7 +372,23 @@ def test_a_steps_rests_on_cell_shows_clocks_and_the_bursts_joules_of_a_real_run(
     cell = markdown.rests_on(dataclasses.replace(step, telemetry=record["telemetry"], samples=record["samples"],
                                                  host_load=None))
     assert cell.startswith(f"{record['samples']}")
-    assert cell.endswith("; 1980 MHz, 0 throttled, 1.09 J (458 calls back to back)")
+    assert cell.endswith(f"; 1980 MHz, 0 of {record['samples']} samples throttled, 1.09 J (458 calls back to back)")
+
+
+def test_provenance_names_the_clocks_nvml_recorded_and_both_nsys_versions():
+    """The H200 reference: NVML recorded the SM clock of every timed step; the run's nsys says
+    2025.3.1.0 while its SQLite exports name 2025.3.2.0, and the page says which is which."""
+    import dataclasses
+
+    preflight = json.loads((REFERENCE / "preflight.json").read_text())
+    model = report_model.build(BY_NAME["jax_matmul"], _by_size("jax_matmul"), reference_ceilings("jax_matmul"),
+                               tools=preflight, verdicts_wanted="none")
+    rows = dict(model.provenance.rows)
+    assert rows["clocks"].startswith("SM clock while timed (NVML) ") and "MHz" in rows["clocks"]
+    assert "not recorded" not in rows["clocks"]
+    nsys = rows["Nsight Systems; Nsight Compute"].split("; ")[0]
+    assert nsys == "2025.3.1.0 (its SQLite exports name 2025.3.2.0)"
+    assert dataclasses.is_dataclass(model.provenance)
 
 
 def test_ncu_coverage_names_the_steps_profiled_without_the_instrumented_sections():
