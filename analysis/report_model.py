@@ -229,7 +229,6 @@ class ReportModel:
     ladder: dict[int, tuple[Step, ...]]
     result: ResultBox
     findings: tuple[FindingGroup, ...]
-    folded_library_kernels: tuple[str, ...]  # places of library-internal "under one wave" kernels
     copies: dict[int, tuple[CopyRow, ...]]
     kernels: dict[int, tuple[KernelRow, ...]]
     ncu: dict[int, tuple[NcuRow, ...]]
@@ -250,8 +249,8 @@ class ReportModel:
 def _findings_move(run: dict, fl: Floor) -> tuple[str, str] | None:
     """For a step ncu did not profile: the finding with the most time at stake (over 5% of the
     call), as (what, its fix's first sentence)."""
-    ranked = sorted(((time_at_stake_ms(f, run), f) for f in run.get("findings") or []
-                     if not _only_library_kernels(f)), key=lambda tf: -(tf[0] or 0.0))
+    ranked = sorted(((time_at_stake_ms(f, run), f) for f in run.get("findings") or []),
+                    key=lambda tf: -(tf[0] or 0.0))
     if ranked and (ranked[0][0] or 0.0) > 0.05 * run["timing"]["median_ms"]:
         t, f = ranked[0]
         return f"{f['title']} (up to {t:.3g} ms per call)", _first_sentence(f["fix"])
@@ -332,34 +331,19 @@ def time_at_stake_ms(finding: dict, run: dict) -> float | None:
     return None
 
 
-def _only_library_kernels(finding: dict) -> bool:
-    return finding["id"] == "under_one_wave" and all(is_library_kernel(k["kernel"])
-                                                      for k in finding["evidence"]["kernels"])
-
-
-def group_findings(runs: Sequence[dict]) -> tuple[tuple[FindingGroup, ...], tuple[str, ...]]:
-    """Findings of every run, one group per rule (one fix), sorted by time at stake; "under one
-    wave" on library-internal kernels folded into places named apart."""
+def group_findings(runs: Sequence[dict]) -> tuple[FindingGroup, ...]:
+    """Findings of every run, one group per rule (one fix), sorted by time at stake (library kernels
+    never appear: analysis.findings leaves their launch configuration out)."""
     groups: dict[str, dict] = {}
-    folded = []
     for r in runs:
         for f in r.get("findings") or []:
-            place_name = f"`{r['variant']}` n{r['size']}"
-            if f["id"] == "under_one_wave":
-                lib = [k for k in f["evidence"]["kernels"] if is_library_kernel(k["kernel"])]
-                own = [k for k in f["evidence"]["kernels"] if not is_library_kernel(k["kernel"])]
-                if lib:
-                    folded.append(f"{place_name} ({len(lib)})")
-                if not own:
-                    continue
-                f = {**f, "evidence": {**f["evidence"], "kernels": own}}
             g = groups.setdefault(f["id"], {"title": f["title"], "fix": f["fix"], "places": []})
             g["places"].append(FindingPlace(r["variant"], r["size"], time_at_stake_ms(f, r), f["message"]))
     out = [FindingGroup(fid, g["title"], g["fix"],
                         tuple(sorted(g["places"], key=lambda p: -(p.time_at_stake_ms or 0.0))))
            for fid, g in groups.items()]
     out.sort(key=lambda g: -g.time_at_stake_ms)
-    return tuple(out), tuple(folded)
+    return tuple(out)
 
 
 # --- steps ------------------------------------------------------------------------------------------
@@ -382,6 +366,11 @@ def _compare(before: dict, after: dict) -> Comparison:
     return Comparison(before["variant"], v.label, v.speedup, v.reason, v.interval, verdicts.format_verdict(v))
 
 
+def ms_text(x: float) -> str:
+    """Milliseconds with three significant digits, never in exponent form: 0.0412, 2.82, 1190."""
+    return f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
 def _timed_idle_ms(run: dict) -> float:
     from analysis.limiter import host_time  # noqa: PLC0415
     return host_time(run).idle_ms
@@ -390,8 +379,8 @@ def _timed_idle_ms(run: dict) -> float:
 def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTime | None) -> str:
     """What moved against the parent, from the captures: the measured quantities that changed most."""
     if parent is None or parent_busy is None:
-        return (f"GPU busy {busy.busy_ms:.3g} of {busy.wall_ms:.3g} ms per call "
-                f"(kernels {busy.kernel_ms:.3g} ms, copies {busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms:.3g} ms)")
+        return (f"GPU busy {ms_text(busy.busy_ms)} of {ms_text(busy.wall_ms)} ms per call "
+                f"(kernels {ms_text(busy.kernel_ms)} ms, copies {ms_text(busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms)} ms)")
     parts = []
     pairs = (("kernel time", parent_busy.kernel_ms, busy.kernel_ms),
              ("copy time", parent_busy.h2d_ms + parent_busy.d2h_ms + parent_busy.other_copy_ms,
@@ -402,7 +391,7 @@ def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTim
     moved = sorted(((abs(b - a), name, a, b) for name, a, b in pairs if abs(b - a) > 0.05 * max(a, b, 1e-9)),
                    reverse=True)
     for _, name, a, b in moved[:2]:
-        parts.append(f"{name} {a:.3g} → {b:.3g} ms")
+        parts.append(f"{name} {ms_text(a)} → {ms_text(b)} ms")
     k_before = sorted({c["kernels"] for c in _steady(parent["nsys"]["calls"])})
     k_after = sorted({c["kernels"] for c in _steady(run["nsys"]["calls"])})
     if k_before != k_after:
@@ -615,16 +604,32 @@ NCU_RULES_QUOTED = 3
 NCU_RULE_MIN_PCT = 5.0
 
 
+def hot_launch(run: dict) -> dict | None:
+    """The run's own profiled launch of the kernel that holds the most of its nsys kernel time (the
+    first profiled launch where nsys names none of them)."""
+    from analysis import limiter  # noqa: PLC0415
+    if not run.get("ncu"):
+        return None
+    rows = limiter.step_kernels(run, limiter.launches_by_kernel(limiter.pool_of([run])))
+    own = [(r["ns_per_call"], launch) for r in rows for v, launch in r["launches"][:1] if v == run["variant"]]
+    return max(own, key=lambda x: x[0])[1] if own else run["ncu"][0]
+
+
 def ncu_rule_rows(runs: Sequence[dict]) -> tuple:
-    """ncu's rules on each variant's first profiled launch: (rule, {variant: estimated speedup %,
-    "flagged" or None}, the variant it flags most, its message there)."""
+    """ncu's rules on each variant's hot launch (:func:`hot_launch`), only those consistent with that
+    launch's measured limiter (analysis.limiter.rule_consistent): (rule, {variant: estimated speedup
+    %, "flagged" or None}, the variant it flags most, its message there)."""
+    from analysis import limiter  # noqa: PLC0415
     # a step profiled for the page's metrics alone has no rule results: it is no column ("—" would
     # say that ncu did not flag it)
     variants = [r for r in runs if r["ncu"] and ncu_collection(r)[0] != COLLECTION_METRICS]
     by_rule: dict[str, dict[str, dict]] = {}
     for r in variants:
-        for f in r["ncu"][0]["findings"]:
-            by_rule.setdefault(f["rule"], {})[r["variant"]] = f
+        launch = hot_launch(r)
+        lim = limiter.classify_launch(launch["metrics"])
+        for f in launch["findings"]:
+            if limiter.rule_consistent(f["rule"], lim, launch["kernel_name"]):
+                by_rule.setdefault(f["rule"], {})[r["variant"]] = f
     out = []
     for rule, fs in by_rule.items():
         cells = {r["variant"]: (None if r["variant"] not in fs else
@@ -666,13 +671,25 @@ def provenance(by_size: dict[int, Sequence[dict]], tools: dict | None) -> Proven
     nsys_versions = sorted({v for runs in by_size.values() for r in runs
                             if (v := ((r["nsys"].get("capture") or {}).get("nsys_version")))})
     preflight_commit = ((tools or {}).get("provenance") or {}).get("git_commit")
-    ncu_version = (tools["tools"]["ncu"]["version"] if tools and preflight_commit == prov.get("git_commit")
-                   else "not recorded for this run")
+    same_run = bool(tools) and preflight_commit == prov.get("git_commit")
+    ncu_version = tools["tools"]["ncu"]["version"] if same_run else "not recorded for this run"
+    # the captures name the version of the exporter that wrote their SQLite file; the run's own nsys
+    # (`nsys --version` in the preflight) is the one the index names
+    nsys_cli = ((tools or {}).get("tools") or {}).get("nsys", {}).get("version", "") if same_run else ""
+    nsys_cli = nsys_cli.removeprefix("NVIDIA Nsight Systems version ").strip()
+    exported = ", ".join(nsys_versions)
+    nsys_text = (f"{nsys_cli} (its SQLite exports name {exported})" if nsys_cli and exported and exported != nsys_cli
+                 else nsys_cli or exported or "not recorded")
+    clocks = sorted({c for runs in by_size.values() for r in runs
+                     for c in ((r.get("telemetry") or {}).get("sm_clock_mhz_range") or ()) if c})
+    clocks_text = ("SM clock while timed (NVML) " + (f"{clocks[0]} MHz" if clocks[0] == clocks[-1]
+                                                    else f"{clocks[0]}–{clocks[-1]} MHz") if clocks
+                   else "SM clock not recorded")
     rows = [("GPU", gpus[0]["name"] if gpus else "not recorded"),
             ("driver; CUDA runtime / driver API", f"{prov.get('driver_version') or 'not recorded'}; "
                                                  f"{prov.get('cuda_runtime')} / {prov.get('cuda_driver_api')}"),
-            ("clocks", "not recorded; not locked (the ncu runs pass --clock-control none)"),
-            ("Nsight Systems; Nsight Compute", f"{', '.join(nsys_versions) or 'not recorded'}; {ncu_version}"),
+            ("clocks", f"{clocks_text} over the steps; not locked (the ncu runs pass --clock-control none)"),
+            ("Nsight Systems; Nsight Compute", f"{nsys_text}; {ncu_version}"),
             ("Python; packages", f"{prov.get('python') or 'not recorded'}; {packages_text(prov)}")]
     rows += [("commit", describe_commit(prov)), ("captured (UTC)", prov.get("date_utc") or "not recorded")]
     def run_key(p: dict) -> tuple:
@@ -760,7 +777,7 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
                              "none" if verdicts_wanted == "result" and s != sizes[-1] else verdicts_wanted)
               for s in sizes}
     all_runs = [r for s in sizes for r in ladder_runs(recipe, by_size[s])]
-    groups, folded = group_findings(all_runs)
+    groups = group_findings(all_runs)
     split = ()
     if recipe.seed_split:
         base = ladder[sizes[-1]][0]
@@ -780,7 +797,7 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
     return ReportModel(
         name=recipe.name, title=recipe.title, seed_document=recipe.seed_document, framework=recipe.framework,
         timer=timer, size_meaning=recipe.size_meaning, sizes=sizes, ladder=ladder,
-        result=result_box(ladder[sizes[-1]], timer), findings=groups, folded_library_kernels=folded,
+        result=result_box(ladder[sizes[-1]], timer), findings=groups,
         copies={s: copy_rows(ladder_runs(recipe, by_size[s]), ceilings) for s in sizes},
         kernels={s: kernel_rows(ladder_runs(recipe, by_size[s])) for s in sizes},
         ncu={s: ncu_rows(ladder_runs(recipe, by_size[s]), ncu_metric_keys) for s in sizes},

@@ -359,12 +359,15 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         cpu_env={"COOKBOOK_DATAFRAME": "pandas"},
         cpu_requires=("pandas",),
         advice={
-            "launch/host": "fewer Python round-trips: all aggregations in one `groupby().agg({...})` call, an RMM "
-                           "pool (`rmm.reinitialize(pool_allocator=True)`), or the pandas accelerator mode "
-                           "(`python -m cudf.pandas`) for unchanged pandas code",
-            "L2": "the hash aggregation's atomics run in L2: aggregate all columns in one `agg` call (one hash "
-                  "table, one pass), fewer distinct aggregations, or a sort-based groupby for few groups",
-            "registers": "a library kernel: aggregate in one `agg` call so fewer hash passes run",
+            "launch/host": "fewer, larger cuDF calls per step (each pays cuDF's Python and libcudf host work): "
+                           "all aggregations in one `groupby().agg({...})`, allocations from an RMM pool "
+                           "(`rmm.reinitialize(pool_allocator=True)`), several frames' groupbys batched into one; "
+                           "unchanged pandas code runs the same way under the pandas accelerator mode "
+                           "(`python -m cudf.pandas`)",
+            "L2": "the hash aggregation's atomics run at L2's rate: fewer aggregations over the same keys, narrower "
+                  "value columns (float32, int32), or fewer distinct keys per pass",
+            "library": "a libcudf kernel: its launch configuration is libcudf's; all aggregations in one `agg` "
+                       "call run one hash pass instead of one per aggregation",
         },
     ),
     # a new framework: one record above this line

@@ -15,10 +15,12 @@ from analysis.limiter.launch import Kind, LaunchLimiter, Unit, WAVES_MIN
 from analysis.limiter.step import StepLimiter
 
 #: kernels whose launch configuration the program's own code does not choose: CUB/Thrust/cuDF/RMM
-#: templates, cuBLAS/cuDNN/CUTLASS GEMMs and convolutions, and the kernels XLA generates
+#: templates, cuBLAS/cuDNN/CUTLASS GEMMs and convolutions, PyTorch's ATen kernels, NCCL, and the
+#: kernels XLA generates (a Triton kernel is the program's own: its block sizes are the caller's)
 LIBRARY_KERNEL = re.compile(
-    r"\b(cub|thrust|cudf|rmm|cutlass|cublas\w*|cudnn\w*)::|^nvjet_|cutlass|cudnn|xmma|^sm\d+_|^ampere_|^volta_|"
-    r"^turing_|^hopper_|gemv|gemmk|^(wrapped_\w+|gemm_fusion\w*|loop_\w*fusion\w*|input_\w*fusion\w*|\w*_fusion(_\d+)?)$")
+    r"\b(cub|thrust|cudf|rmm|cutlass|cublas\w*|cudnn\w*|at|c10|flash|nccl)::|^nvjet_|cutlass|cudnn|xmma|"
+    r"^sm\d+_|^ampere_|^volta_|^turing_|^hopper_|gemv|gemmk|[sdhi]gemm|convolve|^nchw|^nhwc|"
+    r"^(wrapped_\w+|gemm_fusion\w*|loop_\w*fusion\w*|input_\w*fusion\w*|\w*_fusion(_\d+)?)$")
 
 #: a latency-bound launch with fewer waves than this has a partial last wave worth naming
 FEW_WAVES = 4.0
