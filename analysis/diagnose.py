@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from analysis.errors import AnalysisInputError
 from analysis.limiter import Kind, LaunchLimiter, Unit, classify_launch
-from analysis.limiter.advice import rule_consistent
+from analysis.limiter.advice import is_library_kernel, rule_consistent
 from analysis.ncu import NAMES_FROM_REPORT_MODULE, Finding, Launch, read_launches
 
 FORMATS = ("md", "json", "csv")
@@ -58,7 +58,10 @@ def library_of(kernel_name: str) -> str | None:
     """The library a kernel belongs to, by its name; None for a kernel the program itself compiles
     (CuPy, Numba, PyCUDA, Warp, Triton, a user's CUDA C++)."""
     name = kernel_name.strip()
-    return next((label for label, rx in LIBRARIES if rx.search(name)), None)
+    label = next((label for label, rx in LIBRARIES if rx.search(name)), None)
+    # the step analysis' own test (analysis.limiter.advice) is honoured too, so that a kernel the recipe
+    # pages treat as a library's is one here
+    return label or ("library" if is_library_kernel(name) else None)
 
 
 # --- advice -------------------------------------------------------------------------------------
