@@ -11,6 +11,7 @@
   gpu-jobs        the GPU job records -> reports/gpu_jobs.md: which job ran on which GPU, when
   compare         two run folders -> per step the speedup with its interval and verdict (exit 1: slower)
   cross-gpu       two GPUs' references -> which steps scale with bandwidth, compute rate or neither
+  diagnose        any program's ncu report (and nsys export) -> per launch its limiter and advice
 """
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ import sys
 from analysis import captures
 from analysis import coldstart_cli, stats_cli
 from analysis import multiprocess_cli
-from analysis import kernel_page_cli, ncu_cli, perfetto
-from analysis import compare_cli
+from analysis import kernel_page, kernel_page_cli, ncu_cli, perfetto
+from analysis import compare_cli, diagnose
 from analysis.errors import AnalysisInputError
 from analysis.outputs import check_targets, write_text_atomic
 from analysis.run_summary import load_json, load_summary, summarize_run
@@ -82,7 +83,7 @@ def _gpu_job_records(folder: str | None) -> list[dict]:
 
 
 def cmd_report(a) -> None:
-    from analysis import figures, markdown, report_model, report_sections  # matplotlib: only the commands that draw
+    from analysis import figures, markdown, report_model, report_sections, roofline  # matplotlib: only the commands that draw
     from workloads.registry import BY_NAME
 
     recipe = BY_NAME[a.workload]
@@ -109,9 +110,13 @@ def cmd_report(a) -> None:
         (f"Timelines of {shown} at size {largest} (nsys): the {figures.trace_span(timeline_runs)}, "
          "and one compute call",
          f"{a.workload}_timeline.png"),
-        ("Hierarchical roofline of the kernels ncu profiled (DRAM, L2, L1 bytes), under the device's peaks "
-         "(dashed) and the rates measured in the same run (solid)", f"{a.workload}_roofline.png"),
     ]
+    # a roofline with no floating-point kernel to place is neither drawn nor shown
+    with_roofline = roofline.roofline(by_size).drawable()
+    if with_roofline:
+        names.append(("Hierarchical roofline of the kernels ncu profiled (DRAM, L2, L1 bytes), under the device's "
+                      "peaks at the clocks the launches ran at (dashed) and the rates measured in the same run "
+                      "(solid)", f"{a.workload}_roofline.png"))
     # the page first: malformed summaries or L2 records and unsafe output paths are refused before any
     # figure is written
     md = markdown.workload_report(model, names)
@@ -125,8 +130,14 @@ def cmd_report(a) -> None:
     figures.ladder_figure(model, fig("ladder"))
     figures.busy_figure(model, fig("busy"))
     figures.timeline_figure(by_size, fig("timeline"), recipe.title)
-    figures.roofline_figure(by_size, ceilings_record["ceilings"], fig("roofline"), recipe.title)
+    if with_roofline:
+        figures.roofline_figure(by_size, ceilings_record["ceilings"], fig("roofline"), recipe.title)
+    elif os.path.exists(fig("roofline")):
+        os.remove(fig("roofline"))  # an earlier run's chart would stand beside a page that no longer shows it
     parts = report_sections.render_all(recipe, a.captures, fig_dir, with_experiments=not a.without_experiments)
+    kernel_links = kernel_page.links_section(a.workload, a.captures, recipe.variants)
+    if kernel_links:
+        parts.append(kernel_links)
     if l2_section:
         parts.append(l2_section)
     if parts:
@@ -280,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     perfetto.add_parser(sub)
     kernel_page_cli.add_parser(sub)
     compare_cli.add_parser(sub)
+    diagnose.add_parser(sub)
     return p
 
 

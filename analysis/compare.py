@@ -40,6 +40,8 @@ class Step:
     sm_clock_mhz_range: list[int] | None
     energy_per_call_j: float | None
     limiter: str | None = None  # the measured limiter's label; None: no nsys capture beside the record
+    #: the measured limiter's (kind, unit) (analysis.limiter.step_class); None: not measured
+    limiter_class: tuple | None = None
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -124,7 +126,8 @@ def with_limiters(steps: dict[tuple[str, str, int], list[Step]]) -> dict[tuple[s
             run = summaries.get(s.path)
             if run is not None:
                 pool = limiter.pool_of(pools[pool_key(s.path, run)])
-                s = dataclasses.replace(s, limiter=limiter.step_limiter(run, pool).label())
+                step = limiter.step_limiter(run, pool)
+                s = dataclasses.replace(s, limiter=step.label(), limiter_class=(step.kind, step.unit))
             labelled.append(s)
         out[key] = labelled
     return out
@@ -148,9 +151,9 @@ class StepComparison:
     @property
     def limiter_changed(self) -> bool | None:
         """Does the measured limiter differ between the sides? None: not measured on both."""
-        if self.base.limiter is None or self.cand.limiter is None:
+        if self.base.limiter_class is None or self.cand.limiter_class is None:
             return None
-        return _limiter_kind(self.base.limiter) != _limiter_kind(self.cand.limiter)
+        return self.base.limiter_class != self.cand.limiter_class
 
     @property
     def clocks_differ(self) -> bool | None:
@@ -212,12 +215,6 @@ def compare_folders(base_root: str, cand_root: str) -> Comparison:
              for k in shared]
     return Comparison(base_root, cand_root, steps, sorted(set(base) - set(cand), key=_order),
                       sorted(set(cand) - set(base), key=_order))
-
-
-def _limiter_kind(label: str) -> str:
-    """A limiter label without its numbers: "memory: DRAM (91% of peak)" -> "memory: DRAM"; the
-    share of peak moves with noise, the unit is what changes."""
-    return label.split(" (")[0]
 
 
 def _limiters(s: StepComparison) -> str:

@@ -23,21 +23,25 @@ import os
 
 from analysis.compare import Comparison, StepComparison, nearest_ceilings, only_on_one_side
 from analysis.run_summary import load_json
+from analysis.limiter import Kind, Unit
 
 #: how far a speedup may sit from the rate ratio and still be said to scale with it: the rate
 #: ceilings themselves are medians of one run per GPU, and a step at 90% of a rate tracks it loosely
 AGREEMENT = 0.10
 
-#: measured limiter (its label's start) -> (ceiling names, the resource in words); first match wins
-RESOURCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("memory: DRAM", ("d2d_copy",), "device-memory bandwidth"),
-    ("host link", ("h2d_pinned", "d2h_pinned"), "host link (pinned copies)"),
-    ("compute: FP64", ("fp64_fma",), "FP64 FMA rate"),
-    ("compute: FP32", ("fp32_fma",), "FP32 FMA rate"),
-    ("compute: tensor pipe (BF16)", ("bf16_gemm",), "BF16 tensor-core GEMM rate"),
-    ("compute: tensor pipe (FP16)", ("fp16_gemm",), "FP16 tensor-core GEMM rate"),
-    ("compute: tensor pipe (TF32)", ("tf32_gemm",), "TF32 tensor-core GEMM rate"),
-)
+#: measured limiter (kind, unit) -> (ceiling names, the resource in words). The issue slots run at
+#: one instruction per scheduler per cycle, the rate the FP32 FMA loop measures (it issues an FMA
+#: every cycle), so an issue-bound step scales with that ceiling.
+RESOURCES: dict[tuple[Kind, Unit], tuple[tuple[str, ...], str]] = {
+    (Kind.MEMORY, Unit.DRAM): (("d2d_copy",), "device-memory bandwidth"),
+    (Kind.HOST_LINK, Unit.HOST_LINK): (("h2d_pinned", "d2h_pinned"), "host link (pinned copies)"),
+    (Kind.COMPUTE, Unit.FP64): (("fp64_fma",), "FP64 FMA rate"),
+    (Kind.COMPUTE, Unit.FMA): (("fp32_fma",), "FP32 FMA rate"),
+    (Kind.COMPUTE, Unit.ISSUE): (("fp32_fma",), "FP32 FMA rate (instruction issue)"),
+    (Kind.COMPUTE, Unit.TENSOR_BF16): (("bf16_gemm",), "BF16 tensor-core GEMM rate"),
+    (Kind.COMPUTE, Unit.TENSOR_FP16): (("fp16_gemm",), "FP16 tensor-core GEMM rate"),
+    (Kind.COMPUTE, Unit.TENSOR_TF32): (("tf32_gemm",), "TF32 tensor-core GEMM rate"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,19 +65,14 @@ def _rate(entry: dict) -> float | None:
     return None
 
 
-def _resource(limiter: str | None) -> tuple[tuple[str, ...], str] | None:
-    if not limiter:
-        return None
-    for prefix, names, words in RESOURCES:
-        if limiter.startswith(prefix):
-            return names, words
-    return None
+def _resource(limiter_class: tuple | None) -> tuple[tuple[str, ...], str] | None:
+    return RESOURCES.get(tuple(limiter_class)) if limiter_class else None
 
 
 def cross_step(s: StepComparison, root_a: str, root_b: str) -> CrossStep:
     lim_a, lim_b = s.base.limiter, s.cand.limiter
     lo, hi = s.verdict.interval
-    found = _resource(lim_a)
+    found = _resource(s.base.limiter_class)
     resource = ratio = None
     verdict = "no single rate"
     if found:

@@ -19,17 +19,14 @@ KIND_COLORS = {"kernel": "#4c72b0", "memcpy": "#c44e52", "memset": "#dd8452", "i
 _PNG_META = {"Software": None}
 
 
-def _steady_calls(summary: dict) -> list[dict]:
-    calls = summary["nsys"]["calls"]
-    return calls[1:] if len(calls) > 1 else calls
-
-
 def _log_if_wide(ax, values, axis: str = "x") -> bool:
     """A log axis when the values span more than 10×: on a linear one the fastest steps vanish."""
     positive = [v for v in values if v > 0]
     wide = bool(positive) and max(positive) / min(positive) > 10
     if wide:
         (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+        # minor tick labels of a log axis spanning about a decade run into each other
+        (ax.xaxis if axis == "x" else ax.yaxis).set_minor_formatter(matplotlib.ticker.NullFormatter())
     return wide
 
 
@@ -67,10 +64,34 @@ def ladder_figure(model, path: str) -> None:
         ax.set_ylim(len(steps) - 0.5, -0.5)
         ax.set_xlabel(f"ms per call, {'log' if wide else 'linear'} scale ({model.timer.split(' (')[0]})", fontsize=8)
         ax.set_title(f"size {size}", fontsize=9)
-        ax.legend(fontsize=7, loc="best")
-    fig.suptitle(f"{model.title}: time per step against its floors", fontsize=10)
-    fig.tight_layout()
+    bottom = _legend_below(fig, [ax for ax, _, _ in panels])
+    _suptitle(fig, f"{model.title}: time per step against its floors")
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     _save(fig, path)
+
+
+def _legend_below(fig, axes) -> float:
+    """One legend for all panels, centred under them (off the data); the share of the figure's height
+    it takes, for tight_layout's rect."""
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    if not entries:
+        return 0.0
+    fig.legend(list(entries.values()), list(entries), loc="lower center", ncol=min(len(entries), 3), frameon=False,
+               fontsize=8)
+    rows = -(-len(entries) // 3)
+    return min(0.4, (0.3 * rows + 0.1) / fig.get_figheight())
+
+
+def _suptitle(fig, text: str, fontsize: int = 10) -> None:
+    """The figure's title, wrapped to the figure's width so that no side of it is cut."""
+    import textwrap
+
+    # about 0.085 inch per character at 10 points in matplotlib's default font
+    chars = max(30, int(fig.get_figwidth() / (0.085 * fontsize / 10)))
+    fig.suptitle(textwrap.fill(text, chars), fontsize=fontsize)
 
 
 def busy_figure(model, path: str) -> None:
@@ -93,10 +114,9 @@ def busy_figure(model, path: str) -> None:
         ax.set_xlabel("% of a steady call's wall time (nsys: NVTX compute range, mean of calls after the first)",
                       fontsize=8)
         ax.set_title(f"size {size}", fontsize=9)
-    handles, labels = panels[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=2, frameon=False, fontsize=8)
-    fig.suptitle(f"{model.title}: how much of each steady call the GPU was busy", fontsize=10)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    bottom = _legend_below(fig, [ax for ax, _, _ in panels])
+    _suptitle(fig, f"{model.title}: how much of each steady call the GPU was busy")
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     _save(fig, path)
 
 
@@ -236,40 +256,13 @@ def timeline_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, tit
     _save(fig, path)
 
 
-def roofline_points(summaries_by_size: dict[int, Sequence[dict]]) -> list[dict]:
-    """One point per (size, variant, kernel) that ncu profiled, from the kernel's first profiled launch:
-    FLOPs as ncu counted them (FP64 + FP32 instructions, an FMA as two), else the variant's declared
-    FLOPs over its kernels per call; bytes from DRAM (read + write); time from ncu."""
-    points = []
-    for size in sorted(summaries_by_size):
-        for run in summaries_by_size[size]:
-            seen = set()
-            calls = _steady_calls(run)
-            per_call = max(sum(c["kernels"] for c in calls) / len(calls), 1) if calls else 1
-            for launch in run.get("ncu") or []:
-                name = launch["kernel_name"]
-                ns = launch["metrics"].get("gpu__time_duration.sum")
-                if name in seen or not launch.get("dram_bytes") or not ns:
-                    continue
-                seen.add(name)
-                fp64, fp32 = launch.get("flops_fp64"), launch.get("flops_fp32")
-                counted = (fp64 or 0) + (fp32 or 0)
-                flops, source = (counted, "ncu") if counted else (run["work"]["flops"] / per_call, "declared")
-                if not flops:
-                    continue
-                points.append({"size": size, "variant": run["variant"], "kernel": name, "flops": flops,
-                               "flops_source": source, "fp32": bool(fp32 and fp32 > (fp64 or 0)),
-                               "dram_bytes": launch["dram_bytes"], "duration_ns": ns,
-                               "intensity": flops / launch["dram_bytes"], "flop_per_s": flops / (ns * 1e-9)})
-    return points
-
-
-def roofline_figure(summaries_by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title: str) -> None:
+def roofline_figure(summaries_by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title: str) -> bool:
     """The recipe's hierarchical roofline (analysis.roofline): each profiled kernel at its own
-    measured FLOPs and its bytes per memory level, under the device's peaks and the measured rates."""
+    measured FLOPs and its bytes per memory level, under the device's peaks and the measured rates;
+    False, and nothing written, where no kernel has floating-point work to place."""
     from analysis import roofline
 
-    roofline.figure(summaries_by_size, ceilings, path, title)
+    return roofline.figure(summaries_by_size, ceilings, path, title)
 
 
 def _save(fig, path: str) -> None:

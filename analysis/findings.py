@@ -10,7 +10,10 @@ from. The thresholds are named constants below, each with the reason for its val
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from typing import Any, Sequence
+
+from analysis.limiter.advice import is_library_kernel
 
 #: A copy from or to pageable host memory is staged by the driver through a pinned bounce buffer:
 #: it runs well below the link's rate, and cudaMemcpyAsync from pageable memory is synchronous.
@@ -124,26 +127,36 @@ def hot_range_allocations(nsys: dict) -> Finding | None:
 
 
 def under_one_wave(nsys: dict, ncu: Sequence[dict] | None) -> Finding | None:
-    """Kernels whose grid does not fill the GPU once (ncu's waves per SM, else grid size vs SMs)."""
+    """Kernels whose grid does not fill the GPU once (ncu's waves per SM, else grid size vs SMs), each
+    with the share of its launches that ran under one wave (what its time at stake is charged by).
+    Library kernels (cuBLAS, cuDNN, CUTLASS, CUB, XLA's) are left out: their launch configuration is
+    not the program's to change."""
     gpu = nsys.get("gpu") or {}
     small = []
-    measured = [launch for launch in ncu or [] if launch["metrics"].get("launch__waves_per_multiprocessor") is not None]
+    measured = [launch for launch in ncu or [] if launch["metrics"].get("launch__waves_per_multiprocessor") is not None
+                and not is_library_kernel(launch["kernel_name"])]
     if measured:
-        seen = set()
+        by_name: dict[str, list[dict]] = {}
         for launch in measured:
-            m = launch["metrics"]
-            waves = m["launch__waves_per_multiprocessor"]
-            if waves < WAVES_MIN and launch["kernel_name"] not in seen:
-                seen.add(launch["kernel_name"])
-                small.append({"kernel": launch["kernel_name"], "source": "ncu", "waves_per_sm": waves,
-                              "grid_blocks": m.get("launch__grid_size"), "block_threads": m.get("launch__block_size"),
-                              "sm_count": m.get("launch__sm_count") or gpu.get("sm_count")})
+            by_name.setdefault(launch["kernel_name"], []).append(launch)
+        for name, launches in by_name.items():
+            under = [x for x in launches if x["metrics"]["launch__waves_per_multiprocessor"] < WAVES_MIN]
+            if not under:
+                continue
+            m = under[0]["metrics"]
+            small.append({"kernel": name, "source": "ncu", "waves_per_sm": m["launch__waves_per_multiprocessor"],
+                          "grid_blocks": m.get("launch__grid_size"), "block_threads": m.get("launch__block_size"),
+                          "sm_count": m.get("launch__sm_count") or gpu.get("sm_count"),
+                          "launch_share": len(under) / len(launches)})
     elif gpu.get("sm_count"):  # no ncu profile: fewer blocks than SMs is less than one wave for sure
-        for shape in nsys.get("compute_launch_shapes") or []:
+        shapes = [s for s in nsys.get("compute_launch_shapes") or [] if not is_library_kernel(s["name"])]
+        for shape in shapes:
             if shape["grid_blocks"] < gpu["sm_count"]:
+                total = sum(s.get("launches") or 0 for s in shapes if s["name"] == shape["name"])
                 small.append({"kernel": shape["name"], "source": "nsys", "waves_per_sm": None,
                               "grid_blocks": shape["grid_blocks"], "block_threads": shape["block_threads"],
-                              "sm_count": gpu["sm_count"]})
+                              "sm_count": gpu["sm_count"],
+                              "launch_share": (shape.get("launches") or 0) / total if total else 1.0})
     if not small:
         return None
     parts = []
@@ -189,8 +202,15 @@ def low_throughput(ncu: Sequence[dict] | None) -> Finding | None:
             "warps wait for.")
 
 
-def gpu_gaps(nsys: dict) -> Finding | None:
-    """GPU idle gaps between the operations of a steady compute call."""
+def gpu_gaps(nsys: dict, timing: dict | None = None) -> Finding | None:
+    """GPU idle gaps between the operations of a steady compute call, measured under nsys; only where
+    the timed run confirms idle time (``timing``: its median above the steady calls' GPU busy time):
+    tracing adds host time between launches that the timed run does not have."""
+    steady = _steady(nsys["calls"])
+    if timing and steady:
+        busy_ms = statistics.median(c.get("gpu_busy_ns") or 0 for c in steady) / 1e6
+        if timing["median_ms"] - busy_ms < GPU_GAP_MIN_NS / 1e6:
+            return None
     flagged = []
     for c in _steady(nsys["calls"]):
         span, gap = c.get("gpu_span_ns") or 0, c.get("gpu_gap_ns") or 0
@@ -243,8 +263,9 @@ def sync_in_loop(nsys: dict) -> Finding | None:
             "reading a device scalar on the host).")
 
 
-def evaluate(nsys: dict, ncu: Sequence[dict] | None) -> list[Finding]:
-    """Every rule on one run, the flagged ones in a fixed order."""
+def evaluate(nsys: dict, ncu: Sequence[dict] | None, timing: dict | None = None) -> list[Finding]:
+    """Every rule on one run, the flagged ones in a fixed order (``timing``: the timed run's, which
+    confirms or rules out idle time measured under nsys)."""
     results = [pageable_memcpy(nsys), hot_range_allocations(nsys), under_one_wave(nsys, ncu), low_throughput(ncu),
-               gpu_gaps(nsys), sync_in_loop(nsys)]
+               gpu_gaps(nsys, timing), sync_in_loop(nsys)]
     return [f for f in results if f is not None]

@@ -288,6 +288,72 @@ def _howto_section() -> list[str]:
     return out
 
 
+def captured_at(run: dict) -> str:
+    """Where and at which commit the capture was made, in one sentence: a reader compares the page
+    with the code of that commit and with the recipe pages of that GPU."""
+    prov = run.get("provenance") or {}
+    gpus = prov.get("gpus") or []
+    commit = prov.get("git_commit") or ""
+    clean = commit.removesuffix("-dirty")
+    where = f"on an {gpus[0]['name']}" if gpus else "on a GPU the record does not name"
+    if not clean:
+        at = "at a commit the record does not name"
+    elif clean != commit:
+        at = f"at commit `{clean[:10]}` with uncommitted changes (recorded as `-dirty`)"
+    else:
+        at = f"at commit `{clean[:10]}`"
+    date = f", {prov['date_utc'][:10]}" if prov.get("date_utc") else ""
+    return f"Captured {where} {at}{date}."
+
+
+def kernel_runs_of(workload: str, workload_root: str | None) -> list[tuple[str, dict]]:
+    """(page name, kernel-run.json record) of each kernel capture of ``workload`` beside its run
+    captures (``<captures>/kernels/<page>/``: the reference folder of the GPU the recipe page is for,
+    or a live run's), by page name. A record that does not parse is a typed error naming it."""
+    import json
+
+    from analysis.errors import AnalysisInputError
+
+    if not workload_root:
+        return []
+    folder = os.path.join(os.path.dirname(os.path.normpath(workload_root)), "kernels")
+    if not os.path.isdir(folder):
+        return []
+    out = []
+    for page in sorted(os.listdir(folder)):
+        path = os.path.join(folder, page, "kernel-run.json")
+        if not os.path.isfile(path):
+            continue
+        try:
+            with open(path) as f:
+                run = json.load(f)
+        except (OSError, ValueError) as e:
+            raise AnalysisInputError(path, f"not a readable kernel-run record ({e})") from None
+        if run.get("workload") == workload:
+            out.append((page, run))
+    return out
+
+
+def links_section(workload: str, workload_root: str | None, variant_order: list[str] | tuple[str, ...] = ()
+                  ) -> str | None:
+    """The recipe page's paragraph linking its kernel pages (published in ``kernels/`` beside the
+    recipe pages of the same GPU); None when the recipe has none."""
+    runs = kernel_runs_of(workload, workload_root)
+    if not runs:
+        return None
+    order = {v: i for i, v in enumerate(variant_order)}
+    runs.sort(key=lambda pr: (order.get(pr[1].get("variant"), len(order)), pr[0]))
+    links = []
+    for page, run in runs:
+        view = "" if run.get("line_directives") is not False else ", generated CUDA-C lines"
+        commit = ((run.get("provenance") or {}).get("git_commit") or "").removesuffix("-dirty")[:10]
+        at = f"commit `{commit}`" if commit else "commit not recorded"
+        links.append(f"[`{run['kernel']}` in `{run['variant']}`](kernels/{page}.md) ({at}{view})")
+    # one paragraph: the pages keep their length budget
+    return ("**Kernel pages** (one launch each under Nsight Compute with line information: metrics, warp states, "
+            "hottest source lines; captured on this GPU): " + "; ".join(links) + ".\n")
+
+
 def _provenance_section(k: KernelProfile, run: dict | None) -> list[str]:
     out = ["## How this was captured", ""]
     if not run:
@@ -353,7 +419,7 @@ def kernel_page(k: KernelProfile, run: dict | None, top: int = 15, report_hint: 
         intro = "Profiled by Nsight Compute with `--set full`."
     if k.launches_in_report > 1:
         intro += f" The report holds {k.launches_in_report} launches; this page shows launch {k.launch}."
-    lines = [title, "", intro, "", "## Key metrics", ""]
+    lines = [title, "", intro, ""] + ([captured_at(run), ""] if run else []) + ["## Key metrics", ""]
     lines += _metrics_table(k)
     lines += ["", "## Where the warps were", "",
               "Warp-state samples over the whole kernel (PC sampling): what each sampled warp was doing.", ""]

@@ -157,9 +157,9 @@ def result_box(m: rm.ReportModel) -> list[str]:
         f"> **Result at size {r.size}.** {r.takeaway}",
         ">",
         f"> - **Best step against {r.baseline_label}:** {best} ({r.spread}).",
-        f"> - **What limits the last step, `{r.final.variant}`:** {r.limiter.what} (from {r.limiter.source})"
-        f"{_limiter_floor_clause(r.final)}.",
-        f"> - **Next thing to try:** {r.limiter.next_move}.",
+        f"> - **What limits `{r.best.variant}`:** {r.limiter.what} (from {r.limiter.source})"
+        f"{_limiter_floor_clause(r.best)}.",
+        f"> - **Next thing to try:** {r.limiter.advice}.",
         *([">", f"> {m.ncu_coverage}"] if m.no_counters else []),
     ]
 
@@ -167,7 +167,7 @@ def result_box(m: rm.ReportModel) -> list[str]:
 def _limiter_floor_clause(s: rm.Step) -> str:
     """'; 1.82× the floor of that limiter (...)' or why there is none."""
     if s.time_over_limiter_floor is None:
-        return f"; no floor of that limiter: {s.limiter.floor_what}" if s.limiter.floor_what else ""
+        return f"; no floor of that limiter ({s.limiter.floor_what})" if s.limiter.floor_what else ""
     clause = f"; {rm.ratio_text(s.time_over_limiter_floor)} the floor of that limiter ({s.limiter.floor_what})"
     return clause + _host_share_clause(s)
 
@@ -180,6 +180,7 @@ def _host_share_clause(s: rm.Step) -> str:
     """Where the GPU is idle for part of each call (nsys), how far the GPU's own busy time is from
     the limiter's floor: the rest of the call waits on the host (launches, dispatch, the timer)."""
     busy, floor_ms = s.busy.busy_ms, s.limiter.floor_ms
+    # idle time only as the timed run confirms it: a timed median within nsys' busy time has none
     if not floor_ms or busy <= 0 or busy >= BUSY_SHARE_FOR_HOST_CLAUSE * s.median_ms:
         return ""
     return (f"; the GPU is busy {busy:.4g} ms of each call (nsys), {rm.ratio_text(busy / floor_ms)} that floor: "
@@ -222,7 +223,7 @@ def steps_detail_table(steps: Sequence[rm.Step]) -> str:
                   "kernels ms", "copies H2D / D2H / other ms", "overlapping ms", "kernels per call",
                   "alloc calls: first / later", "host timer ms: returns / synced", "first call ms",
                   "noise (IQR / median)", "rel. error",
-                  "rests on: samples, warm-up, nsys calls; SM clock, throttled, J/call (NVML); CPU busy: own / "
+                  "rests on: samples, warm-up, nsys calls; SM clock, throttled samples, J/call (NVML); CPU busy: own / "
                   "others"),
                  rows)
 
@@ -242,7 +243,9 @@ def rests_on(s: rm.Step) -> str:
         clocks = "—" if lo is None else f"{lo}" if lo == hi else f"{lo}–{hi}"
         energy, how = telemetry.energy_per_call(t)
         joules = "— J" if energy is None else f"{energy:.3g} J ({how})"
-        cell = f"{head}; {clocks} MHz, {t.get('throttled_samples', '—')} throttled, {joules}"
+        throttled = t.get("throttled_samples")
+        throttled_text = "— samples throttled" if throttled is None else f"{throttled} of {s.samples} samples throttled"
+        cell = f"{head}; {clocks} MHz, {throttled_text}, {joules}"
     return cell + _host_load_text(s.host_load)
 
 
@@ -328,14 +331,15 @@ def ncu_rules_lines(rules: Sequence) -> list[str]:
         flagged = [rule for rule, cells, _, _ in rules if isinstance(cells.get(only), str)]
         # kept short: with eight rules and three flags (Warp's plane_threads on an H100) the sentence
         # stays one line within MAX_LINE_CHARS
-        text = (f"ncu's rules on `{only}`'s first profiled launch, by estimated speedup (under "
+        text = (f"ncu's rules on `{only}`'s hottest kernel, those consistent with its limiter, by estimated speedup (under "
                 f"{rm.NCU_RULE_MIN_PCT:.0f}% left out): " + ", ".join(f"{rule} {v:.0f}%" for rule, v in estimated))
         if flagged:
             text += ("; " if estimated else "") + "flagged without an estimate: " + ", ".join(flagged)
         # the quotes below follow the sentence, without a heading of their own
         lines = [text + ". The largest, in ncu's words:", ""]
     else:
-        lines = ["ncu's rules on each step's first profiled launch, with ncu's estimated speedup (\"—\": not flagged; "
+        lines = ["ncu's rules on each step's hottest profiled kernel, those consistent with its measured limiter, with "
+                 "ncu's estimated speedup (\"—\": not flagged; "
                  f"rules under {rm.NCU_RULE_MIN_PCT:.0f}% on every step left out):",
                  "", table(["rule"] + [f"`{v}`" for v in variants], [[rule] + [est(cells.get(v)) for v in variants]
                                                                        for rule, cells, _, _ in rules]), ""]
@@ -354,10 +358,6 @@ def findings_lines(m: rm.ReportModel) -> list[str]:
                  f"up to {g.time_at_stake_ms:.3g} ms per call")
         lines.append(f"- **{g.title}** (`{g.id}`), {stake}. *Fix:* {g.fix} "
                      f"*Where (time at stake per call):* {places}.")
-    if m.folded_library_kernels:
-        lines.append(f"- Library-internal kernels (CUB, cuDF, cuBLAS, XLA-generated) launched with less than one wave: "
-                     f"{', '.join(m.folded_library_kernels)} (number of kernels). Their grids are the library's "
-                     "choice, not the recipe's; not counted above.")
     return lines or ["No rule flagged any step."]
 
 

@@ -87,7 +87,7 @@ FLOP_METRICS = (
 def _limiter_metrics() -> tuple[str, ...]:
     # analysis.limiter owns the names it classifies launches by; imported late (it imports nothing
     # from here, but keeping the reader importable on its own costs nothing)
-    from analysis.limiter import METRICS
+    from analysis.limiter.metrics import METRICS
 
     return METRICS
 
@@ -104,8 +104,13 @@ REPLAY_METRICS = ("profiler__replayer_passes", "profiler__replayer_bytes_mem_bac
 
 
 def read_metrics() -> tuple[str, ...]:
-    """Every metric the readers take from a launch: the analysis' and ncu's replay record."""
-    return analysis_metrics() + tuple(m for m in REPLAY_METRICS if m not in analysis_metrics())
+    """Every metric the readers take from a launch: the analysis', ncu's replay record and, where the
+    report holds them, the warp stall reasons (analysis.limiter.metrics.STALL_METRICS, never asked for
+    by the metrics-only collection)."""
+    from analysis.limiter.metrics import STALL_METRICS
+
+    extra = REPLAY_METRICS + STALL_METRICS
+    return analysis_metrics() + tuple(m for m in extra if m not in analysis_metrics())
 
 
 #: what a metrics-only launch lacks when its recipe's ``ncu.tensor_ops`` is false (Launch.metrics_left_out)
@@ -116,7 +121,7 @@ def tensor_ops_metrics() -> tuple[str, ...]:
     """The tensor-core operation counts by input precision and their peaks (analysis.limiter's
     TENSOR_PRECISIONS): what names the precision of a tensor-pipe limiter and places tensor-core work
     on the roofline. The tensor pipe's own activity is another metric, collected either way."""
-    from analysis.limiter import TENSOR_PRECISIONS
+    from analysis.limiter.metrics import TENSOR_PRECISIONS
 
     return tuple(m for _, ops, peaks in TENSOR_PRECISIONS for m in (ops, *peaks))
 

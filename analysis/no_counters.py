@@ -24,6 +24,7 @@ import dataclasses
 from typing import Sequence
 
 from analysis import floors, limiter
+from analysis.limiter.advice import next_move
 
 #: how each number in a no-counters report is labelled
 MEASURED_COUNTERS = "measured (counters)"
@@ -40,6 +41,11 @@ SM_SUB_PARTITIONS = 4
 RESERVED_SHARED_BYTES_PER_BLOCK = 1024
 
 UNDER_ONE_WAVE = "grid under one wave"
+#: analysis.floors resources -> the unit a step bound on them is bound by
+RESOURCE_UNITS = {"device memory": limiter.Unit.DRAM, "host-to-device link": limiter.Unit.HOST_LINK,
+                  "device-to-host link": limiter.Unit.HOST_LINK, "FP64 arithmetic": limiter.Unit.FP64,
+                  "FP32 arithmetic": limiter.Unit.FMA, "16-bit tensor-core matmul": limiter.Unit.TENSOR_FP16,
+                  "TF32 tensor-core matmul": limiter.Unit.TENSOR_TF32}
 
 #: a step whose declared work runs at or above this share of a measured reference rate is called
 #: bound by that resource (the rates are measurements with a few percent of spread)
@@ -139,32 +145,33 @@ def step_limiter(run: dict, ceilings: dict) -> limiter.StepLimiter:
     shares (host link, idle GPU: as with counters), else the declared work's effective rate against
     the measured reference rates; below every rate the cause is named as needing counters."""
     step = limiter.step_limiter(run, [])
-    if step.kind in ("host link", "launch/host", "synchronization"):
+    if step.kind in (limiter.Kind.HOST_LINK, limiter.Kind.LAUNCH_HOST):
         return step
     median_ms = run["timing"]["median_ms"]
     try:
         fl = floors.floor(run["work"], ceilings)
     except ValueError:
-        return limiter.StepLimiter("evidence-limited", "", 0.0,
+        return limiter.StepLimiter(limiter.Kind.NO_COUNTERS, None, 0.0,
                                    "no measured reference rate matches the declared work; the kernels' limiter "
                                    f"is {NOT_AVAILABLE}")
     shares = sorted(((t.ms / median_ms, t) for t in fl.terms), key=lambda x: -x[0])
     share, term = shares[0]
     rates = "; ".join(f"{s:.0%} of the {t.rate_name}" for s, t in shares)
     if share >= BOUND_SHARE:
-        return limiter.StepLimiter("evidence-limited", f"{term.resource}-bound", share,
-                                   f"declared work over the median runs at {rates} ({DERIVED})")
+        return limiter.StepLimiter(limiter.Kind.NO_COUNTERS, RESOURCE_UNITS.get(term.resource), share,
+                                   f"declared work over the median runs at {rates} ({DERIVED})",
+                                   evidence=f"{term.resource}-bound")
     # a main kernel whose grid does not fill the GPU once leaves SMs idle, whatever the counters say
     kernels = run.get("counter_free") or []
     main = max(kernels, key=lambda k: k["total_ns"], default=None)
     if main is not None and main["waves_per_sm"] is not None and main["waves_per_sm"] < 1:
         total = sum(k["total_ns"] for k in kernels)
         return limiter.StepLimiter(
-            "evidence-limited", UNDER_ONE_WAVE, main["total_ns"] / total if total else 0.0,
+            limiter.Kind.NO_COUNTERS, None, main["total_ns"] / total if total else 0.0,
             f"its main kernel `{limiter.kernel_key(main['name'])[:60]}` launches {main['grid_blocks']} block(s) of "
             f"{main['block_threads']} threads: {main['waves_per_sm']:.2g} waves on the GPU's SMs ({DERIVED}); "
-            f"declared work runs at {rates}")
-    return limiter.StepLimiter("evidence-limited", "", share,
+            f"declared work runs at {rates}", evidence=UNDER_ONE_WAVE)
+    return limiter.StepLimiter(limiter.Kind.NO_COUNTERS, None, share,
                                f"declared work over the median runs at {rates} ({DERIVED}): below every "
                                f"measured rate; whether latency, occupancy or an SM pipe limits it is {NOT_AVAILABLE}")
 
@@ -192,8 +199,9 @@ def limiter_lines(runs: Sequence[dict], ceilings: dict) -> list[str]:
     lines = []
     for r in runs:
         step = step_limiter(r, ceilings)
-        source = MEASURED_TRACE if step.kind != "evidence-limited" else DERIVED
-        lines.append(f"- `{r['variant']}` — **{step.label()}** ({source}): {step.detail}. *Next:* {step.next_move()}")
+        source = MEASURED_TRACE if step.kind is not limiter.Kind.NO_COUNTERS else DERIVED
+        lines.append(f"- `{r['variant']}` — **{step.label()}** ({source}): {step.detail}. "
+                     f"*Next:* {next_move(step)}")
     return lines
 
 

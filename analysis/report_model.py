@@ -19,27 +19,18 @@ from typing import Callable, Sequence
 
 from analysis import verdicts
 from analysis.floors import AT_RATE_FACTOR, Floor, floor
-from analysis.limiter import fastest_steady_call
+from analysis.limiter import Kind, StepLimiter, Unit, fastest_steady_call, is_library_kernel
+from analysis.limiter import advice as limiter_advice
 from analysis.ncu import (COLLECTION_FULL, COLLECTION_METRICS, COLLECTION_SECTIONS, INSTRUMENTED_SECTIONS,
                           TENSOR_OPS_LEFT_OUT)
 from analysis.run_summary import PHASES as RUN_PHASES
 from workloads import sources
 
-#: how each framework's steps are timed; CUDA events unless named here (workloads/<framework>_backend.py)
-HOST_TIMED = {"jax": "host timer (time.perf_counter around block_until_ready; JAX has no CUDA-event API)"}
 CUDA_EVENTS = "CUDA events"
 
 #: the phases whose copies the pages show, in run order (analysis.run_summary.PHASES): not the check,
 #: whose copies are the suite's own gathering of a sampled result, no work of the recipe
 COPY_PHASES = tuple(p for p in RUN_PHASES if p != "check")
-
-#: kernels whose launch shape the recipe's Python code does not choose: CUB/Thrust/cuDF/RMM templates,
-#: cuBLAS/CUTLASS GEMMs and the kernels XLA generates. Their "under one wave" findings are folded into
-#: one line: the fix (a bigger grid) is not the user's to make.
-LIBRARY_KERNEL = re.compile(
-    r"\b(cub|thrust|cudf|rmm|cutlass|cublas\w*)::|^nvjet_|cutlass|"
-    r"^(wrapped_\w+|gemm_fusion\w*|loop_\w*fusion\w*|input_\w*fusion\w*|\w*_fusion(_\d+)?)$")
-
 
 def ratio_text(x: float) -> str:
     """A speed-up or time-over-floor ratio with the digits that matter: 1068×, 54.1×, 1.85×."""
@@ -49,10 +40,6 @@ def ratio_text(x: float) -> str:
 def timer_of(framework: str) -> str:
     from workloads import frameworks  # noqa: PLC0415 - the records import no GPU package
     return frameworks.framework(framework).timer
-
-
-def is_library_kernel(name: str) -> bool:
-    return bool(LIBRARY_KERNEL.search(name.removeprefix("void ").strip()))
 
 
 def _steady(calls: Sequence[dict]) -> Sequence[dict]:
@@ -92,19 +79,6 @@ class BusyTime:
 
 
 @dataclasses.dataclass(frozen=True)
-class Limiter:
-    """What limits a step and the next thing to try. ``source`` says what it rests on. ``floor_ms``:
-    the time per call the measured limiter needs at its peak (kernels: each one's limiting unit at
-    its peak, from ncu; host link: the call's declared copies at the measured pinned rates); None
-    where the limiter has no device floor (the host sets the time) or the evidence does not reach one."""
-    what: str
-    next_move: str
-    source: str
-    floor_ms: float | None = None
-    floor_what: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
 class Step:
     variant: str
     improves_on: str | None
@@ -130,7 +104,7 @@ class Step:
     relative_error: float
     first_call_ms: float
     first_call_idle_ms: float
-    limiter: Limiter
+    limiter: StepLimiter
     change: str  # what moved against the parent, measured
     #: what the numbers rest on: timed samples (and why sampling stopped), warm-up calls, the calls
     #: recorded under nsys, and the GPU's state during the samples (NVML; None in older captures)
@@ -225,7 +199,7 @@ class ResultBox:
     baseline_label: str  # "the baseline", or what the first step at this size is
     best_vs_baseline: Comparison | None  # None: the baseline is the fastest step
     final: Step
-    limiter: Limiter
+    limiter: StepLimiter
     spread: str  # how a step's interval reads, for the box
 
 
@@ -255,7 +229,6 @@ class ReportModel:
     ladder: dict[int, tuple[Step, ...]]
     result: ResultBox
     findings: tuple[FindingGroup, ...]
-    folded_library_kernels: tuple[str, ...]  # places of library-internal "under one wave" kernels
     copies: dict[int, tuple[CopyRow, ...]]
     kernels: dict[int, tuple[KernelRow, ...]]
     ncu: dict[int, tuple[NcuRow, ...]]
@@ -273,68 +246,44 @@ class ReportModel:
 
 # --- the limiter slot -------------------------------------------------------------------------------
 
-def limiter_from_findings(run: dict, fl: Floor) -> Limiter:
-    """Today's limiter: the finding with the most time at stake in this step, else the floor's
-    resource and how close the step is to it. Replaceable (see :data:`LIMITER`)."""
-    ranked = sorted(((time_at_stake_ms(f, run), f) for f in run.get("findings") or []
-                     if not _only_library_kernels(f)), key=lambda tf: -(tf[0] or 0.0))
-    ratio = run["timing"]["median_ms"] / fl.ms
+def _findings_move(run: dict, fl: Floor) -> tuple[str, str] | None:
+    """For a step ncu did not profile: the finding with the most time at stake (over 5% of the
+    call), as (what, its fix's first sentence)."""
+    ranked = sorted(((time_at_stake_ms(f, run), f) for f in run.get("findings") or []),
+                    key=lambda tf: -(tf[0] or 0.0))
     if ranked and (ranked[0][0] or 0.0) > 0.05 * run["timing"]["median_ms"]:
         t, f = ranked[0]
-        return Limiter(f"{f['title']} (up to {t:.3g} ms per call)", _first_sentence(f["fix"]),
-                       f"finding `{f['id']}`")
-    # nothing measured names a limiter: say so, and where the step stands on its minimum-work floor
-    what = f"not profiled at this size (minimum-work floor: {fl.binding.resource}, {ratio_text(ratio)})"
-    if ratio < 1.3:
-        move = (f"Little is left on {fl.binding.resource}: a faster step has to do less work "
-                "(fewer bytes or FLOPs), not the same work faster")
-    else:
-        move = (f"{ratio:.1f}× over the {fl.binding.resource} floor with no rule flagging why: profile the "
-                "step's hottest kernel (ncu --set full) and read its limiter")
-    return Limiter(what, move, "floor")
+        return f"{f['title']} (up to {t:.3g} ms per call)", _first_sentence(f["fix"])
+    return None
 
 
-def measured_limiter(run: dict, fl: Floor, runs: Sequence[dict] = ()) -> Limiter:
-    """The step's limiter from measurement (analysis.limiter: nsys shares, then ncu's speed-of-light
-    and pipe metrics of its kernels, borrowed from a step that runs the same kernels where it has no
-    profile of its own); the finding-based one where nothing measured names a limiter."""
+def measured_limiter(run: dict, fl: Floor, runs: Sequence[dict] = (), ceilings: dict | None = None,
+                     framework_advice: dict | None = None) -> StepLimiter:
+    """The step's limiter from measurement (analysis.limiter.step: the timed call against nsys' busy
+    time, then ncu's speed-of-light breakdown of its kernels, borrowed from a step whose launches
+    match), with its source and the next thing to try in the framework's terms."""
     from analysis import limiter  # noqa: PLC0415
 
-    step = limiter.step_limiter(run, limiter.pool_of(runs or [run]))
-    if step.kind == "not profiled":
-        return limiter_from_findings(run, fl)
+    step = limiter.step_limiter(run, limiter.pool_of(runs or [run]), ceilings)
+    if step.kind is Kind.NOT_PROFILED:
+        found = _findings_move(run, fl)
+        if found:
+            return dataclasses.replace(step, detail=found[0], source="a finding, no ncu profile matched",
+                                       advice=found[1])
+        ratio = run["timing"]["median_ms"] / fl.ms
+        move = (f"Little is left on {fl.binding.resource}: a faster step has to do less work" if ratio < 1.3 else
+                limiter_advice.next_move(step, framework_advice).rstrip("."))
+        return dataclasses.replace(step, source="no ncu profile matched its launches", advice=move)
     borrowed = [v for v in step.ncu_variants if v != run["variant"]]
-    source = ("nsys" if step.kernel is None else
+    source = ("timed median and nsys" if step.kernel is None else
               "ncu" + (f", profile of {', '.join(f'`{v}`' for v in borrowed)}" if borrowed else ""))
-    floor_ms, floor_what = limiter_floor(step, fl)
-    return Limiter(step.label(), step.next_move().rstrip("."), source, floor_ms, floor_what)
+    return dataclasses.replace(step, source=source,
+                               advice=limiter_advice.next_move(step, framework_advice).rstrip("."))
 
 
-#: analysis.floors resources of the host link
-_LINK_RESOURCES = ("host-to-device link", "device-to-host link")
-
-
-def limiter_floor(step, fl: Floor) -> tuple[float | None, str]:
-    """The floor of a step's measured limiter (analysis.limiter.StepLimiter) and what it is, in words."""
-    from analysis import limiter  # noqa: PLC0415 - as measured_limiter
-    if step.kind == "host link":
-        links = [t for t in fl.terms if t.resource in _LINK_RESOURCES]
-        if links:
-            t = max(links, key=lambda t: t.ms)
-            return t.ms, f"the call's {t.resource} bytes at the {t.rate_name}"
-        return None, "no declared host-link bytes"
-    if step.kind in ("launch/host", "synchronization"):
-        return None, "the host sets the time: no device floor"
-    if step.floor_ns is not None:
-        if step.floor_covered_share >= limiter.COVERAGE_COMPLETE:
-            return step.floor_ns / 1e6, "each kernel's limiting unit at its peak (ncu)"
-        return step.floor_ns / 1e6, (f"each profiled kernel's limiting unit at its peak (ncu; "
-                                     f"{step.floor_covered_share:.0%} of kernel time profiled, the rest counted as free)")
-    return None, "no kernel of the step was profiled"
-
-
-#: the function that gives each step its limiter and next move: (run summary, floor, the size's runs) -> Limiter
-LIMITER: Callable[..., Limiter] = measured_limiter
+#: the function that gives each step its limiter and next move:
+#: (run summary, floor, the size's runs, ceilings, the framework's advice table) -> StepLimiter
+LIMITER: Callable[..., StepLimiter] = measured_limiter
 
 
 def _first_sentence(text: str) -> str:
@@ -345,9 +294,11 @@ def _first_sentence(text: str) -> str:
 # --- findings ---------------------------------------------------------------------------------------
 
 def _kernel_ms_per_call(run: dict, names: Sequence[str]) -> float:
-    wanted = set(names)
+    """nsys time per call of the kernels named (in ncu's or nsys' form: matched by kernel key)."""
+    from analysis.limiter import kernel_key  # noqa: PLC0415
+    wanted = {kernel_key(n) for n in names}
     calls = len(run["nsys"]["calls"]) or 1
-    return sum(k["total_ns"] for k in run["nsys"]["compute_kernels"] if k["name"] in wanted) / calls / 1e6
+    return sum(k["total_ns"] for k in run["nsys"]["compute_kernels"] if kernel_key(k["name"]) in wanted) / calls / 1e6
 
 
 #: findings whose time at stake is the fastest steady call's (time_at_stake_ms), not a mean over
@@ -372,39 +323,27 @@ def time_at_stake_ms(finding: dict, run: dict) -> float | None:
         return e["gap_ns"] / 1e6
     if fid == "sync_in_loop":
         return e["sync_ns"] / calls / 1e6
-    if fid in ("under_one_wave", "low_throughput"):
+    if fid == "under_one_wave":
+        # each kernel's time charged by the share of its launches that ran under one wave
+        return sum(_kernel_ms_per_call(run, [k["kernel"]]) * k.get("launch_share", 1.0) for k in e["kernels"])
+    if fid == "low_throughput":
         return _kernel_ms_per_call(run, [k["kernel"] for k in e["kernels"]])
     return None
 
 
-def _only_library_kernels(finding: dict) -> bool:
-    return finding["id"] == "under_one_wave" and all(is_library_kernel(k["kernel"])
-                                                      for k in finding["evidence"]["kernels"])
-
-
-def group_findings(runs: Sequence[dict]) -> tuple[tuple[FindingGroup, ...], tuple[str, ...]]:
-    """Findings of every run, one group per rule (one fix), sorted by time at stake; "under one
-    wave" on library-internal kernels folded into places named apart."""
+def group_findings(runs: Sequence[dict]) -> tuple[FindingGroup, ...]:
+    """Findings of every run, one group per rule (one fix), sorted by time at stake (library kernels
+    never appear: analysis.findings leaves their launch configuration out)."""
     groups: dict[str, dict] = {}
-    folded = []
     for r in runs:
         for f in r.get("findings") or []:
-            place_name = f"`{r['variant']}` n{r['size']}"
-            if f["id"] == "under_one_wave":
-                lib = [k for k in f["evidence"]["kernels"] if is_library_kernel(k["kernel"])]
-                own = [k for k in f["evidence"]["kernels"] if not is_library_kernel(k["kernel"])]
-                if lib:
-                    folded.append(f"{place_name} ({len(lib)})")
-                if not own:
-                    continue
-                f = {**f, "evidence": {**f["evidence"], "kernels": own}}
             g = groups.setdefault(f["id"], {"title": f["title"], "fix": f["fix"], "places": []})
             g["places"].append(FindingPlace(r["variant"], r["size"], time_at_stake_ms(f, r), f["message"]))
     out = [FindingGroup(fid, g["title"], g["fix"],
                         tuple(sorted(g["places"], key=lambda p: -(p.time_at_stake_ms or 0.0))))
            for fid, g in groups.items()]
     out.sort(key=lambda g: -g.time_at_stake_ms)
-    return tuple(out), tuple(folded)
+    return tuple(out)
 
 
 # --- steps ------------------------------------------------------------------------------------------
@@ -427,21 +366,32 @@ def _compare(before: dict, after: dict) -> Comparison:
     return Comparison(before["variant"], v.label, v.speedup, v.reason, v.interval, verdicts.format_verdict(v))
 
 
+def ms_text(x: float) -> str:
+    """Milliseconds with three significant digits, never in exponent form: 0.0412, 2.82, 1190."""
+    return f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def _timed_idle_ms(run: dict) -> float:
+    from analysis.limiter import host_time  # noqa: PLC0415
+    return host_time(run).idle_ms
+
+
 def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTime | None) -> str:
     """What moved against the parent, from the captures: the measured quantities that changed most."""
     if parent is None or parent_busy is None:
-        return (f"GPU busy {busy.busy_ms:.3g} of {busy.wall_ms:.3g} ms per call "
-                f"(kernels {busy.kernel_ms:.3g} ms, copies {busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms:.3g} ms)")
+        return (f"GPU busy {ms_text(busy.busy_ms)} of {ms_text(busy.wall_ms)} ms per call "
+                f"(kernels {ms_text(busy.kernel_ms)} ms, copies {ms_text(busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms)} ms)")
     parts = []
     pairs = (("kernel time", parent_busy.kernel_ms, busy.kernel_ms),
              ("copy time", parent_busy.h2d_ms + parent_busy.d2h_ms + parent_busy.other_copy_ms,
               busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms),
-             ("GPU idle", parent_busy.idle_ms, busy.idle_ms),
+             # idle on the timed clock (analysis.limiter.host_time), not the traced calls' own
+             ("GPU idle", _timed_idle_ms(parent), _timed_idle_ms(run)),
              ("GPU busy", parent_busy.busy_ms, busy.busy_ms))
     moved = sorted(((abs(b - a), name, a, b) for name, a, b in pairs if abs(b - a) > 0.05 * max(a, b, 1e-9)),
                    reverse=True)
     for _, name, a, b in moved[:2]:
-        parts.append(f"{name} {a:.3g} → {b:.3g} ms")
+        parts.append(f"{name} {ms_text(a)} → {ms_text(b)} ms")
     k_before = sorted({c["kernels"] for c in _steady(parent["nsys"]["calls"])})
     k_after = sorted({c["kernels"] for c in _steady(run["nsys"]["calls"])})
     if k_before != k_after:
@@ -453,15 +403,17 @@ def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTim
     return "; ".join(parts) or "no measured quantity moved by more than 5%"
 
 
-def evidence_limiter(run: dict, fl: Floor, runs: Sequence[dict], ceilings: dict) -> Limiter:
+def evidence_limiter(run: dict, fl: Floor, runs: Sequence[dict], ceilings: dict,
+                     framework_advice: dict | None = None) -> StepLimiter:
     """A recipe without any ncu profile (counters refused, or ncu=none): the limiter as far as the
     trace and the declared work reach (analysis.no_counters), labelled so."""
     from analysis import no_counters  # noqa: PLC0415
 
     step = no_counters.step_limiter(run, ceilings)
-    source = ("nsys, measured without counters" if step.kind != "evidence-limited"
+    source = ("nsys, measured without counters" if step.kind is not Kind.NO_COUNTERS
               else "trace and declared work, derived without counters")
-    return Limiter(step.label(), step.next_move().rstrip("."), source)
+    return dataclasses.replace(step, source=source,
+                               advice=limiter_advice.next_move(step, framework_advice).rstrip("."))
 
 
 #: which verdicts :func:`build_steps` computes (each is a bootstrap of 9,999 resamples, the bulk of a
@@ -469,6 +421,39 @@ def evidence_limiter(run: dict, fl: Floor, runs: Sequence[dict], ceilings: dict)
 #: only the fastest step against the baseline (what :func:`result_box` states, all the index shows);
 #: "none". A verdict not computed is None.
 VERDICTS_WANTED = ("all", "result", "none")
+
+
+def _framework_advice(recipe) -> dict:
+    from workloads import frameworks  # noqa: PLC0415 - the records import no GPU package
+    try:
+        return dict(frameworks.framework(recipe.framework).advice)
+    except (frameworks.UnknownFramework, AttributeError):
+        return {}
+
+
+def limiter_pool(runs: Sequence[dict]) -> list:
+    from analysis import limiter  # noqa: PLC0415
+    return limiter.pool_of(runs)
+
+
+def minimum_work_floor(run: dict, ceilings: dict, pool: Sequence = ()) -> Floor:
+    """The step's minimum-work floor: its declared work at the measured reference rates; where ncu saw
+    the whole call and measured fewer DRAM bytes than declared beyond the mismatch factor (an
+    L2-resident working set, reuse the declaration does not count), the device-memory term rests
+    on the measured bytes and says so."""
+    from analysis import limiter  # noqa: PLC0415
+    fl = floor(run["work"], ceilings)
+    check = limiter.work_check(run, pool) if pool else None
+    if check is None or not check.measured_bytes_below_declared():
+        return fl
+    work = dict(run["work"], bytes_read=check.measured_dram_bytes, bytes_written=0)
+    measured = floor(work, ceilings)
+    seen = "" if check.complete() else f" on {check.covered_share:.0%} of kernel time"
+    terms = tuple(dataclasses.replace(t, resource=f"{t.resource}: the DRAM bytes ncu measured{seen}, "
+                                      f"{check.bytes_ratio():.2f}× the declared") if t.resource == "device memory"
+                  else t for t in measured.terms)
+    binding = max(terms, key=lambda t: t.ms)
+    return Floor(binding.ms, binding, terms)
 
 
 def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = True,
@@ -483,9 +468,11 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
     # the step result_box picks: the first of the fastest, in ladder order
     fastest = min(ordered, key=lambda r: r["timing"]["median_ms"])
     busy = {r["variant"]: busy_time(r) for r in ordered}
+    framework_advice = _framework_advice(recipe)
+    pool = limiter_pool(runs)
     steps = []
     for r in ordered:
-        fl = floor(r["work"], ceilings)
+        fl = minimum_work_floor(r, ceilings, pool)
         parent_name = recipe.parent_of(r["variant"])
         parent = by_variant.get(parent_name) if parent_name else None
         calls = r["nsys"]["calls"]
@@ -509,7 +496,8 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
             host_call_ms=r.get("host_call_ms"), host_synced_ms=r.get("host_synced_ms"),
             relative_error=r["relative_error"],
             first_call_ms=first["wall_ns"] / 1e6, first_call_idle_ms=(first["wall_ns"] - first["gpu_busy_ns"]) / 1e6,
-            limiter=LIMITER(r, fl, runs) if counters else evidence_limiter(r, fl, runs, ceilings),
+            limiter=(LIMITER(r, fl, runs, ceilings, framework_advice) if counters
+                     else evidence_limiter(r, fl, runs, ceilings, framework_advice)),
             change=_change(r, parent, busy[r["variant"]], busy.get(parent_name) if parent else None),
             samples=len(r["times_ms"]), stopped_because=(r.get("sampling") or {}).get("stopped_because"),
             warmup_calls=r.get("warmup_calls"), nsys_calls=len(calls), telemetry=r.get("telemetry"),
@@ -519,15 +507,22 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
 
 
 def _floors_text(step: Step) -> str:
-    """Where a step stands against its measured limiter's floor, then against the minimum work."""
-    minimum = f"{ratio_text(step.time_over_floor)} its minimum-work floor ({step.floor_resource})"
+    """Where a step stands against its measured limiter's floor, then against the minimum work (named
+    for what it is: declared work at a measured reference rate, not a hardware limit)."""
+    minimum = f"{ratio_text(step.time_over_floor)} its minimum-work floor ({step.floor_resource} at the " \
+              f"{step.floor_rate_name})" if step.floor_rate_name else \
+        f"{ratio_text(step.time_over_floor)} its minimum-work floor ({step.floor_resource})"
     if step.time_over_floor < AT_RATE_FACTOR and step.floor_rate_name:
-        # the rates are measurements, not ceilings: near or under 1× the step runs at the rate
+        # the rates are measurements, not ceilings: a step near or under 1× runs at the rate
         minimum = (f"the {step.floor_rate_name} ({ratio_text(step.time_over_floor)} its minimum-work floor, "
                    f"{step.floor_resource})")
+        lim = step.limiter
+        if step.time_over_floor < 1.0 and lim.unit is Unit.DRAM and lim.pct_of_peak is not None:
+            minimum += (f"; under it because that floor is a measured copy rate (reads and writes 1:1), not "
+                        f"DRAM's limit: its kernels stream DRAM at {lim.pct_of_peak:.0f}% of peak (ncu)")
     if step.time_over_limiter_floor is None:
         return minimum
-    unit = step.limiter.what.split(" (")[0]
+    unit = str(step.limiter.unit or step.limiter.kind)
     return f"{ratio_text(step.time_over_limiter_floor)} the floor of its measured limiter ({unit}) and {minimum}"
 
 
@@ -544,7 +539,7 @@ def result_box(steps: Sequence[Step], timer: str) -> ResultBox:
         takeaway = (f"`{best.variant}` ({best.summary}) is {cmp.label} than `{base.variant}`, "
                     f"{ratio_text(cmp.speedup)}, and runs at {_floors_text(best)}.")
     return ResultBox(size=base.size, takeaway=takeaway, best=best, baseline=base, baseline_label=base_label,
-                     best_vs_baseline=cmp, final=final, limiter=final.limiter,
+                     best_vs_baseline=cmp, final=final, limiter=best.limiter,
                      spread=f"median (interquartile range) of repeated calls, {timer}")
 
 
@@ -609,16 +604,32 @@ NCU_RULES_QUOTED = 3
 NCU_RULE_MIN_PCT = 5.0
 
 
+def hot_launch(run: dict) -> dict | None:
+    """The run's own profiled launch of the kernel that holds the most of its nsys kernel time (the
+    first profiled launch where nsys names none of them)."""
+    from analysis import limiter  # noqa: PLC0415
+    if not run.get("ncu"):
+        return None
+    rows = limiter.step_kernels(run, limiter.launches_by_kernel(limiter.pool_of([run])))
+    own = [(r["ns_per_call"], launch) for r in rows for v, launch in r["launches"][:1] if v == run["variant"]]
+    return max(own, key=lambda x: x[0])[1] if own else run["ncu"][0]
+
+
 def ncu_rule_rows(runs: Sequence[dict]) -> tuple:
-    """ncu's rules on each variant's first profiled launch: (rule, {variant: estimated speedup %,
-    "flagged" or None}, the variant it flags most, its message there)."""
+    """ncu's rules on each variant's hot launch (:func:`hot_launch`), only those consistent with that
+    launch's measured limiter (analysis.limiter.rule_consistent): (rule, {variant: estimated speedup
+    %, "flagged" or None}, the variant it flags most, its message there)."""
+    from analysis import limiter  # noqa: PLC0415
     # a step profiled for the page's metrics alone has no rule results: it is no column ("—" would
     # say that ncu did not flag it)
     variants = [r for r in runs if r["ncu"] and ncu_collection(r)[0] != COLLECTION_METRICS]
     by_rule: dict[str, dict[str, dict]] = {}
     for r in variants:
-        for f in r["ncu"][0]["findings"]:
-            by_rule.setdefault(f["rule"], {})[r["variant"]] = f
+        launch = hot_launch(r)
+        lim = limiter.classify_launch(launch["metrics"])
+        for f in launch["findings"]:
+            if limiter.rule_consistent(f["rule"], lim, launch["kernel_name"]):
+                by_rule.setdefault(f["rule"], {})[r["variant"]] = f
     out = []
     for rule, fs in by_rule.items():
         cells = {r["variant"]: (None if r["variant"] not in fs else
@@ -660,13 +671,25 @@ def provenance(by_size: dict[int, Sequence[dict]], tools: dict | None) -> Proven
     nsys_versions = sorted({v for runs in by_size.values() for r in runs
                             if (v := ((r["nsys"].get("capture") or {}).get("nsys_version")))})
     preflight_commit = ((tools or {}).get("provenance") or {}).get("git_commit")
-    ncu_version = (tools["tools"]["ncu"]["version"] if tools and preflight_commit == prov.get("git_commit")
-                   else "not recorded for this run")
+    same_run = bool(tools) and preflight_commit == prov.get("git_commit")
+    ncu_version = tools["tools"]["ncu"]["version"] if same_run else "not recorded for this run"
+    # the captures name the version of the exporter that wrote their SQLite file; the run's own nsys
+    # (`nsys --version` in the preflight) is the one the index names
+    nsys_cli = ((tools or {}).get("tools") or {}).get("nsys", {}).get("version", "") if same_run else ""
+    nsys_cli = nsys_cli.removeprefix("NVIDIA Nsight Systems version ").strip()
+    exported = ", ".join(nsys_versions)
+    nsys_text = (f"{nsys_cli} (its SQLite exports name {exported})" if nsys_cli and exported and exported != nsys_cli
+                 else nsys_cli or exported or "not recorded")
+    clocks = sorted({c for runs in by_size.values() for r in runs
+                     for c in ((r.get("telemetry") or {}).get("sm_clock_mhz_range") or ()) if c})
+    clocks_text = ("SM clock while timed (NVML) " + (f"{clocks[0]} MHz" if clocks[0] == clocks[-1]
+                                                    else f"{clocks[0]}–{clocks[-1]} MHz") if clocks
+                   else "SM clock not recorded")
     rows = [("GPU", gpus[0]["name"] if gpus else "not recorded"),
             ("driver; CUDA runtime / driver API", f"{prov.get('driver_version') or 'not recorded'}; "
                                                  f"{prov.get('cuda_runtime')} / {prov.get('cuda_driver_api')}"),
-            ("clocks", "not recorded; not locked (the ncu runs pass --clock-control none)"),
-            ("Nsight Systems; Nsight Compute", f"{', '.join(nsys_versions) or 'not recorded'}; {ncu_version}"),
+            ("clocks", f"{clocks_text} over the steps; not locked (the ncu runs pass --clock-control none)"),
+            ("Nsight Systems; Nsight Compute", f"{nsys_text}; {ncu_version}"),
             ("Python; packages", f"{prov.get('python') or 'not recorded'}; {packages_text(prov)}")]
     rows += [("commit", describe_commit(prov)), ("captured (UTC)", prov.get("date_utc") or "not recorded")]
     def run_key(p: dict) -> tuple:
@@ -754,7 +777,7 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
                              "none" if verdicts_wanted == "result" and s != sizes[-1] else verdicts_wanted)
               for s in sizes}
     all_runs = [r for s in sizes for r in ladder_runs(recipe, by_size[s])]
-    groups, folded = group_findings(all_runs)
+    groups = group_findings(all_runs)
     split = ()
     if recipe.seed_split:
         base = ladder[sizes[-1]][0]
@@ -774,7 +797,7 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
     return ReportModel(
         name=recipe.name, title=recipe.title, seed_document=recipe.seed_document, framework=recipe.framework,
         timer=timer, size_meaning=recipe.size_meaning, sizes=sizes, ladder=ladder,
-        result=result_box(ladder[sizes[-1]], timer), findings=groups, folded_library_kernels=folded,
+        result=result_box(ladder[sizes[-1]], timer), findings=groups,
         copies={s: copy_rows(ladder_runs(recipe, by_size[s]), ceilings) for s in sizes},
         kernels={s: kernel_rows(ladder_runs(recipe, by_size[s])) for s in sizes},
         ncu={s: ncu_rows(ladder_runs(recipe, by_size[s]), ncu_metric_keys) for s in sizes},

@@ -15,6 +15,7 @@ import dataclasses
 from typing import Sequence
 
 from analysis import limiter
+from analysis.limiter import metrics
 
 LEVELS = ("DRAM", "L2", "L1")
 
@@ -30,6 +31,14 @@ MEASURED_COMPUTE = {"FP64": "fp64_fma", "FP32": "fp32_fma", "BF16 tensor": "bf16
                     "TF32 tensor": "tf32_gemm"}
 
 
+#: a level that carried under this share of the next deeper level's bytes was bypassed (TMA and
+#: cp.async copy global memory to shared memory past the L1 load path): its intensity describes no
+#: traffic of the kernel, and drawn it would sit decades right of every roof
+BYPASSED_SHARE = 0.1
+#: the level each level's traffic passes through next, deeper in the hierarchy
+DEEPER = {"L1": "L2"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Point:
     variant: str
@@ -38,6 +47,11 @@ class Point:
     flops: float
     duration_ns: float
     bytes_by_level: dict[str, float]
+    #: the device's peaks at the clocks this launch ran at (limiter.device_peaks of its own metrics)
+    peaks: dict[str, float] = dataclasses.field(default_factory=dict)
+    sm_clock_hz: float | None = None
+    #: the clock of each memory level during this launch (the L1's is the SM's)
+    level_clocks_hz: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def flop_per_s(self) -> float:
@@ -47,14 +61,31 @@ class Point:
         b = self.bytes_by_level.get(level)
         return self.flops / b if b else None
 
+    def bypassed(self, level: str) -> bool:
+        """Whether the kernel's traffic went past ``level`` (see :data:`BYPASSED_SHARE`)."""
+        deeper = DEEPER.get(level)
+        mine, theirs = self.bytes_by_level.get(level), self.bytes_by_level.get(deeper) if deeper else None
+        return bool(theirs) and (mine or 0.0) < BYPASSED_SHARE * theirs
+
+    def drawn_levels(self) -> list[str]:
+        return [level for level in LEVELS if self.intensity(level) and not self.bypassed(level)]
+
 
 @dataclasses.dataclass(frozen=True)
 class Roofline:
     points: list[Point]
     integer_only: list[tuple[str, str]]  # (variant, kernel): no FP work to place
     negligible: list[tuple[str, str]]  # (variant, kernel): under MIN_FLOPS
-    peaks: dict[str, float]  # limiter.device_peaks keys: "DRAM bytes/s", "FP64 FLOP/s", ...
+    #: limiter.device_peaks keys ("DRAM bytes/s", "FP64 FLOP/s", ...): each precision's compute peak at the
+    #: clock of the longest launch of that precision, the memory peaks at the clocks of the longest launch
+    peaks: dict[str, float]
     size: int | None
+    #: the SM clock each precision's peak is taken at, and each memory level's clock (keys "DRAM", "L2", "L1")
+    clocks_hz: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def drawable(self) -> bool:
+        """Whether the chart has a point to draw: a figure without one is not written."""
+        return bool(self.points)
 
 
 def _profiled_size(by_size: dict[int, Sequence[dict]]) -> int | None:
@@ -64,9 +95,9 @@ def _profiled_size(by_size: dict[int, Sequence[dict]]) -> int | None:
 
 def roofline(by_size: dict[int, Sequence[dict]]) -> Roofline:
     """The points and roofs of a recipe's kernels at its largest ncu-profiled size: each (variant,
-    kernel) once, from its first profiled launch."""
+    kernel) once, from its first profiled launch, with the peaks at the clocks that launch ran at."""
     size = _profiled_size(by_size)
-    points, integer_only, negligible, peaks = [], [], [], {}
+    points, integer_only, negligible = [], [], []
     for run in by_size.get(size, []) if size is not None else []:
         seen = set()
         for launch in run.get("ncu") or []:
@@ -75,8 +106,6 @@ def roofline(by_size: dict[int, Sequence[dict]]) -> Roofline:
             if name in seen or not m.get("gpu__time_duration.sum"):
                 continue
             seen.add(name)
-            if not peaks:
-                peaks = limiter.device_peaks(m)
             flops = limiter.flops_by_precision(m)
             if not flops:
                 integer_only.append((run["variant"], name))
@@ -85,9 +114,26 @@ def roofline(by_size: dict[int, Sequence[dict]]) -> Roofline:
             if count < MIN_FLOPS:
                 negligible.append((run["variant"], name))
                 continue
+            clock = m.get(metrics.SM_CLOCK)
+            level_clocks = {level: float(m[c]) for level, _, _, c in metrics.MEMORY_ROOFLINE if m.get(c)}
             points.append(Point(run["variant"], name, precision, count, float(m["gpu__time_duration.sum"]),
-                                limiter.bytes_by_level(m)))
-    return Roofline(points, integer_only, negligible, peaks, size)
+                                limiter.bytes_by_level(m), limiter.device_peaks(m),
+                                float(clock) if clock else None, level_clocks))
+    peaks: dict[str, float] = {}
+    clocks: dict[str, float] = {}
+    # the roof of a precision is drawn at the clock its own longest launch ran at: clocks differ between
+    # launches (power and thermal limits), and a peak at another launch's clock misplaces every point under it
+    for p in sorted(points, key=lambda p: p.duration_ns):
+        key = f"{p.precision} FLOP/s"
+        if key in p.peaks:
+            peaks[key] = p.peaks[key]
+            if p.sm_clock_hz:
+                clocks[p.precision] = p.sm_clock_hz
+    if points:
+        longest = max(points, key=lambda p: p.duration_ns)
+        peaks.update({k: v for k, v in longest.peaks.items() if k.endswith("bytes/s")})
+        clocks.update(longest.level_clocks_hz)
+    return Roofline(points, integer_only, negligible, peaks, size, clocks)
 
 
 def roofs(r: Roofline, ceilings: dict) -> tuple[list[tuple[str, float, bool]], list[tuple[str, float, bool]]]:
@@ -112,100 +158,112 @@ def _short(name: str, limit: int = 36) -> str:
     return base if len(base) <= limit else base[:limit - 1] + "…"
 
 
-def figure(by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title: str) -> None:
-    """Draw the recipe's hierarchical roofline to ``path`` (PNG)."""
+def _clock(hz: float | None) -> str:
+    return f" at {hz / 1e9:.2f} GHz" if hz else ""
+
+
+def _on_line_angle(ax, slope_point: tuple[float, float], other: tuple[float, float]) -> float:
+    """The angle on screen, in degrees, of the line through two data points (log axes bend nothing)."""
+    import math
+
+    (x0, y0), (x1, y1) = ax.transData.transform([slope_point, other])
+    return math.degrees(math.atan2(y1 - y0, x1 - x0))
+
+
+def _not_drawn(r: Roofline) -> list[str]:
+    """The kernels the chart leaves out and why, one text block per reason."""
+    out = []
+    bypassed = [(p.variant, p.kernel) for p in r.points for level in LEVELS if p.bypassed(level)]
+    if bypassed:
+        out.append(f"L1 point not drawn: L1 bytes under {BYPASSED_SHARE:.0%} of L2's\n(the traffic went past L1: TMA, "
+                   "cp.async)\n" + "\n".join(f"{v}: {_short(k, 36)}" for v, k in bypassed[:8]))
+    if r.integer_only:
+        out.append("not drawn, integer-only:\n" + "\n".join(f"{v}: {_short(k, 36)}" for v, k in r.integer_only[:8]))
+    if r.negligible:
+        out.append(f"not drawn, under {MIN_FLOPS:.0e} FLOPs:\n"
+                   + "\n".join(f"{v}: {_short(k, 36)}" for v, k in r.negligible[:8]))
+    return out
+
+
+def figure(by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title: str) -> bool:
+    """Draw the recipe's hierarchical roofline to ``path`` (PNG); False, and nothing written, when no
+    kernel has floating-point work to place (:meth:`Roofline.drawable`)."""
+    r = roofline(by_size)
+    if not r.drawable():
+        return False
     import matplotlib.pyplot as plt
     import matplotlib.ticker
+    from matplotlib.lines import Line2D
 
     from analysis.figures import _save
 
-    r = roofline(by_size)
     compute, memory = roofs(r, ceilings)
-    fig, ax = plt.subplots(figsize=(10.5, 5.4))
-    xs = [x for p in r.points for level in LEVELS if (x := p.intensity(level))]
+    side = _not_drawn(r)
+    legend_rows = -(-(len(r.points) + len(LEVELS)) // 2)
+    # heights in inches, top to bottom: title, axes, x label, legend, the kernels not drawn; the legend
+    # and the list go below the axes, off the data, whatever their length
+    h_title, h_axes, h_xlabel = 0.55, 4.0, 0.55
+    h_legend = 0.17 * legend_rows + 0.1
+    h_side = 0.115 * max((g.count("\n") + 1 for g in side), default=0) + (0.15 if side else 0.0)
+    height = h_title + h_axes + h_xlabel + h_legend + h_side
+    fig = plt.figure(figsize=(10, height))
+    ax = fig.add_axes((0.08, (h_xlabel + h_legend + h_side) / height, 0.9, h_axes / height))
+    drawn = [(p, level) for p in r.points for level in p.drawn_levels()]
+    xs = [p.intensity(level) for p, level in drawn]
     ys = [p.flop_per_s for p in r.points]
-    if r.points:
-        top = max(rate for _, rate, _ in compute) if compute else max(ys)
-        ridges = [c / m for _, c, _ in compute for _, m, _ in memory]
-        lo_x = min(xs + ridges) / 3
-        hi_x = max(xs + ridges) * 3
-        lo_y, hi_y = min(ys) / 5, top * 3
-        grid = [lo_x * (hi_x / lo_x) ** (i / 200) for i in range(201)]
-        styles = ["#333333", "#8c564b", "#1f77b4", "#2ca02c"]
-        for i, (label, bw, measured) in enumerate(memory):
-            ax.plot(grid, [bw * x for x in grid], linestyle="-" if measured else "--", color=styles[i % 4],
-                    linewidth=1.0)
-            y_label = lo_y * 2 * 2.5 ** i  # one height per roof, so that the labels do not overlap
-            ax.text(max(lo_x * 1.2, y_label / bw * 1.1), y_label, f"{label} {bw / 1e9:,.0f} GB/s", fontsize=7,
-                    color=styles[i % 4])
-        for label, peak, measured in compute:
-            ax.axhline(peak, linestyle="-" if measured else "--", color="#555555", linewidth=1.0)
-            # peaks labelled above their line, measured rates below, so that close pairs stay legible
-            ax.text(hi_x / 1.5, peak * (0.93 if measured else 1.08), f"{label} {peak / 1e12:.1f} TFLOP/s", fontsize=7,
-                    ha="right", va="top" if measured else "bottom")
-        colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c"]
-        for i, p in enumerate(r.points):
-            color = colors[i % len(colors)]
-            for level in LEVELS:
-                x = p.intensity(level)
-                if x:
-                    ax.scatter([x], [p.flop_per_s], marker=LEVEL_MARKERS[level], s=40, color=color, zorder=3,
-                               label=f"{p.variant}: {_short(p.kernel)} ({p.precision})" if level == "DRAM" else None)
-        ax.set_xlim(lo_x, hi_x)
-        ax.set_ylim(lo_y, hi_y)
-        ax.legend(fontsize=6.5, loc="lower left", bbox_to_anchor=(1.01, 0.0), frameon=False,
-                  title="marker: o DRAM, s L2, ^ L1 bytes", title_fontsize=6.5)
-    else:
-        ax.text(0.5, 0.5, "no floating-point kernel profiled by ncu", transform=ax.transAxes, ha="center")
-    side = ""
-    if r.integer_only:
-        side += "integer-only kernels\n(not drawn):\n" + "\n".join(f"{v}: {_short(k, 28)}" for v, k in r.integer_only[:10])
-    if r.negligible:
-        side += ("\n\n" if side else "") + f"under {MIN_FLOPS:.0e} FLOPs\n(not drawn):\n" + \
-            "\n".join(f"{v}: {_short(k, 28)}" for v, k in r.negligible[:10])
-    if side:
-        fig.text(0.64, 0.9, side, fontsize=6.5, ha="left", va="top")
+    top = max(rate for _, rate, _ in compute) if compute else max(ys)
+    ridges = [c / m for _, c, _ in compute for _, m, _ in memory]
+    lo_x, hi_x = min(xs + ridges) / 3, max(xs + ridges) * 3
+    lo_y, hi_y = min(ys) / 5, top * 3
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(lo_x, hi_x)
+    ax.set_ylim(lo_y, hi_y)
+    label_box = dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none", alpha=0.75)
+    styles = ["#333333", "#8c564b", "#1f77b4", "#2ca02c"]
+    for i, (label, bw, measured) in enumerate(memory):
+        color = styles[i % 4]
+        ax.plot([lo_x, hi_x], [bw * lo_x, bw * hi_x], linestyle="-" if measured else "--", color=color,
+                linewidth=1.0, zorder=1)
+        # the label sits on its own line, where the line is in view, each roof at another height
+        x_from, x_to = max(lo_x, lo_y / bw), min(hi_x, hi_y / bw)
+        if x_from >= x_to:
+            continue
+        x = x_from * (x_to / x_from) ** (0.06 + 0.16 * i)
+        level = label.split(" peak")[0]
+        # DRAM's own clock is the memory's, not one a reader compares across launches
+        clock = "" if measured or level == "DRAM" else _clock(r.clocks_hz.get(level))
+        ax.text(x, bw * x, f"{label} {bw / 1e9:,.0f} GB/s{clock}", fontsize=7, color=color, ha="left",
+                va="bottom", rotation=_on_line_angle(ax, (x, bw * x), (x * 10, bw * x * 10)),
+                rotation_mode="anchor", bbox=label_box, zorder=2)
+    for label, peak, measured in compute:
+        ax.axhline(peak, linestyle="-" if measured else "--", color="#555555", linewidth=1.0, zorder=1)
+        precision = label.split(" peak")[0]
+        clock = "" if measured else _clock(r.clocks_hz.get(precision))
+        # peaks labelled above their line, measured rates below, so that close pairs stay legible
+        ax.text(lo_x * 1.15, peak, f"{label} {peak / 1e12:.1f} TFLOP/s{clock}", fontsize=7, ha="left",
+                va="top" if measured else "bottom", bbox=label_box, zorder=2)
+    # one colour per kernel: tab20 has twenty, more than any recipe profiles at one size
+    colors = plt.get_cmap("tab20").colors
+    handles = []
+    for i, p in enumerate(r.points):
+        color = colors[i % len(colors)]
+        for level in p.drawn_levels():
+            ax.scatter([p.intensity(level)], [p.flop_per_s], marker=LEVEL_MARKERS[level], s=40, color=color,
+                       zorder=3)
+        handles.append(Line2D([], [], marker="o", linestyle="none", color=color,
+                              label=f"{p.variant}: {_short(p.kernel)} ({p.precision})"))
+    handles += [Line2D([], [], marker=LEVEL_MARKERS[level], linestyle="none", color="#777777",
+                       label=f"{level} bytes") for level in LEVELS]
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.06, (h_legend + h_side) / height), ncol=2,
+               fontsize=7, frameon=False)
+    for j, group in enumerate(side):
+        fig.text(0.08 + 0.31 * j, h_side / height, group, fontsize=6.5, ha="left", va="top")
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("arithmetic intensity (FLOPs per byte at each memory level, ncu)")
     ax.set_ylabel("achieved FLOP/s (ncu)")
-    size = f", size {r.size}" if r.size is not None else ""
-    ax.set_title(f"{title}: hierarchical roofline{size}\n(dashed: device peaks from ncu; solid: rates measured by the "
-                 "suite)", fontsize=9)
-    # the right third holds the legend (lower) and the kernels not drawn (upper)
-    fig.subplots_adjust(left=0.07, right=0.62, top=0.9, bottom=0.1)
+    ax.set_title(f"{title}: hierarchical roofline, size {r.size}\n(dashed: device peaks from ncu at the clock the "
+                 "launches ran at; solid: rates measured by the suite)", fontsize=9)
     _save(fig, path)
-
-
-def markdown_lines(by_size: dict[int, Sequence[dict]], ceilings: dict) -> list[str]:
-    """The chart's numbers as a table (each kernel, its precision, FLOP/s, bytes per level) and the
-    integer-only kernels, for the report beside the figure."""
-    from analysis.markdown import table
-
-    r = roofline(by_size)
-    if not r.points and not r.integer_only and not r.negligible:
-        return []
-    compute, memory = roofs(r, ceilings)
-    rows = []
-    for p in r.points:
-        peak = r.peaks.get(f"{p.precision} FLOP/s")
-        rows.append((f"`{p.variant}`", f"`{_short(p.kernel, 60)}`", p.precision, f"{p.flop_per_s / 1e12:.3f}",
-                     f"{p.flop_per_s / peak:.0%}" if peak else "n/a",
-                     *(f"{p.bytes_by_level[lv] / 1e6:,.1f}" if lv in p.bytes_by_level else "n/a" for lv in LEVELS)))
-    lines = [f"Hierarchical roofline at size {r.size} (figure below): each kernel at its own measured FLOPs of the "
-             "precision it executes most, over its bytes at each memory level (ncu). Roofs: "
-             + "; ".join([f"{label} {rate / 1e12:.1f} TFLOP/s" for label, rate, _ in compute]
-                         + [f"{label} {rate / 1e9:,.0f} GB/s" for label, rate, _ in memory])
-             + " (peaks: ncu's peak rates at the clocks the kernels ran at).", ""]
-    if rows:
-        lines += [table(("variant", "kernel", "precision", "achieved TFLOP/s", "of that peak", "DRAM MB", "L2 MB",
-                         "L1 MB"), rows), ""]
-    if r.integer_only:
-        lines += ["Integer-only kernels (no floating-point work: listed, not drawn): "
-                  + ", ".join(f"`{v}`: `{_short(k, 60)}`" for v, k in r.integer_only) + ".", ""]
-    if r.negligible:
-        lines += [f"Kernels under {MIN_FLOPS:.0e} FLOPs (bookkeeping: listed, not drawn): "
-                  + ", ".join(f"`{v}`: `{_short(k, 60)}`" for v, k in r.negligible) + ".", ""]
-    return lines
+    return True

@@ -346,7 +346,7 @@ def summarize_ncu(path: str) -> list[dict]:
             # a metrics-only launch's metrics its recipe did not ask for (analysis.ncu.Launch.metrics_left_out)
             "metrics_left_out": list(launch.metrics_left_out),
             # what limits the launch, measured (analysis.limiter); None without speed-of-light metrics
-            "limiter": dataclasses.asdict(lim) if (lim := limiter.classify(m)) else None,
+            "limiter": dataclasses.asdict(lim) if (lim := limiter.classify_launch(m)) else None,
         })
     return out
 
@@ -419,5 +419,5 @@ def summarize_run(run_dir: str) -> dict:
     elif raw_path:  # the report was not kept (size), its raw page was
         record["ncu"] = summarize_ncu(raw_path)
         record["ncu_source"] = layout.NCU_RAW
-    record["findings"] = [f.as_dict() for f in findings.evaluate(record["nsys"], record["ncu"])]
+    record["findings"] = [f.as_dict() for f in findings.evaluate(record["nsys"], record["ncu"], record.get("timing"))]
     return record

@@ -7,6 +7,11 @@
 #   snakemake reports/kernels/<workload>_<variant>_<kernel>.md      # or name a page not committed yet
 #   snakemake rebuild_kernel_pages       # no GPU: pages from the committed captures, checked against reports/kernels
 #
+# Each reference's kernel pages are published beside its recipe pages: the captures under
+# reports/reference/<gpu>/kernels/ become <reference pages>/kernels/ (reports/kernels/ for the H200,
+# reports/h100/kernels/ for the H100), and rebuild_kernel_pages checks only the pages of the
+# reference it runs for (--configfile rules/reference_h100.yaml: the H100's).
+#
 # A page is named <workload>_<variant>_<kernel>[_cuda_c]; its capture is
 # <work_dir>/captures/kernels/<page>/ (kernel.ncu-rep, kernel-run.json), and `capture_reference`
 # copies it into the reference with the rest.
@@ -70,9 +75,15 @@ rule kernel_page:
         requested_kernel_page,
 
 
+#: the kernel pages whose captures are in this run's reference folder: another GPU's are checked by
+#: that reference's own rebuild, against its own pages
+KERNEL_PAGES_OF_REFERENCE = sorted(p for p, d in REFERENCE_KERNEL_DIRS.items() if d.startswith(f"{REF_DIR}/"))
+KERNEL_PAGES_COMMITTED = os.path.join(config["reference"].get("pages", "reports"), "kernels")
+
+
 rule check_kernel_pages:
     input:
-        expand(f"{REPORTS}/reference/kernels/{{page}}.md", page=REFERENCE_KERNEL_PAGES),
+        expand(f"{REPORTS}/reference/kernels/{{page}}.md", page=KERNEL_PAGES_OF_REFERENCE),
     output:
         touch(f"{REPORTS}/reference/kernels/CHECKED"),
     log:
@@ -80,14 +91,16 @@ rule check_kernel_pages:
     params:
         python=PYTHON,
         rebuilt=lambda wc, output: os.path.dirname(output[0]),
+        committed=KERNEL_PAGES_COMMITTED,
     conda:
         CONDA_ENV
     shell:
-        "{params.python:q} -m analysis check-rebuild --rebuilt {params.rebuilt:q} --committed reports/kernels"
+        "{params.python:q} -m analysis check-rebuild --rebuilt {params.rebuilt:q} --committed {params.committed:q}"
         " 2>&1 | tee {log:q}"
 
 
 rule rebuild_kernel_pages:
-    """The kernel pages rebuilt from the committed captures (no GPU), checked against reports/kernels."""
+    """This reference's kernel pages rebuilt from its committed captures (no GPU), checked against its
+    committed kernel pages (reports/kernels for the H200)."""
     input:
-        [f"{REPORTS}/reference/kernels/CHECKED"] if REFERENCE_KERNEL_PAGES else [],
+        [f"{REPORTS}/reference/kernels/CHECKED"] if KERNEL_PAGES_OF_REFERENCE else [],

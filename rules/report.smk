@@ -4,7 +4,10 @@
 # the reference ones with the committed reports/*.md.
 
 # the figures `python -m analysis report` draws for each workload: figures/<workload>_<name>.png
-REPORT_FIGURES = ["ladder", "busy", "timeline", "roofline"]
+REPORT_FIGURES = ["ladder", "busy", "timeline"]
+# drawn only where ncu profiled a floating-point kernel (analysis.roofline: an empty chart is not
+# written), so no declared output: `publish` copies it with the page, or removes a stale copy
+OPTIONAL_FIGURES = ["roofline"]
 REPORTS = f"{WORK}/reports"
 
 
@@ -88,6 +91,20 @@ rule gpu_jobs:
         " --figure {output.figure:q} > {log:q} 2>&1"
 
 
+def optional_figures_published(product):
+    """Shell commands publishing a workload page's OPTIONAL_FIGURES with it: each copied where the
+    report drew it, else an earlier copy removed."""
+    workload = product[: -len(".md")] if product.endswith(".md") else None
+    if workload not in RECIPES:
+        return ""
+    out = ""
+    for f in OPTIONAL_FIGURES:
+        src = shlex.quote(f"{REPORTS}/live/figures/{workload}_{f}.png")
+        dst = shlex.quote(f"reports/figures/{workload}_{f}.png")
+        out += f"; if [ -e {src} ]; then cp {src} {dst}; else rm -f {dst}; fi"
+    return out
+
+
 rule publish:
     """Copy one live product (page or figure) into reports/."""
     input:
@@ -98,8 +115,9 @@ rule publish:
         product=r"[A-Za-z0-9_]+\.md|figures/[A-Za-z0-9_]+\.png|kernels/[A-Za-z0-9_]+\.md",
     params:
         source=lambda wc: f"{REPORTS}/live/{wc.product}",
+        optional=lambda wc: optional_figures_published(wc.product),
     shell:
-        "cp {params.source:q} {output:q}"
+        "cp {params.source:q} {output:q}{params.optional}"
 
 
 rule check_rebuild:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import re
 import json
 
 import pytest
@@ -146,11 +147,39 @@ def test_reference_folder_of_a_gpu_comes_from_its_name(name, slug):
     assert gpu_slug(name) == slug
 
 
-def test_committed_h100_page_points_to_the_h100_reference():
-    # every committed capture's page names the reference folder it lives in
-    for run in sorted((REPO / "reports" / "reference").glob("*/kernels/*/kernel-run.json")):
-        page = (REPO / "reports" / "kernels" / f"{run.parent.name}.md").read_text()
-        assert f"gunzip -k reports/reference/{run.parents[2].name}/kernels/{run.parent.name}/" in page, run
+def _pages_of_each_reference() -> dict[str, str]:
+    """reference folder -> the folder its pages are published in, as the workflow's config files say."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "rules" / "config.yaml").read_text())
+    out = {config["reference"]["dir"]: config["reference"]["pages"]}
+    for other in (config.get("more_references") or {}).values():
+        ref = yaml.safe_load((REPO / other).read_text())["reference"]
+        out[ref["dir"]] = ref["pages"]
+    return out
+
+
+def test_each_kernel_page_is_in_the_tree_of_the_gpu_it_was_captured_on():
+    import subprocess
+
+    pages = _pages_of_each_reference()
+    runs = sorted((REPO / "reports" / "reference").glob("*/kernels/*/kernel-run.json"))
+    assert len(runs) >= 12
+    for run in runs:
+        reference = str(run.parents[2].relative_to(REPO))
+        published = REPO / pages[reference] / "kernels"
+        page = (published / f"{run.parent.name}.md").read_text()
+        # the page names the reference folder its capture lives in, and the GPU and commit
+        assert f"gunzip -k {reference}/kernels/{run.parent.name}/" in page, run
+        record = json.loads(run.read_text())
+        prov = record["provenance"]
+        assert f"Captured on an {prov['gpus'][0]['name']} at commit `{prov['git_commit'][:10]}`" in page, run
+        # that commit is in this repository's history
+        commit = prov["git_commit"].removesuffix("-dirty")
+        assert subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"]).returncode == 0
+        # and no other GPU's tree holds a page of that name
+        for other in set(pages.values()) - {pages[reference]}:
+            assert not (REPO / other / "kernels" / f"{run.parent.name}.md").exists(), (run, other)
 
 
 def test_a_pycuda_page_shows_the_cuda_text_of_the_python_file_its_line_directive_names(vectorized_capture):
@@ -183,3 +212,23 @@ def test_the_page_says_which_matching_launch_it_shows(vectorized_capture, tmp_pa
     assert _cli("--report", str(vectorized_capture / "kernel.ncu-rep"), "--run", str(run_file),
                 "--output", str(out)) == 0
     assert "one call; the 40th (ncu -s 39) launch matching" in out.read_text()
+
+
+def test_each_recipe_page_links_the_kernel_pages_of_its_own_gpu():
+    from analysis.kernel_page import links_section
+    from workloads.registry import BY_NAME
+
+    pages = _pages_of_each_reference()
+    for reference, published in pages.items():
+        captured = {run.parent.name: json.loads(run.read_text())
+                    for run in (REPO / reference / "kernels").glob("*/kernel-run.json")}
+        for workload, recipe in BY_NAME.items():
+            section = links_section(workload, str(REPO / reference / workload), recipe.variants)
+            mine = {page for page, run in captured.items() if run["workload"] == workload}
+            if not mine:
+                assert section is None
+                continue
+            links = set(re.findall(r"\]\(kernels/([A-Za-z0-9_]+)\.md\)", section))
+            assert links == mine, (reference, workload)
+            for page in links:  # the link resolves from the recipe page, in the same GPU's tree
+                assert (REPO / published / "kernels" / f"{page}.md").is_file()

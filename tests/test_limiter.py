@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from analysis import floors, limiter, markdown, roofline
+from analysis.limiter import Kind, Unit, advice
 from analysis.ncu import read_launches, read_raw_csv
 
 from conftest import REFERENCE, has_timing_record, reference_ceilings, summary_of
@@ -42,77 +43,174 @@ def _launch(workload: str, variant: str, size: int, kernel_prefix: str) -> dict:
     return next(launch for launch in launches if limiter.kernel_key(launch["kernel_name"]).startswith(kernel_prefix))
 
 
-# --- one launch: one test per rule -------------------------------------------------------------
+# --- one launch: the speed-of-light rule -------------------------------------------------------
 
-def test_compute_rule_names_the_fp64_pipe_of_the_numba_ufunc():
-    """SM 83%, DRAM 33%: compute-bound; its busiest pipe is FP64 (declared 10 FLOPs, executes 128)."""
-    lim = limiter.classify(_launch("numba_ufunc", "baseline", 268435456, "__vectorized_mycalculation")["metrics"])
-    assert (lim.kind, lim.unit) == ("compute", "FP64 pipe")
-    assert 50 < lim.pct_of_peak < 60
+def _lim(workload: str, variant: str, size: int, kernel_prefix: str) -> limiter.LaunchLimiter:
+    return limiter.classify_launch(_launch(workload, variant, size, kernel_prefix)["metrics"])
+
+
+def test_the_issue_slots_are_a_unit_numba_fp64_ufunc():
+    """SM 83.6% is the issue-active share (FP64 pipe 55%): compute-bound on the issue slots, 1.2× its floor."""
+    m = _launch("numba_ufunc", "baseline", 268435456, "__vectorized_mycalculation")["metrics"]
+    lim = limiter.classify_launch(m)
+    assert (lim.kind, lim.unit) == (Kind.COMPUTE, Unit.ISSUE)
+    assert lim.pct_of_peak == pytest.approx(m["sm__issue_active.avg.pct_of_peak_sustained_elapsed"])
+    assert m["sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active"] < lim.pct_of_peak
+    assert lim.floor_ratio == pytest.approx(1.2, abs=0.02)
+
+
+@pytest.mark.parametrize("workload, variant, size, prefix, floor_ratio", [
+    ("numba_ufunc", "float32", 268435456, "mycalculation_f32", 1.49),  # XU 37%, issue 67%
+    ("cupy_sqdiff", "fused_pow", 16384, "cookbook_squared_diff_pow", 1.20),  # FP64 62%, issue 83%
+    ("jax_matmul", "float32", 8192, "sm80_xmma_gemm_f32", 1.15),  # FMA 79%, issue 87%
+])
+def test_issue_bound_launches(workload, variant, size, prefix, floor_ratio):
+    lim = _lim(workload, variant, size, prefix)
+    assert (lim.kind, lim.unit) == (Kind.COMPUTE, Unit.ISSUE)
+    assert lim.floor_ratio == pytest.approx(floor_ratio, abs=0.02)
 
 
 def test_compute_rule_names_the_tensor_pipe_and_its_precision_for_the_jax_bf16_gemm():
-    lim = limiter.classify(_launch("jax_matmul", "bf16", 8192, "nvjet_sm90_tss_256x128")["metrics"])
-    assert (lim.kind, lim.unit) == ("compute", "tensor pipe (BF16)")
-    assert lim.pct_of_peak > 90
-
-
-def test_compute_rule_names_the_fma_pipe_for_the_fp32_gemm_read_from_the_raw_page():
-    lim = limiter.classify(_launch("jax_matmul", "float32", 8192, "sm80_xmma_gemm_f32")["metrics"])
-    assert (lim.kind, lim.unit) == ("compute", "FMA (FP32) pipe")
+    lim = _lim("jax_matmul", "bf16", 8192, "nvjet_sm90_tss_256x128")
+    assert (lim.kind, lim.unit) == (Kind.COMPUTE, Unit.TENSOR_BF16)
+    assert lim.pct_of_peak > 90 and lim.floor_ratio < 1.1
 
 
 def test_memory_rule_names_dram_for_the_fused_cupy_kernel_not_the_busier_l2():
     m = _launch("cupy_sqdiff", "fused", 16384, "cookbook_squared_diff")["metrics"]
     # L2 is busier than DRAM (the same bytes pass through it): the deepest level at its peak is named
     assert m["lts__throughput.avg.pct_of_peak_sustained_elapsed"] > m["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"]
-    lim = limiter.classify(m)
-    assert (lim.kind, lim.unit) == ("memory", "DRAM")
-    assert lim.pct_of_peak == pytest.approx(91.1, abs=0.5)
+    lim = limiter.classify_launch(m)
+    assert (lim.kind, lim.unit) == (Kind.MEMORY, Unit.DRAM)
+    assert lim.pct_of_peak == pytest.approx(91.5, abs=0.5)
+    assert lim.floor_ratio == pytest.approx(100 / lim.pct_of_peak)
 
 
 def test_memory_rule_names_l2_for_the_cudf_hash_aggregation_kernel():
-    """The hash kernel's atomics keep L2 at 67% while DRAM sits at 6.4%."""
-    lim = limiter.classify(_launch("cudf_groupby", "agg_all", 50000000, "static_kernel")["metrics"])
-    assert (lim.kind, lim.unit) == ("memory", "L2")
+    """The hash kernel's atomics keep L2 at 68% while DRAM sits at 6.4%."""
+    lim = _lim("cudf_groupby", "agg_all", 50000000, "static_kernel")
+    assert (lim.kind, lim.unit) == (Kind.MEMORY, Unit.L2)
+
+
+def test_a_latency_bound_launch_names_occupancy_waves_and_stalls_and_has_no_floor():
+    """Numba fastmath: SM 39%, memory 53%: latency-bound; 993 waves, 69% of a possible 100%
+    occupancy, warps stalled on long scoreboard (the full set's warp-state section)."""
+    lim = _lim("numba_ufunc", "fastmath", 268435456, "mycalculation_f32_fastmath")
+    assert lim.kind is Kind.LATENCY and lim.unit is None
+    assert lim.floor_ratio is None and lim.pct_of_peak is None
+    assert lim.occupancy_achieved_pct == pytest.approx(69.3, abs=0.5) and lim.occupancy_theoretical_pct == 100.0
+    assert lim.occupancy_limiter is None
+    assert lim.waves_per_sm == pytest.approx(992.97, abs=0.01) and lim.last_wave_fill == pytest.approx(0.97, abs=0.01)
+    assert lim.stall_reasons[0][0] == "long_scoreboard"
+    assert not any("imbalance" in r or "tail" in r for r in lim.reasons)
 
 
 def test_latency_rule_names_grid_under_one_wave_and_registers_for_warp_get_acceleration():
     path = REFERENCE / "kernels" / "warp_sph_baseline_get_acceleration" / "kernel.ncu-rep.gz"
     (launch,) = read_launches(path)
-    lim = limiter.classify(launch.metrics)
-    assert lim.kind == "latency"
+    lim = limiter.classify_launch(launch.metrics)
+    assert lim.kind is Kind.LATENCY
     assert lim.reasons[0].startswith("grid under one wave (245 blocks on 132 SMs")
     assert lim.reasons[1] == "registers (62 registers per thread: theoretical occupancy 50%)"
+    assert lim.occupancy_limiter == "registers"
 
 
-def test_latency_rule_names_registers_when_the_grid_fills_the_gpu():
-    """The cuDF hash kernel's third split_agg pass: 370 waves, 128 registers, 25% occupancy, L2 under 60%."""
-    launches = [launch for launch in _run("cudf_groupby", "split_agg", 50000000)["ncu"]]
-    lim = limiter.classify(launches[2]["metrics"])
-    assert lim.kind == "latency"
-    assert lim.reasons == ("registers (128 registers per thread: theoretical occupancy 25%)",)
+def test_warp_plane_threads_names_its_partial_last_wave():
+    """733 blocks on 660 slots: 1.11 waves, the second 11% full."""
+    lim = next(x for launch in _run("warp_sph", "plane_threads", 62500)["ncu"]
+               if (x := limiter.classify_launch(launch["metrics"])).waves_per_sm and 1 < x.waves_per_sm < 1.2)
+    assert lim.kind is Kind.LATENCY and lim.last_wave_fill == pytest.approx(0.11, abs=0.01)
+    assert any("the last one 11% full" in r for r in lim.reasons)
+    assert advice.latency_key(lim) in ("registers", "waves")
 
 
-# --- one step: one test per rule ---------------------------------------------------------------
+def test_the_launch_classifier_takes_a_metrics_dict_with_nothing_else():
+    """No speed-of-light metrics: no limiter; the enums compare by value with their page names."""
+    assert limiter.classify_launch({}) is None
+    assert Kind.MEMORY == "memory" and Unit.ISSUE == "issue slots"
+
+
+# --- one step ----------------------------------------------------------------------------------
+
+def _ceilings() -> dict:
+    return json.loads((REFERENCE / "ceilings.json").read_text())["ceilings"]
+
+
+def _step_c(workload: str, variant: str, size: int) -> limiter.StepLimiter:
+    return limiter.step_limiter(_run(workload, variant, size), limiter.pool_of(_runs(workload, size)), _ceilings())
+
 
 def test_step_host_link_rule_on_pycuda_pinned_async():
     step = _step("pycuda_kernel", "pinned_async", 268435456)
-    assert step.kind == "host link" and step.share > 0.9
-    assert "keep the data resident" in step.next_move()
+    assert step.kind is Kind.HOST_LINK and step.share > 0.9
+    assert "keep the data resident" in advice.next_move(step)
+
+
+def test_numba_device_resident_is_issue_bound_at_about_1_2_times_its_floor():
+    step = _step_c("numba_ufunc", "device_resident", 268435456)
+    assert (step.kind, step.unit) == (Kind.COMPUTE, Unit.ISSUE)
+    assert step.ncu_variants == ("baseline",)  # Numba's abi:v5 kernel is baseline's abi:v3 one
+    median_ms = _run("numba_ufunc", "device_resident", 268435456)["timing"]["median_ms"]
+    assert median_ms / step.floor_ms == pytest.approx(1.2, abs=0.03)
+
+
+def test_numba_fastmath_step_is_latency_bound_with_no_floor():
+    step = _step_c("numba_ufunc", "fastmath", 268435456)
+    assert step.kind is Kind.LATENCY and step.floor_ns is None and "latency-bound" in step.floor_what
+    assert step.kernel.occupancy_achieved_pct is not None and step.kernel.waves_per_sm is not None
+
+
+def test_pycuda_baseline_floor_is_at_least_its_host_link_floor():
+    """The single-block kernel's counters give a floor of 0.54 ms; the 199 ms of copies cannot go
+    faster than the declared bytes at the measured pinned rate (19.4 ms)."""
+    run = _run("pycuda_kernel", "baseline", 268435456)
+    fl = floors.floor(run["work"], _ceilings())
+    link_ms = max(t.ms for t in fl.terms if t.resource.endswith("link"))
+    step = _step_c("pycuda_kernel", "baseline", 268435456)
+    assert step.floor_ms >= link_ms == pytest.approx(19.4, abs=0.3)
+
+
+def test_pycuda_streams_is_not_charged_with_the_full_size_profile():
+    """streams' eight chunks per call share device_resident's launch shape at 1/8 the time: other work."""
+    run, pool = _run("pycuda_kernel", "streams", 268435456), limiter.pool_of(_runs("pycuda_kernel", 268435456))
+    rows = limiter.step_kernels(run, limiter.launches_by_kernel(pool))
+    assert rows and not any(r["launches"] for r in rows)
+    assert limiter.work_check(run, pool) is None
+    # the full-size step matches its own profile
+    dr = _run("pycuda_kernel", "device_resident", 268435456)
+    check = limiter.work_check(dr, pool)
+    assert check.bytes_ratio() == pytest.approx(1.0, abs=0.05)
+
+
+def test_cudf_steps_are_decided_on_the_timed_clock_and_twins_agree():
+    """On the CUDA-event medians the GPU idles under half of each pool step's call: no step is
+    'synchronization' and split_agg and split_agg_pool, whose decision sits within the noise, get
+    the same kind from the same kernels. agg_all's 2.3 ms of cudaMalloc per call (62% idle on the
+    timed clock, beyond the noise) is what the pool removes."""
+    steps = {v: _step_c("cudf_groupby", v, 50000000) for v in ("split_agg", "split_agg_pool", "agg_all", "agg_all_pool")}
+    assert all(s.kind != "synchronization" for s in steps.values())
+    assert (steps["split_agg"].kind, steps["split_agg"].unit) == (steps["split_agg_pool"].kind,
+                                                                  steps["split_agg_pool"].unit) == (Kind.MEMORY, Unit.L2)
+    assert steps["split_agg"].borderline and steps["split_agg_pool"].borderline
+    assert steps["agg_all_pool"].host.idle_share == pytest.approx(0.43, abs=0.02)
+    assert (steps["agg_all_pool"].kind, steps["agg_all_pool"].unit) == (Kind.MEMORY, Unit.L2)
+    assert steps["agg_all"].kind is Kind.LAUNCH_HOST and steps["agg_all"].floor_ns is None
+
+
+def test_warp_plane_threads_has_no_idle_time_on_the_timed_clock():
+    """Its event median (2.095 ms) is below nsys' busy time (2.111 ms): no GPU idle time per call."""
+    step = _step_c("warp_sph", "plane_threads", 62500)
+    assert step.host.timed_median_ms < step.host.gpu_busy_ms and step.host.idle_ms == 0.0
 
 
 @pytest.mark.parametrize("workload, variant, size, kind", [
-    # small calls: the GPU idles for 65% of jit's fastest steady call at 512. (CuPy's fused step at
-    # 4096 idles 43% of its fastest one: one disturbed call of three no longer makes it host-bound)
-    ("jax_matmul", "jit", 512, "launch/host"),
-    ("cupy_sqdiff", "fused", 4096, "not profiled"),
-    ("cudf_groupby", "split_agg", 50000000, "synchronization"),
+    ("jax_matmul", "jit", 512, Kind.LAUNCH_HOST),
+    ("cupy_sqdiff", "fused", 4096, Kind.NOT_PROFILED),
     # ncu leaves tf32 out (rules/config.yaml) and no profiled step runs its cuBLAS TF32 kernels
-    ("jax_matmul", "tf32", 8192, "not profiled"),
+    ("jax_matmul", "tf32", 8192, Kind.NOT_PROFILED),
 ])
 def test_step_rule_names_the_kind(workload, variant, size, kind):
-    assert _step(workload, variant, size).kind == kind
+    assert _step(workload, variant, size).kind is kind
 
 
 def test_a_kernel_name_reused_at_another_launch_shape_is_not_profiled():
@@ -130,40 +228,84 @@ def test_a_kernel_name_reused_at_another_launch_shape_is_not_profiled():
 
     assert wrapped("float32") == {"wrapped_dot": True, "wrapped_dot_1": True}
     assert wrapped("baseline") == {"wrapped_dot": False}
-    profiled = {(int(launch["metrics"]["launch__grid_size"]), int(launch["metrics"]["launch__block_size"]))
-                for _, launch in by_kernel["wrapped_dot"]}
-    ran = {(s["grid_blocks"], s["block_threads"])
-           for s in _run("jax_matmul", "baseline", 512)["nsys"]["compute_launch_shapes"]
-           if limiter.kernel_key(s["name"]) == "wrapped_dot"}
-    assert ran and not ran <= profiled
-
-
-def test_step_kernel_rule_borrows_the_profile_of_the_variant_running_the_same_kernel():
-    """device_resident was not profiled: Numba's abi:v5 kernel is baseline's abi:v3 one."""
-    step = _step("numba_ufunc", "device_resident", 268435456)
-    assert step.label() == "compute: FP64 pipe (55% of peak)"
-    assert step.ncu_variants == ("baseline",)
-    assert step.next_move().startswith("Limited by the FP64 pipe") and "lower precision" in step.next_move()
 
 
 def test_step_kernel_rule_on_cupy_fused_and_warp():
     assert _step("cupy_sqdiff", "fused", 16384).label() == "memory: DRAM (91% of peak)"
     warp = _step("warp_sph", "baseline", 62500)
-    assert warp.kind == "latency" and warp.share > 0.7
-    assert "launch more blocks" in warp.next_move()
+    assert warp.kind is Kind.LATENCY and warp.share > 0.7
+    # the quoted kernel is the one that holds the time, not the first one listed
+    assert limiter.kernel_key(warp.kernel_name).startswith("get_acceleration")
 
 
 @pytest.mark.parametrize("pool_step, twin", [("split_agg_pool", "split_agg"), ("agg_all_pool", "agg_all")])
 def test_a_pool_step_borrows_its_twin(pool_step, twin):
-    """The pool steps were not profiled: each kernel of theirs takes the launches of its twin, which
-    runs the same kernels, and a step whose limiter stands on its kernels names the twin's profile. (One
-    whose GPU idles half its fastest steady call is named by that instead, and borrows no profile.)"""
     run, pool = _run("cudf_groupby", pool_step, 50000000), limiter.pool_of(_runs("cudf_groupby", 50000000))
     rows = [r for r in limiter.step_kernels(run, limiter.launches_by_kernel(pool)) if r["launches"]]
     assert rows and {v for r in rows for v, _ in r["launches"]} == {twin}
+    assert limiter.step_limiter(run, pool).ncu_variants == (twin,)
+
+
+def test_step_class_gives_kind_and_unit_for_comparisons():
+    run = _run("cupy_sqdiff", "fused", 16384)
+    assert limiter.step_class(run) == (Kind.MEMORY, Unit.DRAM)
+
+
+def test_one_disturbed_nsys_call_does_not_decide_host_or_device_the_timed_median_does():
+    """The reference's CuPy ``fused`` step at 16384 (DRAM-bound) with a steady nsys call replaced by a
+    disturbed one (7.94 ms of wall, 6.45 ms idle): still DRAM-bound, since the timed median decides.
+    A timed median five times the GPU busy time makes it host-bound."""
+    run = copy.deepcopy(_run("cupy_sqdiff", "fused", 16384))
+    pool = limiter.pool_of(_runs("cupy_sqdiff", 16384))
+    run["nsys"]["calls"][1].update(wall_ns=7_937_565, gpu_idle_ns=6_446_731)
+    assert (limiter.step_limiter(run, pool).kind, limiter.step_limiter(run, pool).unit) == (Kind.MEMORY, Unit.DRAM)
+    busy_ms = limiter.host_time(run).gpu_busy_ms
+    run["timing"] = dict(run["timing"], median_ms=5 * busy_ms)
     step = limiter.step_limiter(run, pool)
-    on_kernels = step.kind not in ("host link", "launch/host", "synchronization")
-    assert step.ncu_variants == ((twin,) if on_kernels else ())
+    assert step.kind is Kind.LAUNCH_HOST and "timed median" in step.detail
+
+
+# --- advice ------------------------------------------------------------------------------------
+
+def _framework_advice(name: str) -> dict:
+    from workloads import frameworks
+    return dict(frameworks.framework(name).advice)
+
+
+def test_advice_is_in_the_frameworks_terms():
+    assert "fastmath=True" in advice.next_move(_step_c("numba_ufunc", "device_resident", 268435456),
+                                               _framework_advice("numba"))
+    assert "@cuda.jit" in advice.next_move(_step_c("numba_ufunc", "fastmath", 268435456), _framework_advice("numba"))
+    warp = advice.next_move(_step_c("warp_sph", "plane_threads", 62500), _framework_advice("warp"))
+    assert "maxrregcount" not in warp and ("block_dim" in warp)
+    cudf = advice.next_move(_step_c("cudf_groupby", "agg_all", 50000000), _framework_advice("cudf"))
+    assert "agg" in cudf and "synchronize once" not in cudf
+
+
+def test_jax_bf16_is_told_about_its_host_wait_before_lower_precision():
+    step = _step_c("jax_matmul", "bf16", 8192)
+    assert step.unit is Unit.TENSOR_BF16 and step.host.idle_share > 0.2
+    text = advice.next_move(step, _framework_advice("jax"))
+    assert text.startswith("The GPU idles") and text.index("host wait") < text.index("tensor")
+
+
+def test_library_kernels_get_no_launch_configuration_advice():
+    assert limiter.is_library_kernel("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1")
+    assert limiter.is_library_kernel("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(T1::Params)")
+    assert not limiter.is_library_kernel("get_acceleration_5a783dae_cuda_kernel_forward")
+    lim = _lim("jax_matmul", "bf16", 8192, "nvjet_sm90_tss_64x8")  # one block: a grid under one wave
+    assert lim.kind is Kind.LATENCY and advice.latency_key(lim) == "grid"
+    assert not limiter.rule_consistent("LaunchConfiguration", lim, "nvjet_sm90_tss_64x8_64x16_1x1_h_bz_NNT")
+
+
+def test_ncu_rules_are_quoted_only_where_they_fit_the_limiter():
+    memory = _lim("cupy_sqdiff", "fused", 16384, "cookbook_squared_diff")
+    compute = _lim("numba_ufunc", "baseline", 268435456, "__vectorized")
+    assert not limiter.rule_consistent("HighPipeUtilization", memory)
+    assert limiter.rule_consistent("HighPipeUtilization", compute)
+    assert not limiter.rule_consistent("MemoryL2Compression", compute)
+    l2 = _lim("cudf_groupby", "agg_all", 50000000, "static_kernel")
+    assert limiter.rule_consistent("MemoryL2Compression", l2)
 
 
 # --- declared beside measured -------------------------------------------------------------------
@@ -181,11 +323,10 @@ def test_work_check_agrees_with_a_fused_streaming_kernel():
     check = limiter.work_check(_run("cupy_sqdiff", "fused", 16384), limiter.pool_of(_runs("cupy_sqdiff", 16384)))
     assert check.bytes_ratio() == pytest.approx(1.0, abs=0.01)
     assert check.mismatches() == []
-    # effective rate on the minimum bytes and the DRAM throughput ncu measured are two numbers
     assert 4000 < check.dram_gb_per_s() < 4800
 
 
-# --- readers, floors, rules ---------------------------------------------------------------------
+# --- readers, floors ----------------------------------------------------------------------------
 
 def test_raw_page_reader_gives_the_report_modules_numbers():
     run = REFERENCE / "cupy_sqdiff" / "fused" / "n16384"
@@ -198,25 +339,15 @@ def test_raw_page_reader_gives_the_report_modules_numbers():
             assert (x is None) == (y is None), name
             if isinstance(x, (int, float)):
                 assert y == pytest.approx(x, rel=1e-4, abs=1e-6), name  # the raw page prints 6 digits
-        assert limiter.classify(a.metrics).label() == limiter.classify(b.metrics).label()
+        assert limiter.classify_launch(a.metrics).label() == limiter.classify_launch(b.metrics).label()
 
 
 def test_a_step_at_the_copy_rate_runs_at_it():
     r = _run("cupy_sqdiff", "fused", 16384)
-    ceilings = json.loads((REFERENCE / "ceilings.json").read_text())["ceilings"]
-    fl = floors.floor(r["work"], ceilings)
-    # within the measurement's reach of the floor, on either side: the rate is a measurement too
+    fl = floors.floor(r["work"], _ceilings())
     assert abs(r["timing"]["median_ms"] / fl.ms - 1) < floors.AT_RATE_FACTOR - 1
     assert floors.time_vs_floor(r["timing"]["median_ms"], fl) == \
         f"{r['timing']['median_ms'] / fl.ms:.2f}× (runs at the measured device-to-device copy rate)"
-
-
-def test_ncu_rules_are_quoted_only_where_they_fit_the_limiter():
-    memory = limiter.classify(_launch("cupy_sqdiff", "fused", 16384, "cookbook_squared_diff")["metrics"])
-    compute = limiter.classify(_launch("numba_ufunc", "baseline", 268435456, "__vectorized")["metrics"])
-    assert not limiter.rule_consistent("HighPipeUtilization", memory)
-    assert limiter.rule_consistent("HighPipeUtilization", compute)
-    assert not limiter.rule_consistent("MemoryL2Compression", compute)
 
 
 # --- the hierarchical roofline ------------------------------------------------------------------
@@ -269,17 +400,10 @@ def test_cudf_report_shows_its_ncu_launches_with_their_limiter(tmp_path):
     m = report_model.build(BY_NAME["cudf_groupby"], by_size, ceilings, ncu_metric_keys=markdown.NCU_METRIC_KEYS)
     rows = m.ncu[50000000]
     assert any(row.variant == "agg_all" and "static_kernel<policy_selector" in row.kernel for row in rows)
-    # the pool step, which runs split_agg's kernels and has no profile of its own, takes its device
-    # limiter from its twin's profile; where the host's synchronization dominates its call (as in the
-    # H200 reference of 2026-11-27, 51%), the headline is that, read from its own nsys capture
     pool_step = next(s for s in m.ladder[50000000] if s.variant == "split_agg_pool")
-    assert pool_step.limiter.what == _step("cudf_groupby", "split_agg_pool", 50000000).label()
-    if pool_step.limiter.source == "nsys":
-        assert pool_step.limiter.what in ("synchronization", "launch/host", "host link")
-    else:
-        assert "profile of `split_agg`" in pool_step.limiter.source
+    assert (pool_step.limiter.kind, pool_step.limiter.unit) == (Kind.MEMORY, Unit.L2)
+    assert "profile of `split_agg`" in pool_step.limiter.source
     assert "(raw page only)" not in m.ncu_coverage
-    # a folder that kept ncu's raw page but not its report (as references once did) says so
     raw_only = tmp_path / "agg_all"
     shutil.copytree(REFERENCE / "cudf_groupby" / "agg_all" / "n50000000", raw_only,
                     ignore=shutil.ignore_patterns("ncu.ncu-rep*"))
@@ -293,18 +417,6 @@ def test_coverage_line_names_the_profiled_variants_and_the_twins():
     line = report_model.ncu_coverage(_by_size("numba_ufunc"))
     assert "profiled at size 268435456: `baseline`, `streams`" in line
     assert "`device_resident` (runs the kernels of `baseline`)" in line
-
-
-def test_diagnose_gives_every_step_of_a_recipe_from_its_summaries():
-    from workloads.registry import BY_NAME
-
-    steps = limiter.diagnose(_runs("pycuda_kernel", 268435456))
-    assert [s.variant for s in steps] == list(BY_NAME["pycuda_kernel"].variants)
-    assert {s.variant: s.limiter.kind for s in steps} == {
-        "baseline": "latency", "grid_sized": "host link", "pinned_async": "host link", "streams": "host link",
-        "device_resident": "memory", "vectorized": "memory"}
-    assert all(s.next_move.endswith(".") for s in steps)
-    assert steps[-1].work.bytes_ratio() == pytest.approx(1.0, abs=0.02)
 
 
 # --- the floor of the measured limiter ----------------------------------------------------------
@@ -322,56 +434,57 @@ def test_the_floor_of_a_dram_bound_step_is_its_kernel_time_at_dram_peak():
     assert 1.05 < run["timing"]["median_ms"] / (step.floor_ns / 1e6) < 1.2
 
 
-def test_a_step_with_unprofiled_kernels_keeps_a_lower_bound_and_says_how_much_was_profiled():
-    """Warp's frame: the neighbour kernels were profiled, the grid build and integration were not;
-    those count as free, so the floor is lower than the profiled kernels' time alone."""
-    step = _step("warp_sph", "baseline", 62500)
-    run = _run("warp_sph", "baseline", 62500)
-    assert 0.5 < step.floor_covered_share < limiter.COVERAGE_COMPLETE
-    assert step.floor_ns < step.floor_covered_share * _kernel_ns_per_call(run)
-
-
 def test_host_and_unprofiled_steps_have_no_kernel_floor():
-    assert _step("cupy_sqdiff", "fused", 4096).floor_ns is None  # launch/host
+    assert _step("jax_matmul", "jit", 512).floor_ns is None  # launch/host
     assert _step("jax_matmul", "tf32", 8192).floor_ns is None  # its kernels not profiled
 
 
-def test_numba_device_resident_stands_on_its_fp64_floor_not_on_device_memory():
-    """The report's ratio for the FP64-bound step comes from the FP64 pipe's measured share; the
-    minimum-work floor (declared bytes at the copy rate) stays beside it, named as such."""
+def test_the_report_names_each_floor_for_what_it_is():
+    """numba device_resident stands on its issue-slot floor; the minimum-work floor (declared bytes at
+    the measured copy rate) stays beside it; a host-link step's floor is its copies at the pinned rate."""
     from analysis import report_model
-
-    runs = _runs("numba_ufunc", 268435456)
-    ceilings = json.loads((REFERENCE / "ceilings.json").read_text())["ceilings"]
     from workloads.registry import BY_NAME
 
-    steps = {s.variant: s for s in report_model.build_steps(BY_NAME["numba_ufunc"], runs, ceilings)}
+    runs = _runs("numba_ufunc", 268435456)
+    steps = {s.variant: s for s in report_model.build_steps(BY_NAME["numba_ufunc"], runs, _ceilings())}
     dr = steps["device_resident"]
-    assert dr.limiter.what.startswith("compute: FP64 pipe")
-    assert dr.time_over_limiter_floor == pytest.approx(100 / 55, rel=0.05)
+    assert (dr.limiter.kind, dr.limiter.unit) == (Kind.COMPUTE, Unit.ISSUE)
+    assert dr.time_over_limiter_floor == pytest.approx(1.2, abs=0.03)
     assert dr.floor_resource == "device memory" and dr.time_over_floor > dr.time_over_limiter_floor
-    # a host-link-bound step's floor is its declared copies at the pinned rate
     streams = steps["streams"]
-    assert streams.limiter.what == "host link"
+    assert streams.limiter.kind is Kind.HOST_LINK
     assert streams.limiter.floor_ms == pytest.approx(streams.floor_ms)
     assert "pinned" in streams.limiter.floor_what
 
 
-def test_one_disturbed_steady_call_does_not_make_a_gpu_bound_step_host_bound():
-    """The reference's CuPy ``fused`` step at 16384 (DRAM-bound), with its second call replaced by
-    the one a later H200 run recorded under nsys: 7.94 ms of wall, 6.45 ms of it with the GPU idle,
-    for 1.49 ms of kernel. The limiter reads the fastest steady call, so one slow call leaves it
-    DRAM-bound; a step whose every steady call idles the GPU is launch/host-bound."""
-    run = copy.deepcopy(_run("cupy_sqdiff", "fused", 16384))
-    assert len(run["nsys"]["calls"]) == 3
-    assert _step("cupy_sqdiff", "fused", 16384).kind == "memory"
-    run["nsys"]["calls"][1].update(wall_ns=7_937_565, gpu_idle_ns=6_446_731)
-    pool = limiter.pool_of(_runs("cupy_sqdiff", 16384))
-    step = limiter.step_limiter(run, pool)
-    assert (step.kind, step.unit) == ("memory", "DRAM")
-    run["nsys"]["calls"][2].update(wall_ns=7_937_565, gpu_idle_ns=6_446_731)
-    step = limiter.step_limiter(run, pool)
-    assert step.kind == "launch/host" and "the fastest steady call" in step.detail
+def test_cupy_fused_under_its_minimum_work_floor_is_explained_as_a_copy_rate():
+    from analysis import report_model
+    from workloads.registry import BY_NAME
+
+    m = report_model.build(BY_NAME["cupy_sqdiff"], _by_size("cupy_sqdiff"),
+                           json.loads((REFERENCE / "ceilings.json").read_text()), verdicts_wanted="result")
+    text = m.result.takeaway
+    assert "served from L2" not in text
+    fused = next(s for s in m.ladder[16384] if s.variant == "fused")
+    if fused.time_over_floor < 1.0:
+        assert "measured copy rate" in report_model._floors_text(fused)
+
+
+def test_warp_minimum_work_floor_rests_on_the_bytes_ncu_measured():
+    from analysis import report_model
+
+    runs = _runs("warp_sph", 62500)
+    pool = limiter.pool_of(runs)
+    run = next(r for r in runs if r["variant"] == "plane_threads")
+    check = limiter.work_check(run, pool)
+    fl = report_model.minimum_work_floor(run, _ceilings(), pool)
+    if check is not None and check.measured_bytes_below_declared():
+        assert "ncu measured" in next(t.resource for t in fl.terms if t.resource.startswith("device memory"))
+        assert fl.ms < floors.floor(run["work"], _ceilings()).ms
+    else:
+        assert fl == floors.floor(run["work"], _ceilings())
+    # 414 MB of DRAM traffic against 983 MB declared (an L2-resident working set)
+    assert check.bytes_ratio() == pytest.approx(0.42, abs=0.02) and check.measured_bytes_below_declared()
 
 
 def test_jax_ncu_filter_matches_the_kernel_that_dominates_each_profiled_step_at_8192():

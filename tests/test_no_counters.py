@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import sys
 import pytest
 
 from analysis import limiter, markdown, no_counters, run_summary
+from analysis.limiter import advice
 from analysis.gzfiles import existing_capture
 from analysis.nsys.trace import Trace
 from analysis.run_summary import load_json
@@ -187,7 +189,7 @@ def test_report_without_ncu_files_labels_derived_numbers_and_lists_what_needs_co
     assert f"{share:.0%} of the measured device-to-device copy rate" in md
     assert "whether latency, occupancy or an SM pipe limits it is not available (needs counters)" in md
     # nsys' own measurements stand as they are
-    assert "**host link** (measured without counters (nsys/CUPTI trace))" in md
+    assert re.search(r"\*\*host link \(\d+% of the call in copies\)\*\* \(measured without counters \(nsys/CUPTI trace\)\)", md)
     # what needs counters is listed, not dropped
     assert "### Needs counters, size 268435456" in md
     for what, _ in no_counters.NEEDS_COUNTERS:
@@ -202,14 +204,16 @@ def test_diagnose_without_any_ncu_profile_is_evidence_limited(tmp_path):
         shutil.copytree(REFERENCE / "pycuda_kernel" / variant / "n268435456", d, ignore=shutil.ignore_patterns("ncu*"))
         runs.append(run_summary.summarize_run(str(d)))
     ceilings = json.loads((REFERENCE / "ceilings.json").read_text())["ceilings"]
-    steps = {s.variant: s for s in limiter.diagnose(runs, ceilings)}
-    # nsys' measured host-link share stands; the kernels' steps go as far as declared work reaches
-    assert steps["pinned_async"].limiter.kind == "host link"
-    assert steps["device_resident"].limiter.label() == "evidence-limited"
-    assert steps["vectorized"].limiter.label() == "evidence-limited: device memory-bound"
-    assert steps["vectorized"].next_move.startswith("Bound by device memory as far as the evidence without counters")
+    steps = {r["variant"]: no_counters.step_limiter(r, ceilings) for r in runs}
+    # the timed call's host-link share stands; the kernels' steps go as far as declared work reaches
+    assert steps["pinned_async"].kind == limiter.Kind.HOST_LINK
+    assert steps["device_resident"].label() == "evidence-limited"
+    assert steps["vectorized"].label() == "evidence-limited: device memory-bound"
+    assert steps["vectorized"].unit is limiter.Unit.DRAM
+    assert advice.next_move(steps["vectorized"]).startswith(
+        "Bound by device memory as far as the evidence without counters")
     # without ceilings the measured limiter is unchanged: nothing profiled
-    assert limiter.diagnose(runs)[2].limiter.kind == "not profiled"
+    assert limiter.step_limiter(runs[2], []).kind == limiter.Kind.NOT_PROFILED
     # the index says the run had no counters, and why
     pre = json.loads((REFERENCE / "preflight.json").read_text())
     pre["counters"] = preflight.counter_access(_stand_in_ncu(tmp_path))
@@ -233,4 +237,4 @@ def test_a_one_block_kernel_is_limited_by_its_grid_without_counters(tmp_path):
     step = no_counters.step_limiter(run, json.loads((REFERENCE / "ceilings.json").read_text())["ceilings"])
     assert step.label() == "evidence-limited: grid under one wave"
     assert "`scale_one_block` launches 1 block(s) of 256 threads" in step.detail
-    assert step.next_move().startswith("Limited by a grid under one wave (derived without counters)")
+    assert advice.next_move(step).startswith("Limited by a grid under one wave (derived without counters)")

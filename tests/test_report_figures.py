@@ -71,15 +71,18 @@ def test_counted_flops_of_the_fused_kernel_are_the_declared_work():
 
 
 def test_roofline_points_come_from_ncu():
+    from analysis import roofline
+
     by_size = _by_size("pycuda_kernel")
-    points = figures.roofline_points(by_size)
-    profiled = {(r.parts[-2], launch.kernel_name) for r in RUNS if r.parts[-3] == "pycuda_kernel"
-                and (r / "ncu.ncu-rep.gz").exists() for launch in read_launches(r / "ncu.ncu-rep.gz")}
-    assert {(p["variant"], p["kernel"]) for p in points} == {(v, k) for v, k in profiled}
-    for p in points:
-        assert p["intensity"] == pytest.approx(p["flops"] / p["dram_bytes"])
-        assert p["flop_per_s"] == pytest.approx(p["flops"] / p["duration_ns"] * 1e9)
-        assert p["fp32"]  # PyCUDA's kernels scale float32 arrays
+    r = roofline.roofline(by_size)
+    profiled = {(run.parts[-2], launch.kernel_name) for run in RUNS if run.parts[-3] == "pycuda_kernel"
+                and (run / "ncu.ncu-rep.gz").exists() for launch in read_launches(run / "ncu.ncu-rep.gz")}
+    assert {(p.variant, p.kernel) for p in r.points} == profiled
+    for p in r.points:
+        assert p.precision == "FP32"  # PyCUDA's kernels scale float32 arrays
+        for level in roofline.LEVELS:
+            assert p.intensity(level) == pytest.approx(p.flops / p.bytes_by_level[level])
+        assert p.flop_per_s == pytest.approx(p.flops / p.duration_ns * 1e9)
 
 
 @pytest.mark.parametrize("draw", ["timeline", "roofline"])
@@ -137,3 +140,140 @@ def test_a_caption_over_traces_of_both_kinds_says_so():
     assert trace_span([ranged, ranged]) == "capture range (the calls only)"
     assert trace_span([whole]) == "whole run"
     assert trace_span([whole, ranged]) == "whole run or capture range (the calls only), by step"
+
+
+# --- the roofline and the ladder/busy layouts (issue 45, item 8) ------------------------------------
+
+def _ceilings(workload: str) -> dict:
+    from conftest import reference_ceilings
+
+    return reference_ceilings(workload)["ceilings"]
+
+
+def _drawn(monkeypatch, draw) -> list:
+    """The matplotlib figures ``draw`` makes, kept open instead of saved."""
+    kept = []
+    monkeypatch.setattr(figures, "_save", lambda fig, path: kept.append(fig))
+    draw()
+    for fig in kept:
+        fig.canvas.draw()  # lays out the text, so that extents are final
+    return kept
+
+
+def test_a_roofline_with_nothing_to_draw_is_not_written(tmp_path):
+    from analysis import roofline
+
+    by_size = _by_size("cudf_groupby")
+    r = roofline.roofline(by_size)
+    # cuDF's hash aggregation: integer and atomic work only, no floating-point kernel to place
+    assert r.integer_only and not r.points and not r.drawable()
+    out = tmp_path / "cudf_roofline.png"
+    assert figures.roofline_figure(by_size, _ceilings("cudf_groupby"), str(out), "cuDF") is False
+    assert not out.exists()
+    assert figures.roofline_figure(_by_size("cupy_sqdiff"), _ceilings("cupy_sqdiff"), str(out), "CuPy") is True
+    assert out.exists()
+
+
+def test_roofline_peaks_are_at_the_clock_each_precisions_launch_ran_at():
+    from analysis import limiter, roofline
+    from analysis.limiter import metrics
+
+    by_size = _by_size("jax_matmul")
+    r = roofline.roofline(by_size)
+    launches: dict[tuple[str, str], dict] = {}
+    for run in by_size[r.size]:
+        for launch in run.get("ncu") or []:  # a point is its kernel's first profiled launch
+            launches.setdefault((run["variant"], launch["kernel_name"]), launch["metrics"])
+    for precision in ("BF16 tensor", "FP32"):
+        longest = max((p for p in r.points if p.precision == precision), key=lambda p: p.duration_ns)
+        m = launches[(longest.variant, longest.kernel)]
+        assert r.clocks_hz[precision] == m[metrics.SM_CLOCK]
+        assert r.peaks[f"{precision} FLOP/s"] == pytest.approx(limiter.device_peaks(m)[f"{precision} FLOP/s"])
+        # and each point keeps the peak of its own launch
+        for p in r.points:
+            assert p.peaks == limiter.device_peaks(launches[(p.variant, p.kernel)])
+    # the bf16 GEMMs ran at a lower SM clock than the float32 ones under ncu: one clock for both would
+    # put the BF16 roof where no bf16 launch could reach
+    assert r.clocks_hz["BF16 tensor"] < 0.95 * r.clocks_hz["FP32"]
+
+
+def test_l1_points_of_gemms_that_bypass_l1_are_not_drawn():
+    from analysis import roofline
+
+    r = roofline.roofline(_by_size("jax_matmul"))
+    for p in r.points:
+        assert p.bypassed("L1") == (p.bytes_by_level["L1"] < roofline.BYPASSED_SHARE * p.bytes_by_level["L2"])
+    nvjet = [p for p in r.points if p.kernel.startswith("nvjet_")]
+    assert nvjet and all(p.bypassed("L1") and "L1" not in p.drawn_levels() for p in nvjet)
+    # their L1 intensity would sit far right of every roof's ridge
+    assert all(p.intensity("L1") > 1e4 for p in nvjet)
+    # a streaming kernel's loads go through L1: its L1 point stays
+    cupy = roofline.roofline(_by_size("cupy_sqdiff"))
+    assert all(p.drawn_levels() == list(roofline.LEVELS) for p in cupy.points)
+
+
+def _inside(inner, outer, slack: float = 1.0) -> bool:
+    return (inner.x0 >= outer.x0 - slack and inner.y0 >= outer.y0 - slack and inner.x1 <= outer.x1 + slack
+            and inner.y1 <= outer.y1 + slack)
+
+
+def _overlaps(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+@pytest.mark.parametrize("workload", ["jax_matmul", "warp_sph", "cupy_sqdiff"])
+def test_roof_labels_sit_on_their_lines_and_the_legend_is_off_the_data(monkeypatch, tmp_path, workload):
+    import math
+
+    from analysis import roofline
+
+    (fig,) = _drawn(monkeypatch, lambda: roofline.figure(_by_size(workload), _ceilings(workload),
+                                                         str(tmp_path / "r.png"), workload))
+    ax = fig.axes[0]
+    r = roofline.roofline(_by_size(workload))
+    compute, memory = roofline.roofs(r, _ceilings(workload))
+    texts = {t.get_text(): t for t in ax.texts}
+    for label, bw, _ in memory:
+        t = next(t for s, t in texts.items() if s.startswith(f"{label} "))
+        x, y = t.get_position()
+        assert y == pytest.approx(bw * x, rel=1e-9)  # anchored on the line
+        (x0, y0), (x1, y1) = ax.transData.transform([(x, bw * x), (10 * x, 10 * bw * x)])
+        assert t.get_rotation() == pytest.approx(math.degrees(math.atan2(y1 - y0, x1 - x0)) % 360, abs=0.5)
+        assert ax.get_xlim()[0] <= x <= ax.get_xlim()[1] and ax.get_ylim()[0] <= y <= ax.get_ylim()[1]
+    for label, peak, _ in compute:
+        t = next(t for s, t in texts.items() if s.startswith(f"{label} "))
+        assert t.get_position()[1] == peak
+    renderer = fig.canvas.get_renderer()
+    axes_box = ax.get_window_extent(renderer)
+    (legend,) = fig.legends
+    assert not _overlaps(legend.get_window_extent(renderer), axes_box)
+    assert _inside(legend.get_window_extent(renderer), fig.bbox)
+    for t in fig.texts:  # the kernels not drawn, listed below the chart
+        assert not _overlaps(t.get_window_extent(renderer), axes_box)
+        assert _inside(t.get_window_extent(renderer), fig.bbox)
+        assert not _overlaps(t.get_window_extent(renderer), legend.get_window_extent(renderer))
+
+
+@pytest.mark.parametrize("workload", ["cudf_groupby", "warp_sph", "jax_matmul"])
+def test_ladder_and_busy_titles_fit_and_legends_stay_off_the_data(monkeypatch, tmp_path, workload):
+    import json
+
+    from analysis import report_model
+    from workloads.registry import BY_NAME
+
+    with open(REFERENCE / "ceilings.json") as f:
+        ceilings = json.load(f)
+    model = report_model.build(BY_NAME[workload], _by_size(workload), ceilings,
+                               ncu_metric_keys=markdown.NCU_METRIC_KEYS)
+    figs = _drawn(monkeypatch, lambda: (figures.ladder_figure(model, str(tmp_path / "l.png")),
+                                        figures.busy_figure(model, str(tmp_path / "b.png"))))
+    assert len(figs) == 2
+    for fig in figs:
+        renderer = fig.canvas.get_renderer()
+        title = fig._suptitle
+        assert model.title.split(":")[0] in title.get_text()
+        assert _inside(title.get_window_extent(renderer), fig.bbox)
+        assert all(ax.get_legend() is None for ax in fig.axes)
+        (legend,) = fig.legends
+        for ax in fig.axes:
+            assert not _overlaps(legend.get_window_extent(renderer), ax.get_window_extent(renderer))

@@ -133,9 +133,9 @@ def test_busy_time_is_the_union_numba_streams_below_pinned():
         assert s.busy.busy_ms + s.busy.idle_ms == pytest.approx(s.busy.wall_ms, rel=1e-9)
 
 
-def test_library_kernels_under_one_wave_are_folded():
+def test_library_kernels_get_no_launch_configuration_finding():
     m = _model("cudf_groupby")
-    assert m.folded_library_kernels  # every under-one-wave kernel of cuDF is CUB's or cuDF's own
+    # every under-one-wave kernel of cuDF is CUB's or cuDF's own: no finding, no advice about its grid
     assert all(g.id != "under_one_wave" for g in m.findings)
     assert report_model.is_library_kernel("void cub::detail::for_each::static_kernel<int>(int)")
     assert report_model.is_library_kernel("gemm_fusion_dot_1") and report_model.is_library_kernel("nvjet_sm90_tss")
@@ -154,12 +154,15 @@ def test_findings_are_grouped_by_fix_and_sorted_by_time_at_stake():
 
 
 def test_the_limiter_slot_is_one_swappable_function(monkeypatch):
-    monkeypatch.setattr(report_model, "LIMITER", lambda run, fl, runs: report_model.Limiter("measured", "next", "ncu"))
+    from analysis.limiter import Kind, StepLimiter, Unit
+
+    planted = StepLimiter(Kind.MEMORY, Unit.L2, 1.0, "planted", source="ncu", advice="next")
+    monkeypatch.setattr(report_model, "LIMITER", lambda *args: planted)
     _model.cache_clear()
     try:
         m = _model("cupy_sqdiff")
-        assert all(s.limiter.what == "measured" for steps in m.ladder.values() for s in steps)
-        assert m.result.limiter.next_move == "next"
+        assert all(s.limiter is planted for steps in m.ladder.values() for s in steps)
+        assert m.result.limiter.advice == "next"
     finally:
         _model.cache_clear()
 
@@ -369,7 +372,23 @@ def test_a_steps_rests_on_cell_shows_clocks_and_the_bursts_joules_of_a_real_run(
     cell = markdown.rests_on(dataclasses.replace(step, telemetry=record["telemetry"], samples=record["samples"],
                                                  host_load=None))
     assert cell.startswith(f"{record['samples']}")
-    assert cell.endswith("; 1980 MHz, 0 throttled, 1.09 J (458 calls back to back)")
+    assert cell.endswith(f"; 1980 MHz, 0 of {record['samples']} samples throttled, 1.09 J (458 calls back to back)")
+
+
+def test_provenance_names_the_clocks_nvml_recorded_and_both_nsys_versions():
+    """The H200 reference: NVML recorded the SM clock of every timed step; the run's nsys says
+    2025.3.1.0 while its SQLite exports name 2025.3.2.0, and the page says which is which."""
+    import dataclasses
+
+    preflight = json.loads((REFERENCE / "preflight.json").read_text())
+    model = report_model.build(BY_NAME["jax_matmul"], _by_size("jax_matmul"), reference_ceilings("jax_matmul"),
+                               tools=preflight, verdicts_wanted="none")
+    rows = dict(model.provenance.rows)
+    assert rows["clocks"].startswith("SM clock while timed (NVML) ") and "MHz" in rows["clocks"]
+    assert "not recorded" not in rows["clocks"]
+    nsys = rows["Nsight Systems; Nsight Compute"].split("; ")[0]
+    assert nsys == "2025.3.1.0 (its SQLite exports name 2025.3.2.0)"
+    assert dataclasses.is_dataclass(model.provenance)
 
 
 def test_ncu_coverage_names_the_steps_profiled_without_the_instrumented_sections():
@@ -414,7 +433,7 @@ def test_a_finding_of_the_first_calls_alone_says_so_instead_of_up_to_0_ms():
     assert rm.time_at_stake_ms(finding, run) == 0
     places = (rm.FindingPlace("baseline", 62500, rm.time_at_stake_ms(finding, run), finding["message"]),)
     group = rm.FindingGroup(finding["id"], finding["title"], finding["fix"], places)
-    (line,) = markdown.findings_lines(types.SimpleNamespace(findings=(group,), folded_library_kernels=()))
+    (line,) = markdown.findings_lines(types.SimpleNamespace(findings=(group,)))
     assert "in the first calls only, none in the steady calls" in line and "up to 0 ms" not in line
 
 

@@ -227,3 +227,20 @@ def test_lines_ncu_prints_before_the_table_are_skipped():
     assert parse_raw_page_names("==PROF== Disconnected\n==WARNING== a note\n" + page, "x") == names
     with pytest.raises(Exception, match="not ncu's raw page"):
         parse_raw_page_names("==PROF== Disconnected\n", "x")
+
+
+def test_diagnose_names_the_library_of_every_templated_kernel_in_the_corpus():
+    """``python -m analysis diagnose`` gives library kernels no launch-configuration advice: it must
+    know them by the names ncu prints, which drop namespaces unevenly (CUB's ``DeviceReduceKernel``
+    printed as ``reduce::...``). PyTorch's and cuDF's programs launch only library kernels; CuPy's
+    ``cupy_*`` elementwise kernels are compiled for the program, its sorts and scans are CUB's."""
+    from analysis.diagnose import library_of
+
+    for program in ("torch_many", "cudf_many"):
+        names = set(_corpus_names(program, "default"))
+        assert len(names) > 80
+        assert [n for n in names if library_of(n) is None] == [], program
+    cupy = set(_corpus_names("cupy_many", "default"))
+    own = {n for n in cupy if n.startswith("cupy_")}
+    assert own and all(library_of(n) is None for n in own)
+    assert {library_of(n) for n in cupy if "Device" in n and "Kernel" in n} == {"CUB/Thrust"}

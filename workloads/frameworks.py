@@ -85,6 +85,10 @@ class Framework:
     kernel_cache_variable: str | None = None
     #: kernel-page table: the order frameworks are listed in (None: not listed)
     howto_order: int | None = None
+    #: the next thing to try, in this framework's own terms, by advice key (analysis.limiter.advice:
+    #: "DRAM", "L2", "issue", "FP64", "XU", "tensor", "grid", "waves", "registers", "latency",
+    #: "host link", "launch/host", ...); a key left out gets the advice module's default
+    advice: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def line_directives(self) -> bool:
@@ -197,6 +201,17 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
                          "numbers, no text",
         cuda_problem=_cupy_cuda_problem,
         howto_order=3,
+        advice={
+            "DRAM": "one pass over the data: `cupy.fuse` or an `ElementwiseKernel` instead of chained array "
+                    "operations (each writes a temporary), narrower dtypes where accuracy allows",
+            "issue": "cheaper math per element in the fused kernel: `d * d` instead of `d ** 2` (a `pow` call), "
+                     "float32 where accuracy allows, in an `ElementwiseKernel` or `RawKernel`",
+            "FP64": "float32 where accuracy allows, and `d * d` instead of `** 2`, in an `ElementwiseKernel`",
+            "launch/host": "fewer array operations per call (`cupy.fuse`, an `ElementwiseKernel`), a memory pool "
+                           "grown in setup, or the call captured in a CUDA graph (`cupy.cuda.Graph`)",
+            "latency": "a `RawKernel` with a grid-stride loop over several elements per thread and vector loads",
+            "grid": "a `RawKernel` launched with enough blocks for every SM (grid-stride loop)",
+        },
     ),
     Framework(
         name="numba", title="Numba",
@@ -213,6 +228,20 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         # Numba's CUDA simulator runs the same kernels in Python threads (slow: small sizes only)
         cpu_env={"NUMBA_ENABLE_CUDASIM": "1"},
         howto_order=1,
+        advice={
+            "issue": "fewer instructions per element in the `@vectorize` body: `fastmath=True` (sin, exp, "
+                     "division on the approximate MUFU instructions), float32 data and math",
+            "FP64": "float32 data and math (`float32` signatures), or `fastmath=True`",
+            "XU": "`fastmath=True`: sin, exp, tanh, sqrt and division on the approximate MUFU instructions",
+            "DRAM": "fewer bytes: float32 data, one `@vectorize` or `@cuda.jit` kernel for the whole expression",
+            "latency": "`@vectorize` fixes one element per thread: a `@cuda.jit` kernel with a grid-stride loop "
+                       "over several elements per thread keeps more loads in flight",
+            "waves": "`@vectorize` chooses the grid: a `@cuda.jit` kernel with a grid-stride loop sized to the SMs",
+            "host link": "keep arrays on the device (`cuda.to_device` once, device `out=` arrays), or pinned host "
+                         "buffers (`cuda.pinned_array`) with chunks on streams to overlap copies and kernels",
+            "launch/host": "keep the data on the device and launch once per call: a `@cuda.jit` kernel over "
+                           "the whole array instead of many small ufunc calls",
+        },
     ),
     Framework(
         name="pycuda", title="PyCUDA",
@@ -231,6 +260,15 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
                          "deletes: line numbers, no text",
         cuda_problem=_pycuda_cuda_problem,
         howto_order=2,
+        advice={
+            "DRAM": "vector loads (`double2`/`float4`) in the `SourceModule` kernel and one pass over the data",
+            "latency": "several elements per thread (grid-stride loop) and vector loads in the `SourceModule` kernel",
+            "grid": "size the grid to the device (the SM count times blocks per SM) with a grid-stride loop",
+            "waves": "a grid of whole waves (the SM count times blocks per SM) with a grid-stride loop",
+            "registers": "`__launch_bounds__` on the kernel (or `options=[\"-maxrregcount=N\"]` in `SourceModule`)",
+            "host link": "page-locked host buffers (`pagelocked_empty`) and `memcpy_htod_async` on streams to overlap "
+                         "copies with the kernel, or keep the data on the device across calls",
+        },
     ),
     Framework(
         name="warp", title="Warp",
@@ -254,6 +292,17 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         line_directives_variable="COOKBOOK_WARP_LINE_DIRECTIVES",
         kernel_cache_variable="COOKBOOK_WARP_KERNEL_CACHE",
         howto_order=0,
+        advice={
+            "waves": "`block_dim` in `wp.launch`: the grid is `dim / block_dim` blocks, and a block size that fills "
+                     "whole waves of the SMs (or more work per thread) removes the partial last wave",
+            "grid": "more threads per launch: a larger `dim` (one thread per neighbour plane or cell, not per "
+                    "particle) or a smaller `block_dim`",
+            "registers": "a smaller `block_dim` or fewer live values in the kernel (Warp has no launch-bounds knob)",
+            "latency": "better locality of the neighbour loads: particles sorted by cell, a `wp.HashGrid` query, "
+                       "tiles (`wp.tile_load`) for the data a block shares",
+            "L2": "better locality: particles sorted by cell so neighbours share cache lines, tiles for shared data",
+            "launch/host": "capture the step in a CUDA graph (`wp.ScopedCapture`) and launch it once per call",
+        },
     ),
     Framework(
         name="jax", title="JAX",
@@ -285,6 +334,16 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         # 3 times of 3 with them and 0 of 3 without (tf32 at 512: 0 of 2 either way)
         nsys_nvtx_domains_excluded=("TSL", "default"),
         cpu_env={"JAX_PLATFORMS": "cpu"},
+        advice={
+            "launch/host": "less host wait per call: one `jax.jit` over the whole step, arrays kept on the device, "
+                           "no `block_until_ready` or Python round-trips inside the loop",
+            "issue": "the GEMM on the tensor cores: `jax.default_matmul_precision(\"tensorfloat32\")` or bf16 inputs "
+                     "with `preferred_element_type=jnp.float32`",
+            "FMA": "the GEMM on the tensor cores: `jax.default_matmul_precision(\"tensorfloat32\")` or bf16 inputs",
+            "tensor": "the tensor cores are near their rate: a lower precision (FP8 through `jax.lax.dot_general` "
+                      "with `preferred_element_type`) or less work is what is left",
+            "latency": "larger matrices per call (batch several products in one `jnp.matmul` or `vmap`)",
+        },
     ),
     Framework(
         name="cudf", title="cuDF",
@@ -299,6 +358,17 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         # the same recipe code through pandas (workloads/cudf_backend.py)
         cpu_env={"COOKBOOK_DATAFRAME": "pandas"},
         cpu_requires=("pandas",),
+        advice={
+            "launch/host": "fewer, larger cuDF calls per step (each pays cuDF's Python and libcudf host work): "
+                           "all aggregations in one `groupby().agg({...})`, allocations from an RMM pool "
+                           "(`rmm.reinitialize(pool_allocator=True)`), several frames' groupbys batched into one; "
+                           "unchanged pandas code runs the same way under the pandas accelerator mode "
+                           "(`python -m cudf.pandas`)",
+            "L2": "the hash aggregation's atomics run at L2's rate: fewer aggregations over the same keys, narrower "
+                  "value columns (float32, int32), or fewer distinct keys per pass",
+            "library": "a libcudf kernel: its launch configuration is libcudf's; all aggregations in one `agg` "
+                       "call run one hash pass instead of one per aggregation",
+        },
     ),
     # a new framework: one record above this line
 )})

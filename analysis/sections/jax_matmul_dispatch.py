@@ -42,6 +42,10 @@ def summarize(workload_root: str) -> list[dict]:
             def med(f):
                 return statistics.median(f(c) for c in st)
 
+            def med_count(f):
+                # a count is one call's: the lower median, never the mean of two calls' counts
+                return statistics.median_low(f(c) for c in st)
+
             nsys_run = load_json(os.path.join(folders[variant][size], layout.NSYS_RUN))
             longest = max((c.longest for c in st if c.longest), key=lambda k: k.duration_ns, default=None)
             rows.append({
@@ -49,15 +53,15 @@ def summarize(workload_root: str) -> list[dict]:
                 "capture_range": captured_in_range(nsys_run, RECIPE),
                 "first_call_ms": calls[0].range_ns / 1e6,
                 "call_ms": med(lambda c: c.range_ns) / 1e6,
-                "kernels": med(lambda c: c.kernels),
-                "copies": med(lambda c: c.memcpys + c.memsets),
+                "kernels": med_count(lambda c: c.kernels),
+                "copies": med_count(lambda c: c.memcpys + c.memsets),
                 "kernel_ms": med(lambda c: c.kernel_ns) / 1e6,
                 "busy_ms": med(lambda c: c.busy_ns) / 1e6,
                 "busy_share": med(lambda c: c.busy_ns / c.range_ns if c.range_ns else 0.0),
                 "mean_kernel_us": med(lambda c: (c.mean_kernel_ns or 0.0)) / 1e3,
-                "api_calls": med(lambda c: c.api_calls),
-                "launches": med(lambda c: c.launches),
-                "graph_launches": med(lambda c: c.graph_launches),
+                "api_calls": med_count(lambda c: c.api_calls),
+                "launches": med_count(lambda c: c.launches),
+                "graph_launches": med_count(lambda c: c.graph_launches),
                 "graph_kernels": med(lambda c: c.graph_kernels),
                 "longest_name": longest.name if longest else None,
                 "longest_us": med(lambda c: c.longest.duration_ns if c.longest else 0) / 1e3,
