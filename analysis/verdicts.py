@@ -251,7 +251,10 @@ def across_runs(v: Verdict, margin: float, rests_on: str) -> Verdict:
         return v
     lo, hi = v.interval[0] * float(np.exp(-margin)), v.interval[1] * float(np.exp(margin))
     kind = _kind(lo, hi, v.threshold)
-    reason = (f"{_explain(kind, v.threshold, v.confidence)} after widening by ±{np.expm1(margin):.1%} "
-              f"({rests_on}); within one run: {format_verdict(v)}")
+    explained = (f"the widened interval straddles the ±{v.threshold:.0%} band: between runs this step moves too "
+                 "much to tell a change this small (more runs of the noise model, not more samples, would decide)"
+                 if kind == "uncertain" else _explain(kind, v.threshold, v.confidence))
+    reason = (f"{explained}; widened by ±{np.expm1(margin):.1%} ({rests_on}); within one run: "
+              f"{format_verdict(v)}")
     return dataclasses.replace(v, kind=kind, interval=(lo, hi), reason=reason,
                                method=f"{v.method}, widened by the between-run spread")
