@@ -298,8 +298,11 @@ def compare_folders(base_root: str, cand_root: str, noise_model: noise.NoiseMode
     shared = sorted(set(base) & set(cand), key=_order)
     if not shared:
         raise AnalysisInputError(cand_root, f"no step in common with {base_root}")
-    model = None if within_run else (noise_model or noise.find_noise(base_root))
     base_machine, cand_machine = machine(base), machine(cand)
+    gpus = {base_machine["gpu"], cand_machine["gpu"]}
+    # one GPU model's between-run spread says nothing of two models' difference
+    across_gpus = None not in gpus and len(gpus) == 2
+    model = None if within_run or across_gpus else (noise_model or noise.find_noise(base_root))
     b_host, c_host = (base_machine["cpu_model"], base_machine["cpu_count"]), (cand_machine["cpu_model"], cand_machine["cpu_count"])
     # an unrecorded host (older records) is not evidence of a different one
     hosts_differ = None not in b_host and None not in c_host and b_host != c_host

@@ -250,6 +250,9 @@ def test_different_gpu_models_are_a_cross_gpu_comparison_with_exit_3(capsys):
     err = capsys.readouterr().err
     assert "different GPU models (NVIDIA H200 / NVIDIA H100 80GB HBM3)" in err
     assert "python -m analysis cross-gpu" in err
+    # the H200's between-run spread is not applied to two GPU models' difference
+    c = compare_folders(REF, os.path.join(REF, "..", "h100"))
+    assert c.gpu_models_differ and c.noise_path is None and all(s.within_run is None for s in c.steps)
 
 
 def _one_record(tmp_path, edit=None, text=None, ceilings=None):
