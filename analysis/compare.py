@@ -380,7 +380,11 @@ def markdown(c: Comparison) -> str:
         "**uncertain**: it straddles the band. Where both sides hold at least "
         f"{verdicts.MIN_PROCESSES} timed processes of a step, the process is the unit (Welch interval on the "
         "logarithms of the process medians); otherwise the samples are pooled and process-to-process variance "
-        "is not in the interval.",
+        "is not in the interval. Across runs (a noise model above) each pooled interval is widened on each side "
+        "by the step's between-run margin (its class's where the model has no runs of it) before it is judged; "
+        "**uncertain** there means the step moves between runs by more than the change, which more runs of the "
+        "noise model, not more samples, would resolve. **host differs**: a host-bound step on a host the noise "
+        "model's runs did not cover; it does not fail the gate.",
         "",
         table(("recipe", "variant", "size", "samples base / cand", "verdict, speedup [interval]", "class",
                "time / floor base / cand", "measured limiter base → cand", "SM clock base / cand"), rows),
