@@ -197,8 +197,7 @@ def derive(runs: Mapping[str, str], classify_from: str, threshold: float) -> dic
         log_medians = {name: float(np.log(np.median([t for p in procs for t in p.times_ms])))
                        for name, procs in present.items()}
         sd = log_sd_of(list(log_medians.values()))
-        ref = (reference.get(key) or next(iter(present.values())))[0]
-        cls, why = step_class(ref.limiter_kind, load_json(ref.path))
+        cls, why = (reference.get(key) or next(iter(present.values())))[0].step_class
         diffs = {f"{a}/{b}": round(log_medians[a] - log_medians[b], 5)
                  for a, b in itertools.combinations(sorted(log_medians), 2)}
         samples = {name: [t for p in procs for t in p.times_ms] for name, procs in present.items()}
