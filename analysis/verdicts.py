@@ -52,7 +52,7 @@ MIN_SAMPLES = 3
 #: at least this many timed processes per side before the process is the unit
 MIN_PROCESSES = 3
 
-Kind = Literal["faster", "slower", "same", "uncertain"]
+Kind = Literal["faster", "slower", "same", "uncertain", "host differs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,3 +241,20 @@ def compare_runs(before: Sequence[Sequence[float]], after: Sequence[Sequence[flo
     if len(before) >= MIN_PROCESSES and len(after) >= MIN_PROCESSES:
         return compare_processes([float(np.median(p)) for p in before], [float(np.median(p)) for p in after], **kw)
     return compare([x for p in before for x in p], [x for p in after for x in p], **kw)
+
+
+def across_runs(v: Verdict, margin: float, rests_on: str) -> Verdict:
+    """``v`` judged across runs: its interval widened on each side by ``margin`` (log scale, the
+    between-run spread analysis.noise measured for the step), the verdict recomputed against the same
+    band. A comparison of one measurement with itself (method "identical") stays as it is."""
+    if v.method == "identical" or margin <= 0:
+        return v
+    lo, hi = v.interval[0] * float(np.exp(-margin)), v.interval[1] * float(np.exp(margin))
+    kind = _kind(lo, hi, v.threshold)
+    explained = (f"the widened interval straddles the ±{v.threshold:.0%} band: between runs this step moves too "
+                 "much to tell a change this small (more runs of the noise model, not more samples, would decide)"
+                 if kind == "uncertain" else _explain(kind, v.threshold, v.confidence))
+    reason = (f"{explained}; widened by ±{np.expm1(margin):.1%} ({rests_on}); within one run: "
+              f"{format_verdict(v)}")
+    return dataclasses.replace(v, kind=kind, interval=(lo, hi), reason=reason,
+                               method=f"{v.method}, widened by the between-run spread")

@@ -1,4 +1,6 @@
-"""``python -m analysis compare`` on the committed reference: with itself, and with a planted slowdown."""
+"""``python -m analysis compare`` on the committed reference: with itself, with a planted slowdown, against
+the A/A runs of other H200 machines (tests/data/aa_runs_h200), against the H100 reference, and on inputs
+it cannot trust (exit 2)."""
 from __future__ import annotations
 
 import gzip
@@ -8,8 +10,9 @@ import shutil
 
 import pytest
 
+from analysis import noise
 from analysis.__main__ import main
-from analysis.compare import compare_folders
+from analysis.compare import _order, compare_folders
 from analysis.compare import markdown as compare_markdown
 from analysis.gzfiles import existing_capture
 from analysis.run_summary import load_json
@@ -200,3 +203,140 @@ def test_an_uncertain_step_over_processes_says_what_its_processes_can_resolve(tm
     assert f"/n{PLANTED[2]}: {planted.verdict.resolution}" in md
     # the steps called "same" carry none
     assert all(not s.verdict.resolution for s in c.steps if s.verdict.kind != "uncertain")
+
+
+# --- verdicts across runs: the A/A runs of tests/data/aa_runs_h200 against the reference --------------
+
+AA = os.path.join(os.path.dirname(__file__), "data", "aa_runs_h200")
+NOISE = os.path.join(REF, "noise.json")
+#: two device-bound steps whose stated detectable slowdown (noise.json) is below 8%
+PLANTED_8 = (("warp_sph", "pruned", 62500), ("cupy_sqdiff", "rmm_pool", 16384))
+
+
+def _kinds(c) -> dict:
+    return {(s.base.workload, s.base.variant, s.base.size): s.verdict.kind for s in c.steps}
+
+
+@pytest.mark.parametrize("run", ["a1", "a2", "b1", "b2"])
+def test_identical_code_on_another_machine_passes_the_gate(run, tmp_path, capsys):
+    out_json = tmp_path / "c.json"
+    assert main(["compare", REF, os.path.join(AA, run), "--output-json", str(out_json)]) == 0
+    c = json.loads(out_json.read_text())
+    assert c["noise_model"] == NOISE and not c["gpu_models_differ"] and not c["host_differs"]
+    assert not {s["verdict"]["kind"] for s in c["steps"]} & {"faster", "slower"}
+    assert len(c["steps"]) == 43
+    err = capsys.readouterr().err
+    assert "compare: 43 steps in both: 0 faster, 0 slower, " in err
+    # the within-run verdict is kept beside the widened one
+    assert all(s["within_run"] is not None for s in c["steps"])
+
+
+def test_an_8_percent_slowdown_in_two_device_bound_steps_fails_the_gate(tmp_path, capsys):
+    cand = tmp_path / "a1"
+    shutil.copytree(os.path.join(AA, "a1"), cand)
+    for w, v, n in PLANTED_8:
+        _edit_timing(cand / w / v / f"n{n}", lambda rec: rec.update(times_ms=[t * 1.08 for t in rec["times_ms"]]))
+    assert main(["compare", REF, str(cand)]) == 1
+    out = capsys.readouterr()
+    assert sorted(line.split()[1] for line in out.out.splitlines() if line.startswith("slower: ")) == [
+        "cupy_sqdiff/rmm_pool/n16384", "warp_sph/pruned/n62500"]
+    assert "compare: 43 steps in both: 0 faster, 2 slower, " in out.err
+    kinds = _kinds(compare_folders(REF, str(cand)))
+    assert [k for k, kind in kinds.items() if kind in ("faster", "slower")] == sorted(PLANTED_8, key=_order)
+
+
+def test_different_gpu_models_are_a_cross_gpu_comparison_with_exit_3(capsys):
+    assert main(["compare", REF, os.path.join(REF, "..", "h100")]) == 3
+    err = capsys.readouterr().err
+    assert "different GPU models (NVIDIA H200 / NVIDIA H100 80GB HBM3)" in err
+    assert "python -m analysis cross-gpu" in err
+    # the H200's between-run spread is not applied to two GPU models' difference
+    c = compare_folders(REF, os.path.join(REF, "..", "h100"))
+    assert c.gpu_models_differ and c.noise_path is None and all(s.within_run is None for s in c.steps)
+
+
+def _one_record(tmp_path, edit=None, text=None, ceilings=None):
+    """A candidate folder holding one of a1's timed records, edited, or replaced by ``text``."""
+    folder = tmp_path / "cand" / "warp_sph" / "pruned" / "n62500"
+    folder.mkdir(parents=True)
+    rec = load_json(os.path.join(AA, "a1", "warp_sph", "pruned", "n62500", "timing.json"))
+    if edit:
+        edit(rec)
+    (folder / "timing.json").write_text(text if text is not None else json.dumps(rec))
+    if ceilings is not None:
+        (tmp_path / "cand" / "ceilings.json").write_text(ceilings)
+    return str(tmp_path / "cand")
+
+
+BAD = {
+    "a list": (None, "[1, 2, 3]", None, "a JSON list, not an object"),
+    "a string": (None, '"fast"', None, "a JSON str, not an object"),
+    "a number": (None, "3.5", None, "a JSON float, not an object"),
+    "NaN time": (lambda r: r["times_ms"].__setitem__(0, float("nan")), None, None, "field times_ms/0: not a finite"),
+    "infinite time": (lambda r: r["times_ms"].__setitem__(1, float("inf")), None, None,
+                      "field times_ms/1: not a finite"),
+    "negative time": (lambda r: r["times_ms"].__setitem__(2, -1.0), None, None, "field times_ms/2: -1.0 is less"),
+    "zero time": (lambda r: r["times_ms"].__setitem__(0, 0), None, None, "field times_ms/0: 0 is less"),
+    "text times": (lambda r: r.update(times_ms="fast"), None, None, "field times_ms: 'fast' is not of type 'array'"),
+    "null times": (lambda r: r.update(times_ms=None), None, None, "field times_ms: None is not of type 'array'"),
+    "size big": (lambda r: r.update(size="big"), None, None, "field size: 'big' is not of type 'integer'"),
+    "telemetry list": (lambda r: r.update(telemetry=[1]), None, None, "field telemetry: [1] is not of type"),
+    "ceilings list": (None, None, "[1, 2]", "not a ceilings record: field (top level): [1, 2] is not of type"),
+    "unknown schema": (lambda r: r.update(schema_version=99), None, None, "field schema_version: 99, this code reads"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_an_input_it_cannot_trust_exits_2_with_one_line_naming_the_file_and_field(case, tmp_path, capsys):
+    edit, text, ceilings, message = BAD[case]
+    cand = _one_record(tmp_path, edit, text, ceilings)
+    assert main(["compare", os.path.join(AA, "a2"), cand]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err, err
+    assert ("ceilings.json" if ceilings else "timing.json") in err
+
+
+@pytest.mark.parametrize("version", [None, 1, 2])
+def test_records_of_each_known_schema_version_are_read(version, tmp_path):
+    def edit(rec):
+        rec.pop("schema_version", None)
+        if version is not None:
+            rec["schema_version"] = version
+
+    c = compare_folders(os.path.join(AA, "a2"), _one_record(tmp_path, edit))
+    assert len(c.steps) == 1
+
+
+def test_another_host_marks_host_bound_steps_and_names_changed_packages(tmp_path, capsys):
+    """A candidate on a host the noise model's runs did not cover (another CPU model and core count):
+    a host-bound step five times slower is "host differs", not slower; a device-bound step slowed 8%
+    still fails the gate; a package whose version changed is named beside its steps."""
+    cand = tmp_path / "a1"
+    shutil.copytree(os.path.join(AA, "a1"), cand)
+    for folder, _, files in os.walk(cand):
+        if any(f.startswith("timing.json") for f in files):
+            def elsewhere(rec):
+                rec["provenance"].update(cpu_model="AMD EPYC 9654", cpu_count=192)
+                step = (rec["workload"], rec["variant"], rec["size"])
+                if step == ("jax_matmul", "baseline", 512):
+                    rec["times_ms"] = [t * 5 for t in rec["times_ms"]]
+                if rec["workload"] == "warp_sph":
+                    rec["provenance"]["packages"]["warp"] = "1.20.0"
+
+            _edit_timing(folder, elsewhere)
+    base = os.path.join(AA, "a2")
+    model = noise.load_noise(NOISE)
+    c = compare_folders(base, str(cand), noise_model=model)
+    assert c.host_differs
+    kinds = _kinds(c)
+    assert kinds[("jax_matmul", "baseline", 512)] == "host differs"
+    assert "faster" not in kinds.values() and "slower" not in kinds.values()
+    warp = next(s for s in c.steps if s.base.workload == "warp_sph")
+    assert warp.packages_differ == ("warp 1.19.0 → 1.20.0",)
+    assert all(not s.packages_differ for s in c.steps if s.base.workload != "warp_sph")
+    assert main(["compare", base, str(cand), "--noise", NOISE]) == 0
+    md = capsys.readouterr().out
+    assert "**different hosts**" in md and "; warp 1.19.0 → 1.20.0" in md
+    # the same host as the model's runs: the spread covers it, no "host differs"
+    same_host = compare_folders(base, os.path.join(AA, "b1"), noise_model=model)
+    assert not same_host.host_differs

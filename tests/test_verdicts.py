@@ -300,3 +300,23 @@ def test_an_uncertain_process_verdict_says_what_these_processes_can_resolve(load
     assert 0.02 < resolvable < 0.10
     called = _split_rates(processes, 1 + resolvable, pairs=300, per_side=per_side)
     assert called["slower"] / 300 >= 0.90 and called["faster"] == 0, called
+
+
+def test_across_runs_widens_the_interval_by_the_margin_and_judges_it_again():
+    """cuDF split_agg, the reference against run a1 of another H200 (identical code): slower within one
+    run; widened by a between-run margin of 10% on each side, uncertain, the within-run verdict kept."""
+    before = _times("cudf_groupby", "split_agg", 50000000)
+    after = load_json(os.path.join(os.path.dirname(__file__), "data", "aa_runs_h200", "a1", "cudf_groupby",
+                                   "split_agg", "n50000000", "timing.json"))["times_ms"]
+    v = compare(before, after, n_resamples=RESAMPLES)
+    assert v.kind == "slower"
+    w = verdicts.across_runs(v, 0.1, "a test margin")
+    assert w.interval == pytest.approx((v.interval[0] * np.exp(-0.1), v.interval[1] * np.exp(0.1)))
+    assert (w.kind, w.ratio) == ("uncertain", v.ratio)
+    assert f"within one run: {format_verdict(v)}" in w.reason and "a test margin" in w.reason
+    assert w.method.endswith("widened by the between-run spread")
+    # a small margin leaves a clear change called
+    assert verdicts.across_runs(v, 0.001, "tiny").kind == "slower"
+    # one measurement with itself stays the same measurement
+    same = compare(before, list(reversed(before)))
+    assert verdicts.across_runs(same, 0.1, "x") is same

@@ -407,6 +407,8 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
     gpu_turn.measure_on_holder_cores()
     setup_done = time.time_ns()
     record: dict = {
+        # analysis.timed_record.SCHEMA_VERSION reads it; records without the field are version 1
+        "schema_version": 2,
         "workload": recipe.name,
         "variant": v.name,
         "summary": v.summary,
