@@ -7,9 +7,9 @@ Ladder order is the recipe's declaration (``Recipe.improves_on``, a static table
 ``workloads/<recipe>/__init__.py``, readable without the GPU packages): each step is compared with
 the step it improves on, so a branch (a pool added to an earlier step) meets its parent.
 
-The per-step limiter is one slot, :data:`LIMITER`: a pure function of a step's run summary and its
-floor. Today it reads the findings and the floor; a measured limiter (ncu's breakdown) replaces it
-by assigning another function of the same signature.
+The per-step limiter is one slot, :data:`LIMITER`: a pure function of a step's run summary, its
+floor, the size's runs, the ceilings and the framework's advice table, returning an
+:class:`analysis.limiter.StepLimiter` with its source and the next thing to try.
 """
 from __future__ import annotations
 
@@ -896,7 +896,7 @@ def ncu_coverage(by_size: dict[int, Sequence[dict]]) -> str:
     how = collection_text(by_size)
     return (f"Nsight Compute ({how}) profiled " + "; ".join(parts) + ", limited to the launches "
             "`rules/config.yaml` names; a step that runs the kernels of a profiled one takes its limiter from "
-            "that profile (matched by kernel name and launch shape).")
+            "that profile (matched by kernel name, launch shape and per-launch time).")
 
 
 def _mb(value: float | None) -> str:
