@@ -380,7 +380,8 @@ def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTim
     """What moved against the parent, from the captures: the measured quantities that changed most."""
     if parent is None or parent_busy is None:
         return (f"GPU busy {ms_text(busy.busy_ms)} of {ms_text(busy.wall_ms)} ms per call "
-                f"(kernels {ms_text(busy.kernel_ms)} ms, copies {ms_text(busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms)} ms)")
+                f"(kernels {ms_text(busy.kernel_ms)} ms, "
+                f"copies {ms_text(busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms)} ms)")
     parts = []
     pairs = (("kernel time", parent_busy.kernel_ms, busy.kernel_ms),
              ("copy time", parent_busy.h2d_ms + parent_busy.d2h_ms + parent_busy.other_copy_ms,
