@@ -508,3 +508,45 @@ def test_jax_ncu_filter_matches_the_kernel_that_dominates_each_profiled_step_at_
         assert re.search(ncu["kernel_regex"], top["name"]), (variant, top["name"])
     top = max(_run("jax_matmul", "float32", 8192)["nsys"]["compute_kernels"], key=lambda k: k["total_ns"])
     assert "cutlass::Kernel2<" in top["name"]
+
+
+@pytest.mark.parametrize("workload", ["cupy_sqdiff", "numba_ufunc", "pycuda_kernel", "cudf_groupby", "warp_sph",
+                                      "jax_matmul"])
+def test_no_ncu_rule_the_pages_carry_contradicts_the_limiter(workload):
+    """Every rule a page's ncu table carries is consistent with the measured limiter of the launch it
+    comes from: each step's own launch of the kernel that holds its time."""
+    from analysis import report_model
+
+    for size, runs in _by_size(workload).items():
+        rows = report_model.ncu_rule_rows(runs)
+        by_variant = {r["variant"]: r for r in runs}
+        for rule, cells, _worst, _msg in rows:
+            for variant, value in cells.items():
+                if value is None:
+                    continue
+                launch = report_model.hot_launch(by_variant[variant])
+                assert limiter.rule_consistent(rule, limiter.classify_launch(launch["metrics"]),
+                                               launch["kernel_name"]), (size, variant, rule)
+
+
+def test_a_dram_bound_kernel_does_not_quote_the_under_utilized_pipes_rule():
+    """ncu flags HighPipeUtilization ('all compute pipelines are under-utilized') on CuPy's DRAM-bound
+    raw kernel; the page leaves it out."""
+    from analysis import report_model
+
+    run = _run("cupy_sqdiff", "raw_kernel", 16384)
+    launch = report_model.hot_launch(run)
+    flagged = {f["rule"] for f in launch["findings"]}
+    rows = {rule: cells for rule, cells, _, _ in report_model.ncu_rule_rows(_runs("cupy_sqdiff", 16384))}
+    dropped = {r for r in flagged if not limiter.rule_consistent(r, limiter.classify_launch(launch["metrics"]))}
+    assert "HighPipeUtilization" in dropped, flagged
+    assert all(rows.get(r, {}).get("raw_kernel") is None for r in dropped)
+
+
+def test_warp_quotes_rules_of_its_hot_kernel_not_the_first_profiled_one():
+    """Warp's first profiled launch is `count_cells` (4 µs); the time is in the neighbour kernels."""
+    from analysis import report_model
+
+    run = _run("warp_sph", "cell_list", 62500)
+    assert not limiter.kernel_key(run["ncu"][0]["kernel_name"]).startswith(
+        limiter.kernel_key(report_model.hot_launch(run)["kernel_name"]))
