@@ -320,7 +320,8 @@ def time_at_stake_ms(finding: dict, run: dict) -> float | None:
         # step at 4096 on an H200 allocated 0.11 and 0.25 ms in its first two calls, none in its third)
         return (fastest_steady_call(run["nsys"]["calls"]).get("allocation_ns") or 0) / 1e6
     if fid == "gpu_gaps":
-        return e["gap_ns"] / 1e6
+        # gaps measured under nsys, at most the idle time the timed run confirms
+        return min(e["gap_ns"] / 1e6, _timed_idle_ms(run))
     if fid == "sync_in_loop":
         return e["sync_ns"] / calls / 1e6
     if fid == "under_one_wave":

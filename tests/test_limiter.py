@@ -550,3 +550,38 @@ def test_warp_quotes_rules_of_its_hot_kernel_not_the_first_profiled_one():
     run = _run("warp_sph", "cell_list", 62500)
     assert not limiter.kernel_key(run["ncu"][0]["kernel_name"]).startswith(
         limiter.kernel_key(report_model.hot_launch(run)["kernel_name"]))
+
+
+def _all_launch_metrics() -> list[dict]:
+    """Every profiled launch of the H200 reference, and the PyTorch program's (cuDNN convolution, ATen
+    elementwise kernels: tests/data/thirdparty_h100)."""
+    from conftest import REPO
+
+    out = [launch["metrics"] for p in sorted(REFERENCE.glob("*/*/n*")) if has_timing_record(p)
+           for launch in _run(p.parts[-3], p.parts[-2], int(p.name[1:]))["ncu"] or []]
+    out += [launch.metrics for launch in read_launches(REPO / "tests" / "data" / "thirdparty_h100" /
+                                                        "torch_kernels.ncu-rep.gz")]
+    return out
+
+
+def test_every_launch_follows_the_speed_of_light_rule():
+    """Kind from max(SM, memory) against 60%; a compute unit is the top SM entry (issue slots or a
+    pipe) and its floor ratio 100 / its share; a latency-bound launch has neither unit nor floor."""
+    from analysis.limiter import metrics as M
+
+    launches = _all_launch_metrics()
+    assert len(launches) > 40
+    kinds = set()
+    for m in launches:
+        lim = limiter.classify_launch(m)
+        sm, mem = m[M.SOL["sm"]], m[M.SOL["memory"]]
+        kinds.add(lim.kind)
+        if max(sm, mem) < limiter.BOUND_PCT:
+            assert lim.kind is Kind.LATENCY and lim.unit is None and lim.floor_ratio is None
+            continue
+        assert lim.kind is (Kind.MEMORY if mem >= sm else Kind.COMPUTE)
+        assert lim.floor_ratio == pytest.approx(100 / lim.pct_of_peak)
+        if lim.kind is Kind.COMPUTE and lim.unit is not Unit.SM_OTHER:
+            entries = [m[M.ISSUE]] + [m[key] for _, key in M.PIPES if m.get(key) is not None]
+            assert lim.pct_of_peak == pytest.approx(max(entries))
+    assert kinds == {Kind.COMPUTE, Kind.MEMORY, Kind.LATENCY}
