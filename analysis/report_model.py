@@ -612,6 +612,8 @@ def hot_launch(run: dict) -> dict | None:
     from analysis import limiter  # noqa: PLC0415
     if not run.get("ncu"):
         return None
+    if not run.get("nsys"):  # no trace to rank the kernels by time
+        return run["ncu"][0]
     rows = limiter.step_kernels(run, limiter.launches_by_kernel(limiter.pool_of([run])))
     own = [(r["ns_per_call"], launch) for r in rows for v, launch in r["launches"][:1] if v == run["variant"]]
     return max(own, key=lambda x: x[0])[1] if own else run["ncu"][0]
