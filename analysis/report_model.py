@@ -519,7 +519,8 @@ def _floors_text(step: Step) -> str:
         minimum = (f"the {step.floor_rate_name} ({ratio_text(step.time_over_floor)} its minimum-work floor, "
                    f"{step.floor_resource})")
         lim = step.limiter
-        if step.time_over_floor < 1.0 and lim.unit is Unit.DRAM and lim.pct_of_peak is not None:
+        # under it as printed (1.00× is not under): the copy rate is no DRAM limit, and the page says so
+        if step.time_over_floor < 0.995 and lim.unit is Unit.DRAM and lim.pct_of_peak is not None:
             minimum += (f"; under it because that floor is a measured copy rate (reads and writes 1:1), not "
                         f"DRAM's limit: its kernels stream DRAM at {lim.pct_of_peak:.0f}% of peak (ncu)")
     if step.time_over_limiter_floor is None:
