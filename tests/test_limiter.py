@@ -585,3 +585,18 @@ def test_every_launch_follows_the_speed_of_light_rule():
             entries = [m[M.ISSUE]] + [m[key] for _, key in M.PIPES if m.get(key) is not None]
             assert lim.pct_of_peak == pytest.approx(max(entries))
     assert kinds == {Kind.COMPUTE, Kind.MEMORY, Kind.LATENCY}
+
+
+def test_launch_advice_for_any_programs_capture():
+    """One launch's advice with no recipe around it: the cuDNN convolution of a PyTorch program gets
+    no launch-configuration advice; Warp's partial last wave gets its framework's knob."""
+    from conftest import REPO
+
+    (conv,) = [x for x in read_launches(REPO / "tests" / "data" / "thirdparty_h100" / "torch_kernels.ncu-rep.gz")
+               if "implicit_convolve_sgemm" in x.kernel_name]
+    lim = limiter.classify_launch(conv.metrics)
+    text = limiter.launch_advice(lim, conv.kernel_name)
+    assert advice.launch_advice_key(lim, conv.kernel_name) == "library"
+    assert "library" in text and "grid" not in text
+    plane = _step_c("warp_sph", "plane_threads", 62500)
+    assert "block_dim" in limiter.launch_advice(plane.kernel, plane.kernel_name, _framework_advice("warp"))

@@ -6,7 +6,7 @@
 - :mod:`analysis.limiter.advice`: the next thing to try, in the framework's own terms;
 - :mod:`analysis.limiter.work_check`: declared work beside measured work.
 """
-from analysis.limiter.advice import is_library_kernel, next_move, rule_consistent  # noqa: F401
+from analysis.limiter.advice import is_library_kernel, launch_advice, next_move, rule_consistent  # noqa: F401
 from analysis.limiter.launch import (BOUND_PCT, Kind, LaunchLimiter, Unit, classify_launch,  # noqa: F401
                                      tensor_precision)
 from analysis.limiter.metrics import METRICS, TENSOR_PRECISIONS  # noqa: F401
