@@ -321,7 +321,8 @@ def compare_folders(base_root: str, cand_root: str, noise_model: noise.NoiseMode
 
 def _limiters(s: StepComparison) -> str:
     b, c = (x.limiter or "not captured" for x in (s.base, s.cand))
-    if b == c:
+    # one label where the (kind, unit) is the same on both sides: the shares of peak move with noise
+    if s.limiter_changed is False or (s.base.limiter is None and s.cand.limiter is None):
         return b
     return f"{b} → {c}" + (" (changed)" if s.limiter_changed else "")
 

@@ -53,6 +53,9 @@ class CrossStep:
     interval: tuple[float, float]
     limiter_a: str | None
     limiter_b: str | None
+    #: each side's measured (kind, unit) (analysis.limiter.step_class); None: not measured
+    class_a: tuple | None
+    class_b: tuple | None
     resource: str | None  # the resource the limiter on A names, in words; None: no rate for it
     rate_ratio: float | None  # that resource's measured rate, B / A
     verdict: str  # "scales with its limiter" | "does not follow its limiter" | "no single rate"
@@ -88,7 +91,7 @@ def cross_step(s: StepComparison, root_a: str, root_b: str) -> CrossStep:
         else:
             resource = f"{resource} (not measured on both GPUs)"
     return CrossStep(s.base.workload, s.base.variant, s.base.size, s.verdict.ratio, (lo, hi), lim_a, lim_b,
-                     resource, ratio, verdict)
+                     s.base.limiter_class, s.cand.limiter_class, resource, ratio, verdict)
 
 
 def cross_steps(c: Comparison) -> list[CrossStep]:
@@ -114,7 +117,8 @@ def markdown(c: Comparison) -> str:
     for x in steps:
         rows.append((x.workload, f"`{x.variant}`", x.size,
                      f"{x.speedup:.3g}× [{x.interval[0]:.3g}, {x.interval[1]:.3g}]",
-                     (x.limiter_a or "not captured") + ("" if x.limiter_b == x.limiter_a
+                     # the other side's label only where its (kind, unit) differs: the shares move with noise
+                     (x.limiter_a or "not captured") + ("" if x.class_b == x.class_a
                                                         else f" → {x.limiter_b or 'not captured'}"),
                      x.resource or "—", f"{x.rate_ratio:.3g}×" if x.rate_ratio else "—", f"**{x.verdict}**"))
     counts = {k: sum(1 for x in steps if x.verdict == k)

@@ -244,7 +244,8 @@ def rests_on(s: rm.Step) -> str:
         energy, how = telemetry.energy_per_call(t)
         joules = "— J" if energy is None else f"{energy:.3g} J ({how})"
         throttled = t.get("throttled_samples")
-        throttled_text = "— samples throttled" if throttled is None else f"{throttled} of {s.samples} samples throttled"
+        throttled_text = ("— samples throttled" if throttled is None
+                          else f"{throttled} of {s.samples} samples throttled")
         cell = f"{head}; {clocks} MHz, {throttled_text}, {joules}"
     return cell + _host_load_text(s.host_load)
 
@@ -331,7 +332,8 @@ def ncu_rules_lines(rules: Sequence) -> list[str]:
         flagged = [rule for rule, cells, _, _ in rules if isinstance(cells.get(only), str)]
         # kept short: with eight rules and three flags (Warp's plane_threads on an H100) the sentence
         # stays one line within MAX_LINE_CHARS
-        text = (f"ncu's rules on `{only}`'s hottest kernel, those consistent with its limiter, by estimated speedup (under "
+        text = (f"ncu's rules on `{only}`'s hottest kernel, those consistent with its limiter, by estimated speedup "
+                f"(under "
                 f"{rm.NCU_RULE_MIN_PCT:.0f}% left out): " + ", ".join(f"{rule} {v:.0f}%" for rule, v in estimated))
         if flagged:
             text += ("; " if estimated else "") + "flagged without an estimate: " + ", ".join(flagged)

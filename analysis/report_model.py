@@ -7,9 +7,9 @@ Ladder order is the recipe's declaration (``Recipe.improves_on``, a static table
 ``workloads/<recipe>/__init__.py``, readable without the GPU packages): each step is compared with
 the step it improves on, so a branch (a pool added to an earlier step) meets its parent.
 
-The per-step limiter is one slot, :data:`LIMITER`: a pure function of a step's run summary and its
-floor. Today it reads the findings and the floor; a measured limiter (ncu's breakdown) replaces it
-by assigning another function of the same signature.
+The per-step limiter is one slot, :data:`LIMITER`: a pure function of a step's run summary, its
+floor, the size's runs, the ceilings and the framework's advice table, returning an
+:class:`analysis.limiter.StepLimiter` with its source and the next thing to try.
 """
 from __future__ import annotations
 
@@ -320,7 +320,8 @@ def time_at_stake_ms(finding: dict, run: dict) -> float | None:
         # step at 4096 on an H200 allocated 0.11 and 0.25 ms in its first two calls, none in its third)
         return (fastest_steady_call(run["nsys"]["calls"]).get("allocation_ns") or 0) / 1e6
     if fid == "gpu_gaps":
-        return e["gap_ns"] / 1e6
+        # gaps measured under nsys, at most the idle time the timed run confirms
+        return min(e["gap_ns"] / 1e6, _timed_idle_ms(run))
     if fid == "sync_in_loop":
         return e["sync_ns"] / calls / 1e6
     if fid == "under_one_wave":
@@ -380,7 +381,8 @@ def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTim
     """What moved against the parent, from the captures: the measured quantities that changed most."""
     if parent is None or parent_busy is None:
         return (f"GPU busy {ms_text(busy.busy_ms)} of {ms_text(busy.wall_ms)} ms per call "
-                f"(kernels {ms_text(busy.kernel_ms)} ms, copies {ms_text(busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms)} ms)")
+                f"(kernels {ms_text(busy.kernel_ms)} ms, "
+                f"copies {ms_text(busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms)} ms)")
     parts = []
     pairs = (("kernel time", parent_busy.kernel_ms, busy.kernel_ms),
              ("copy time", parent_busy.h2d_ms + parent_busy.d2h_ms + parent_busy.other_copy_ms,
@@ -517,7 +519,8 @@ def _floors_text(step: Step) -> str:
         minimum = (f"the {step.floor_rate_name} ({ratio_text(step.time_over_floor)} its minimum-work floor, "
                    f"{step.floor_resource})")
         lim = step.limiter
-        if step.time_over_floor < 1.0 and lim.unit is Unit.DRAM and lim.pct_of_peak is not None:
+        # under it as printed (1.00× is not under): the copy rate is no DRAM limit, and the page says so
+        if step.time_over_floor < 0.995 and lim.unit is Unit.DRAM and lim.pct_of_peak is not None:
             minimum += (f"; under it because that floor is a measured copy rate (reads and writes 1:1), not "
                         f"DRAM's limit: its kernels stream DRAM at {lim.pct_of_peak:.0f}% of peak (ncu)")
     if step.time_over_limiter_floor is None:
@@ -610,6 +613,8 @@ def hot_launch(run: dict) -> dict | None:
     from analysis import limiter  # noqa: PLC0415
     if not run.get("ncu"):
         return None
+    if not run.get("nsys"):  # no trace to rank the kernels by time
+        return run["ncu"][0]
     rows = limiter.step_kernels(run, limiter.launches_by_kernel(limiter.pool_of([run])))
     own = [(r["ns_per_call"], launch) for r in rows for v, launch in r["launches"][:1] if v == run["variant"]]
     return max(own, key=lambda x: x[0])[1] if own else run["ncu"][0]
@@ -896,7 +901,7 @@ def ncu_coverage(by_size: dict[int, Sequence[dict]]) -> str:
     how = collection_text(by_size)
     return (f"Nsight Compute ({how}) profiled " + "; ".join(parts) + ", limited to the launches "
             "`rules/config.yaml` names; a step that runs the kernels of a profiled one takes its limiter from "
-            "that profile (matched by kernel name and launch shape).")
+            "that profile (matched by kernel name, launch shape and per-launch time).")
 
 
 def _mb(value: float | None) -> str:

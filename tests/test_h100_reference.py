@@ -101,6 +101,19 @@ def test_dram_bound_steps_scale_with_the_measured_bandwidth_ratio():
     assert steps[("jax_matmul", "jit", 512)].verdict == "no single rate"
 
 
+def test_an_issue_bound_gemm_is_placed_on_the_fp32_rate():
+    """JAX float32 at 8192: cuBLAS' SIMT SGEMM is bound by the issue slots (87%), which the FP32 FMA
+    loop measures: the step is placed on that rate, matched by (kind, unit), never by label text."""
+    from analysis.limiter import Kind, Unit
+
+    x = _cross_steps()[("jax_matmul", "float32", 8192)]
+    assert x.resource is not None and x.resource.startswith("FP32 FMA rate")
+    assert x.verdict in ("scales with its limiter", "does not follow its limiter")
+    c = compare.compare_folders(str(H200), str(H100))
+    s = next(s for s in c.steps if (s.base.workload, s.base.variant, s.base.size) == ("jax_matmul", "float32", 8192))
+    assert s.base.limiter_class == (Kind.COMPUTE, Unit.ISSUE)
+
+
 def test_a_step_off_its_limiters_rate_is_said_not_to_follow_it():
     c = compare.compare_folders(str(H200), str(H100))
     s = next(s for s in c.steps if (s.base.workload, s.base.variant, s.base.size) == ("cupy_sqdiff", "fused", 16384))

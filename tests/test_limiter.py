@@ -508,3 +508,95 @@ def test_jax_ncu_filter_matches_the_kernel_that_dominates_each_profiled_step_at_
         assert re.search(ncu["kernel_regex"], top["name"]), (variant, top["name"])
     top = max(_run("jax_matmul", "float32", 8192)["nsys"]["compute_kernels"], key=lambda k: k["total_ns"])
     assert "cutlass::Kernel2<" in top["name"]
+
+
+@pytest.mark.parametrize("workload", ["cupy_sqdiff", "numba_ufunc", "pycuda_kernel", "cudf_groupby", "warp_sph",
+                                      "jax_matmul"])
+def test_no_ncu_rule_the_pages_carry_contradicts_the_limiter(workload):
+    """Every rule a page's ncu table carries is consistent with the measured limiter of the launch it
+    comes from: each step's own launch of the kernel that holds its time."""
+    from analysis import report_model
+
+    for size, runs in _by_size(workload).items():
+        rows = report_model.ncu_rule_rows(runs)
+        by_variant = {r["variant"]: r for r in runs}
+        for rule, cells, _worst, _msg in rows:
+            for variant, value in cells.items():
+                if value is None:
+                    continue
+                launch = report_model.hot_launch(by_variant[variant])
+                assert limiter.rule_consistent(rule, limiter.classify_launch(launch["metrics"]),
+                                               launch["kernel_name"]), (size, variant, rule)
+
+
+def test_a_dram_bound_kernel_does_not_quote_the_under_utilized_pipes_rule():
+    """ncu flags HighPipeUtilization ('all compute pipelines are under-utilized') on CuPy's DRAM-bound
+    raw kernel; the page leaves it out."""
+    from analysis import report_model
+
+    run = _run("cupy_sqdiff", "raw_kernel", 16384)
+    launch = report_model.hot_launch(run)
+    flagged = {f["rule"] for f in launch["findings"]}
+    rows = {rule: cells for rule, cells, _, _ in report_model.ncu_rule_rows(_runs("cupy_sqdiff", 16384))}
+    dropped = {r for r in flagged if not limiter.rule_consistent(r, limiter.classify_launch(launch["metrics"]))}
+    assert "HighPipeUtilization" in dropped, flagged
+    assert all(rows.get(r, {}).get("raw_kernel") is None for r in dropped)
+
+
+def test_warp_quotes_rules_of_its_hot_kernel_not_the_first_profiled_one():
+    """Warp's first profiled launch is `count_cells` (4 µs); the time is in the neighbour kernels."""
+    from analysis import report_model
+
+    run = _run("warp_sph", "cell_list", 62500)
+    assert not limiter.kernel_key(run["ncu"][0]["kernel_name"]).startswith(
+        limiter.kernel_key(report_model.hot_launch(run)["kernel_name"]))
+
+
+def _all_launch_metrics() -> list[dict]:
+    """Every profiled launch of the H200 reference, and the PyTorch program's (cuDNN convolution, ATen
+    elementwise kernels: tests/data/thirdparty_h100)."""
+    from conftest import REPO
+
+    out = [launch["metrics"] for p in sorted(REFERENCE.glob("*/*/n*")) if has_timing_record(p)
+           for launch in _run(p.parts[-3], p.parts[-2], int(p.name[1:]))["ncu"] or []]
+    out += [launch.metrics for launch in read_launches(REPO / "tests" / "data" / "thirdparty_h100" /
+                                                        "torch_kernels.ncu-rep.gz")]
+    return out
+
+
+def test_every_launch_follows_the_speed_of_light_rule():
+    """Kind from max(SM, memory) against 60%; a compute unit is the top SM entry (issue slots or a
+    pipe) and its floor ratio 100 / its share; a latency-bound launch has neither unit nor floor."""
+    from analysis.limiter import metrics as M
+
+    launches = _all_launch_metrics()
+    assert len(launches) > 40
+    kinds = set()
+    for m in launches:
+        lim = limiter.classify_launch(m)
+        sm, mem = m[M.SOL["sm"]], m[M.SOL["memory"]]
+        kinds.add(lim.kind)
+        if max(sm, mem) < limiter.BOUND_PCT:
+            assert lim.kind is Kind.LATENCY and lim.unit is None and lim.floor_ratio is None
+            continue
+        assert lim.kind is (Kind.MEMORY if mem >= sm else Kind.COMPUTE)
+        assert lim.floor_ratio == pytest.approx(100 / lim.pct_of_peak)
+        if lim.kind is Kind.COMPUTE and lim.unit is not Unit.SM_OTHER:
+            entries = [m[M.ISSUE]] + [m[key] for _, key in M.PIPES if m.get(key) is not None]
+            assert lim.pct_of_peak == pytest.approx(max(entries))
+    assert kinds == {Kind.COMPUTE, Kind.MEMORY, Kind.LATENCY}
+
+
+def test_launch_advice_for_any_programs_capture():
+    """One launch's advice with no recipe around it: the cuDNN convolution of a PyTorch program gets
+    no launch-configuration advice; Warp's partial last wave gets its framework's knob."""
+    from conftest import REPO
+
+    (conv,) = [x for x in read_launches(REPO / "tests" / "data" / "thirdparty_h100" / "torch_kernels.ncu-rep.gz")
+               if "implicit_convolve_sgemm" in x.kernel_name]
+    lim = limiter.classify_launch(conv.metrics)
+    text = limiter.launch_advice(lim, conv.kernel_name)
+    assert advice.launch_advice_key(lim, conv.kernel_name) == "library"
+    assert "library" in text and "grid" not in text
+    plane = _step_c("warp_sph", "plane_threads", 62500)
+    assert "block_dim" in limiter.launch_advice(plane.kernel, plane.kernel_name, _framework_advice("warp"))

@@ -6,10 +6,12 @@
 - :mod:`analysis.limiter.advice`: the next thing to try, in the framework's own terms;
 - :mod:`analysis.limiter.work_check`: declared work beside measured work.
 """
-from analysis.limiter.advice import is_library_kernel, next_move, rule_consistent  # noqa: F401
-from analysis.limiter.launch import BOUND_PCT, Kind, LaunchLimiter, Unit, classify_launch, tensor_precision  # noqa: F401
+from analysis.limiter.advice import is_library_kernel, launch_advice, next_move, rule_consistent  # noqa: F401
+from analysis.limiter.launch import (BOUND_PCT, Kind, LaunchLimiter, Unit, classify_launch,  # noqa: F401
+                                     tensor_precision)
 from analysis.limiter.metrics import METRICS, TENSOR_PRECISIONS  # noqa: F401
-from analysis.limiter.step import (COVERAGE_COMPLETE, HostTime, StepLimiter, fastest_steady_call, host_time,  # noqa: F401
-                                   kernel_key, launches_by_kernel, pool_of, step_class, step_kernels, step_limiter)
+from analysis.limiter.step import (COVERAGE_COMPLETE, HostTime, StepLimiter, fastest_steady_call,  # noqa: F401
+                                   host_time, kernel_key, launches_by_kernel, pool_of, step_class, step_kernels,
+                                   step_limiter)
 from analysis.limiter.work_check import (MISMATCH_FACTOR, WorkCheck, bytes_by_level, device_peaks,  # noqa: F401
                                          flops_by_precision, work_check)

@@ -96,9 +96,8 @@ def advice_key(step: StepLimiter) -> str:
     if step.kind is Kind.NOT_PROFILED:
         return "not profiled"
     if step.kind is Kind.LATENCY and step.kernel is not None:
-        key = latency_key(step.kernel)
         # a library kernel's launch shape is not the caller's to change
-        return "library" if key in LAUNCH_CONFIGURATION and is_library_kernel(step.kernel_name) else key
+        return launch_advice_key(step.kernel, step.kernel_name)
     if step.kind is Kind.NO_COUNTERS and step.evidence == "grid under one wave":
         return "grid"
     if step.unit is not None and step.unit.is_tensor:
@@ -106,6 +105,21 @@ def advice_key(step: StepLimiter) -> str:
     if step.unit is not None and step.unit in _UNIT_KEYS:
         return _UNIT_KEYS[step.unit]
     return {Kind.HOST_LINK: "host link", Kind.LAUNCH_HOST: "launch/host"}.get(step.kind, "no counters")
+
+
+def launch_advice_key(lim: LaunchLimiter, kernel_name: str = "") -> str:
+    """The advice key of one launch (for a capture of any program: analysis.limiter.launch alone)."""
+    if lim.kind is Kind.LATENCY:
+        # a library kernel's launch shape and per-thread work are not the caller's to change
+        return "library" if is_library_kernel(kernel_name) else latency_key(lim)
+    if lim.unit is not None and lim.unit.is_tensor:
+        return "tensor"
+    return _UNIT_KEYS.get(lim.unit, "issue")
+
+
+def launch_advice(lim: LaunchLimiter, kernel_name: str = "", framework_advice: dict | None = None) -> str:
+    """One launch's next thing to try, in words: no launch-configuration advice for a library kernel."""
+    return advice(launch_advice_key(lim, kernel_name), framework_advice)
 
 
 def advice(key: str, framework_advice: dict | None = None) -> str:

@@ -287,7 +287,8 @@ def step_limiter(run: dict, pool: Iterable[tuple[str, Sequence[dict]]], ceilings
     total = sum(r["ns_per_call"] for r in rows)
     weights, hottest, variants, kfloor_ns, covered = _kernel_part(rows)
     borderline = False
-    for share, line, kind in ((ht.copy_share, HOST_LINK_SHARE, Kind.HOST_LINK), (ht.idle_share, HOST_SHARE, Kind.LAUNCH_HOST)):
+    decisions = ((ht.copy_share, HOST_LINK_SHARE, Kind.HOST_LINK), (ht.idle_share, HOST_SHARE, Kind.LAUNCH_HOST))
+    for share, line, kind in decisions:
         # the shares are 1 - busy/median and copies/median: a relative error e of the median moves
         # them by (1 - share)·e and share·e
         band = ht.noise_share * (share if kind is Kind.HOST_LINK else 1.0 - share)
