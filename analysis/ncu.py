@@ -105,11 +105,12 @@ REPLAY_METRICS = ("profiler__replayer_passes", "profiler__replayer_bytes_mem_bac
 
 def read_metrics() -> tuple[str, ...]:
     """Every metric the readers take from a launch: the analysis', ncu's replay record and, where the
-    report holds them, the warp stall reasons (analysis.limiter.metrics.STALL_METRICS, never asked for
-    by the metrics-only collection)."""
-    from analysis.limiter.metrics import STALL_METRICS
+    report holds them, the warp stall reasons and the breakdown's names in reports of other sets
+    (analysis.limiter.metrics.STALL_METRICS, FALLBACK_METRICS; never asked for by the metrics-only
+    collection)."""
+    from analysis.limiter.metrics import FALLBACK_METRICS, STALL_METRICS
 
-    extra = REPLAY_METRICS + STALL_METRICS
+    extra = REPLAY_METRICS + STALL_METRICS + FALLBACK_METRICS
     return analysis_metrics() + tuple(m for m in extra if m not in analysis_metrics())
 
 

@@ -600,3 +600,26 @@ def test_launch_advice_for_any_programs_capture():
     assert "library" in text and "grid" not in text
     plane = _step_c("warp_sph", "plane_threads", 62500)
     assert "block_dim" in limiter.launch_advice(plane.kernel, plane.kernel_name, _framework_advice("warp"))
+
+
+def test_a_report_with_only_the_breakdowns_elapsed_names_gets_the_same_unit():
+    """A ``--set basic`` report holds each pipe's share over elapsed cycles and L1 over active cycles
+    only: the JAX bf16 GEMM's launches, with just those names kept, still read as tensor-bound (and
+    every launch keeps its kind)."""
+    from analysis.limiter import metrics as M
+
+    run = REFERENCE / "jax_matmul" / "bf16" / "n8192"
+    launches = read_launches(run / "ncu.ncu-rep.gz")
+    catalog_only = {key for _, key in M.PIPES} | {M.MEMORY_LEVELS[2][1]}
+    checked = 0
+    for launch in launches:
+        full = limiter.classify_launch(launch.metrics)
+        if any(launch.metrics.get(key) is None for _, key in M.PIPE_FALLBACKS):
+            continue
+        basic = {k: v for k, v in launch.metrics.items() if k not in catalog_only}
+        lim = limiter.classify_launch(basic)
+        assert lim.kind is full.kind
+        if full.unit in (Unit.TENSOR_BF16, Unit.TENSOR):
+            assert lim.unit is full.unit
+            checked += 1
+    assert checked >= 1

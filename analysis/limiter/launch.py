@@ -171,14 +171,26 @@ def latency_reasons(m: dict) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _first_of_each(m: dict, names: tuple[tuple[str, str], ...]) -> list[tuple[str, float]]:
+    """One value per breakdown entry: the first of its metric names the launch holds, in catalog order."""
+    found: dict[str, float] = {}
+    for name, key in names:
+        if name not in found and (v := _get(m, key)) is not None:
+            found[name] = v
+    return list(found.items())
+
+
 def classify_launch(m: dict) -> LaunchLimiter | None:
     """The launch's limiter from its metrics dict; None when it lacks the speed-of-light metrics."""
     sm = _get(m, M.SOL["sm"])
-    levels = [(name, v) for name, key in M.MEMORY_LEVELS if (v := _get(m, key)) is not None]
+    levels = _first_of_each(m, M.MEMORY_LEVELS)
     mem = _get(m, M.SOL["memory"])
     if sm is None or (mem is None and not levels):
         return None
     mem = max([v for _, v in levels] + ([mem] if mem is not None else []))
+    # a level known only over active cycles (L1 in --set basic) names the unit, never the kind: a
+    # share of a few active cycles is no share of the launch's time
+    levels = _first_of_each(m, M.MEMORY_LEVELS + M.MEMORY_FALLBACKS)
     issue = _get(m, M.ISSUE)
     theo, achieved = _get(m, M.OCC_THEORETICAL), _get(m, M.OCC_ACHIEVED)
     waves = _get(m, M.WAVES)
@@ -194,7 +206,7 @@ def classify_launch(m: dict) -> LaunchLimiter | None:
     if mem >= sm:
         name, pct = next(((n, v) for n, v in levels if v >= BOUND_PCT), max(levels, key=lambda nv: nv[1]))
         return LaunchLimiter(Kind.MEMORY, _LEVEL_UNITS[name], pct, 100.0 / pct, **common)
-    entries = [(v, _PIPE_UNITS[name]) for name, key in M.PIPES if (v := _get(m, key)) is not None]
+    entries = [(v, _PIPE_UNITS[name]) for name, v in _first_of_each(m, M.PIPES + M.PIPE_FALLBACKS)]
     if issue is not None:
         entries.append((issue, Unit.ISSUE))
     # the issue slots first on a tie: an SM throughput equal to issue-active is the issue limit

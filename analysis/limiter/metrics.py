@@ -89,6 +89,14 @@ STALL_REASONS = (
 STALL_METRICS: tuple[str, ...] = tuple(
     f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS)
 
+#: the breakdown entries under the names a report without the ComputeWorkloadAnalysis section holds
+#: (``--set basic``: each pipe's share over elapsed cycles, L1 over active cycles); read where a
+#: launch lacks the catalog's own name, never asked for by the metrics-only collection
+PIPE_FALLBACKS = tuple((name, key.replace("pct_of_peak_sustained_active", "pct_of_peak_sustained_elapsed"))
+                       for name, key in PIPES)
+MEMORY_FALLBACKS = (("L1/shared", "l1tex__throughput.avg.pct_of_peak_sustained_active"),)
+FALLBACK_METRICS: tuple[str, ...] = tuple(m for _, m in PIPE_FALLBACKS + MEMORY_FALLBACKS)
+
 
 def stall_metric(reason: str) -> str:
     return f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"
