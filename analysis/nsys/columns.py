@@ -364,3 +364,109 @@ def grouped(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarra
     first = order[cut]
     appearance = np.argsort(first, kind="stable")
     return k[cut][appearance], counts[appearance], sums[appearance], first[appearance]
+
+
+@dataclasses.dataclass
+class ProcessOps:
+    """Every kernel, memcpy and memset with the API call that launched it, for per-process views;
+    parallel int64 arrays sorted by (start, end, correlationId).
+
+    ``name``: an index into ``names`` (the kernel's demangled name, ``[CUDA memcpy <kind>]``,
+    ``[CUDA memset]``); ``bytes``: -1 for kernels; ``launch_*`` and ``api``: the launching call's
+    tid (OS thread id), start and name index, or -1 where no call has the operation's
+    (process, correlationId)."""
+
+    kind: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    corr: np.ndarray
+    pid: np.ndarray  # globalPid
+    stream: np.ndarray
+    name: np.ndarray
+    bytes: np.ndarray
+    launch_tid: np.ndarray
+    launch_start: np.ndarray
+    api: np.ndarray
+    names: list[str]
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def take(self, idx: np.ndarray) -> "ProcessOps":
+        return ProcessOps(**{f.name: getattr(self, f.name)[idx] for f in dataclasses.fields(self)
+                             if f.name != "names"}, names=self.names)
+
+
+def read_process_ops(ex: Trace) -> tuple[ProcessOps, dict[int, int]]:
+    """:class:`ProcessOps` of the export, and per process (globalPid) the number of distinct
+    correlation ids of its CUDA API calls (runtime and driver), read as int64 columns: a capture
+    of ten million launches stays in arrays."""
+    names: list[str] = []
+    index: dict[str, int] = {}
+
+    def code(name: str) -> int:
+        if name not in index:
+            index[name] = len(names)
+            names.append(name)
+        return index[name]
+
+    parts = []
+    k = int_columns(ex, "CUPTI_ACTIVITY_KIND_KERNEL", ("start", "end", "COALESCE(correlationId, -1)", "globalPid",
+                                                       "COALESCE(streamId, -1)", "demangledName"),
+                    ("start", "end", "corr", "pid", "stream", "name"))
+    ids = np.unique(k["name"])
+    kernel_names = string_ids(ex, ids)
+    k["name"] = np.array([code(kernel_names[int(i)]) for i in ids], np.int64)[np.searchsorted(ids, k["name"])] \
+        if len(ids) else k["name"]
+    k["bytes"] = np.full(len(k["start"]), -1, np.int64)
+    parts.append((KERNEL, k))
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in ex.tables:
+        m = int_columns(ex, "CUPTI_ACTIVITY_KIND_MEMCPY", ("start", "end", "COALESCE(correlationId, -1)",
+                                                           "globalPid", "COALESCE(streamId, -1)", "COALESCE(bytes, -1)",
+                                                           "copyKind"),
+                        ("start", "end", "corr", "pid", "stream", "bytes", "copy_kind"))
+        labels = ex.enum_labels("ENUM_CUDA_MEMCPY_OPER")
+        kinds = np.unique(m["copy_kind"])
+        unknown = [int(c) for c in kinds if int(c) not in labels]
+        if unknown:
+            raise AnalysisInputError(ex.path, f"damaged export: CUPTI_ACTIVITY_KIND_MEMCPY holds copyKind {unknown[0]}, "
+                                              "which ENUM_CUDA_MEMCPY_OPER does not name")
+        m["name"] = np.array([code(f"[CUDA memcpy {labels[int(c)]}]") for c in kinds],
+                             np.int64)[np.searchsorted(kinds, m.pop("copy_kind"))] if len(kinds) else m.pop("copy_kind")
+        parts.append((MEMCPY, m))
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in ex.tables:
+        s = int_columns(ex, "CUPTI_ACTIVITY_KIND_MEMSET", ("start", "end", "COALESCE(correlationId, -1)", "globalPid",
+                                                           "COALESCE(streamId, -1)", "COALESCE(bytes, -1)"),
+                        ("start", "end", "corr", "pid", "stream", "bytes"))
+        s["name"] = np.full(len(s["start"]), code("[CUDA memset]"), np.int64)
+        parts.append((MEMSET, s))
+    fields = ("start", "end", "corr", "pid", "stream", "name", "bytes")
+    cols = {f: np.concatenate([p[f] for _, p in parts]) for f in fields}
+    cols["kind"] = np.concatenate([np.full(len(p["start"]), kind, np.int64) for kind, p in parts])
+    del parts, k
+    order = np.lexsort((cols["corr"], cols["end"], cols["start"]))
+    cols = {f: v[order] for f, v in cols.items()}
+    del order
+
+    c = int_columns(ex, "CUPTI_ACTIVITY_KIND_RUNTIME", ("start", "globalTid", "COALESCE(correlationId, -1)", "nameId"),
+                    ("start", "tid", "corr", "name"))
+    pids = np.unique(np.concatenate([cols["pid"], c["tid"] & PROCESS_MASK]))
+    call_key = _join_key(c["tid"] & PROCESS_MASK, c["corr"], pids, ex.path)
+    key_order = np.argsort(call_key, kind="stable")
+    sorted_keys = call_key[key_order]
+    del call_key
+    distinct = np.unique(sorted_keys >> np.int64(33), return_counts=True) if len(sorted_keys) else ([], [])
+    calls_per_pid = {int(pids[rank]): int(n) for rank, n in zip(*distinct)}
+    op_key = _join_key(cols["pid"], cols["corr"], pids, ex.path)
+    pos = np.minimum(np.searchsorted(sorted_keys, op_key), max(len(sorted_keys) - 1, 0))
+    found = (sorted_keys[pos] == op_key) & (cols["corr"] >= 0) if len(sorted_keys) else np.zeros(len(op_key), bool)
+    del op_key, sorted_keys
+    call = np.where(found, key_order[pos], 0)
+    del key_order, pos
+    api_ids = np.unique(c["name"])
+    api_names = string_ids(ex, api_ids)
+    api_code = np.array([code(api_base_name(api_names[int(i)])) for i in api_ids], np.int64)
+    cols["launch_tid"] = np.where(found, c["tid"][call] & 0xFFFFFF, -1)
+    cols["launch_start"] = np.where(found, c["start"][call], -1)
+    cols["api"] = np.where(found, api_code[np.searchsorted(api_ids, c["name"][call])] if len(api_ids) else -1, -1)
+    return ProcessOps(**cols, names=names), calls_per_pid
