@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import os
+import re
 import zlib
 from typing import Sequence
 
@@ -363,7 +364,7 @@ MAX_CELL_CHARS = 160
 
 
 def _cell(x: object) -> str:
-    text = str(x).replace("|", "\\|").replace("\n", " ")
+    text = re.sub(r"[\x00-\x1f\x7f]", " ", str(x).replace("|", "\\|"))  # a line break would end the row
     return text if len(text) <= MAX_CELL_CHARS else text[:MAX_CELL_CHARS - 1].rstrip("\\") + "…"
 
 

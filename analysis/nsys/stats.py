@@ -32,6 +32,7 @@ import heapq
 import io
 import json
 import math
+import re
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
@@ -564,10 +565,20 @@ def format_csv(header: Header, rows: Rows) -> str:
     return out.getvalue()
 
 
+#: longest Markdown cell: a name of megabytes (a damaged or hostile export) is cut, the CSV keeps it whole
+MAX_MD_CELL_CHARS = 300
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def format_md(header: Header, rows: Rows) -> str:
     """A Markdown table; numeric columns right-aligned."""
     def cell(v: Any) -> str:
-        return _text(v).replace("\\", "\\\\").replace("|", "\\|")
+        text = _text(v)
+        if len(text) > MAX_MD_CELL_CHARS:
+            text = text[:MAX_MD_CELL_CHARS - 1] + "…"
+        text = text.replace("\\", "\\\\").replace("|", "\\|")
+        # a line break or control character in a name would end the row or start a heading
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
     numeric = [bool(rows) and all(isinstance(r[i], (int, decimal.Decimal)) or r[i] is None for r in rows)
                for i in range(len(header))]

@@ -208,25 +208,37 @@ class Trace:
             self.close()
             raise
 
-    #: GPU activity tables whose rows must not end before they start
-    TIMED_GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+    #: tables of timed rows (GPU work, API calls, NVTX ranges) whose rows must not end before they
+    #: start, nor lie outside 0..2^63 ns (a timestamp below 0 makes ``end - start`` wrap in int64)
+    TIMED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                    "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
 
     def _validate(self) -> None:
         """Refuse an export that nsys cannot have written: without names every kernel, API call and
-        range would be reported unnamed (or not at all), and a negative duration would be summed."""
+        range would be reported unnamed (or not at all), a negative or wrapped duration would be
+        summed, and a copy of a kind nsys does not name would be reported as no copy at all."""
         if not self._query("SELECT 1 FROM StringIds LIMIT 1"):
             raise DamagedExport(self.path, "damaged export: the StringIds table is empty, so no kernel, CUDA API "
                                            "call or NVTX range has a name")
-        for table in self.TIMED_GPU_TABLES:
-            if table not in self.tables:
+        for table in self.TIMED_TABLES:
+            if table not in self.tables or not {"start", "end"} <= self.columns_of(table):
                 continue
-            # a value of the wrong type is the readers' to report (SQLite orders any text after any number)
-            bad = self._query(f"SELECT rowid, start, end FROM {table} WHERE end < start AND typeof(start) = 'integer' "
-                              "AND typeof(end) = 'integer' LIMIT 1")
+            # a value of the wrong type is the readers' to report (SQLite orders any text after any number);
+            # a NULL end is an NVTX range never closed or a mark
+            bad = self._query(f"SELECT rowid, start, end FROM {table} WHERE typeof(start) = 'integer' AND "
+                              "(start < 0 OR (typeof(end) = 'integer' AND (end < start OR end < 0))) LIMIT 1")
             if bad:
                 rowid, start, end = bad[0]
-                raise DamagedExport(self.path, f"damaged export: {table} row {rowid} ends before it starts "
+                what = "ends before it starts" if start >= 0 and end >= 0 else "has a negative timestamp"
+                raise DamagedExport(self.path, f"damaged export: {table} row {rowid} {what} "
                                                f"(start {start}, end {end})")
+        if {"CUPTI_ACTIVITY_KIND_MEMCPY", "ENUM_CUDA_MEMCPY_OPER"} <= self.tables:
+            unknown = self._query("SELECT rowid, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IS NULL OR copyKind NOT IN "
+                                  "(SELECT id FROM ENUM_CUDA_MEMCPY_OPER) LIMIT 1")
+            if unknown:
+                rowid, kind = unknown[0]
+                raise DamagedExport(self.path, f"damaged export: CUPTI_ACTIVITY_KIND_MEMCPY row {rowid} has copyKind "
+                                               f"{kind!r}, which ENUM_CUDA_MEMCPY_OPER does not name")
 
     def close(self) -> None:
         db = getattr(self, "_db", None)
@@ -426,7 +438,7 @@ class Trace:
             ("int", "int", "int?", "int?", "int?", "int?", "int?", "int?", "int?"), "CUPTI_ACTIVITY_KIND_MEMCPY")
         out = []
         for st, en, corr, strm, nbytes, ck, sk, dk, gpid in rows:
-            label = kinds.get(ck, f"copyKind {ck}")
+            label = kinds[ck]  # Trace._validate refused a copyKind the enum lacks
             out.append(GpuOp("memcpy", st, en, f"[CUDA memcpy {label}]", corr, strm, bytes=nbytes,
                              copy_kind=label, src_kind=mem.get(sk), dst_kind=mem.get(dk), global_pid=gpid))
         return out
