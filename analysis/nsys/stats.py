@@ -377,7 +377,7 @@ def _parents(ranges: list[NvtxEvent]) -> dict[int, int | None]:
 
     Tightness is the time the parent extends beyond the child on both sides; equally tight
     parents are told apart by the lower id. Ranges that nest properly (push/pop ranges always
-    do) are resolved with a stack in one pass; a thread whose ranges overlap without nesting,
+    do) are resolved with a stack in one pass; a cluster of ranges that overlap without nesting,
     or start at the same instant, is resolved by :func:`_parents_overlapping`."""
     parent: dict[int, int | None] = {}
     by_tid: dict[int, list[NvtxEvent]] = {}
@@ -385,22 +385,34 @@ def _parents(ranges: list[NvtxEvent]) -> dict[int, int | None]:
         by_tid.setdefault(r.tid, []).append(r)
     for rs in by_tid.values():
         rs.sort(key=lambda r: (r.start, r.id))
-        found: dict[int, int | None] = {}
-        stack: list[NvtxEvent] = []
-        nested = True
-        for i, r in enumerate(rs):
-            if i and rs[i - 1].start == r.start:
-                nested = False
-                break
-            while stack and stack[-1].end < r.start:
-                stack.pop()
-            if stack and stack[-1].end < r.end:  # overlaps its predecessor without enclosing it
-                nested = False
-                break
-            found[r.id] = stack[-1].id if stack else None
-            stack.append(r)
-        parent.update(found if nested else _parents_overlapping(rs))
+        # ranges apart in time (none open when the next starts) cannot enclose each other: each
+        # cluster of overlapping ones is resolved alone, so one cluster that does not nest costs
+        # the general search only for itself
+        cluster_end, first = None, 0
+        for i, r in enumerate(rs + [None]):
+            if r is None or (cluster_end is not None and r.start > cluster_end):
+                parent.update(_parents_nested(rs[first:i]))
+                first, cluster_end = i, None
+            if r is not None:
+                cluster_end = r.end if cluster_end is None else max(cluster_end, r.end)
     return parent
+
+
+def _parents_nested(rs: list[NvtxEvent]) -> dict[int, int | None]:
+    """:func:`_parents` of ranges sorted by (start, id): with a stack where they nest properly
+    (distinct starts, each range inside the one open before it or after its end)."""
+    found: dict[int, int | None] = {}
+    stack: list[NvtxEvent] = []
+    for i, r in enumerate(rs):
+        if i and rs[i - 1].start == r.start:
+            return _parents_overlapping(rs)
+        while stack and stack[-1].end < r.start:
+            stack.pop()
+        if stack and stack[-1].end < r.end:  # overlaps its predecessor without enclosing it
+            return _parents_overlapping(rs)
+        found[r.id] = stack[-1].id if stack else None
+        stack.append(r)
+    return found
 
 
 def _parents_overlapping(rs: list[NvtxEvent]) -> dict[int, int | None]:

@@ -148,6 +148,10 @@ def build_scale(source: str, out: str, n_kernels: int = 10_000_000, flat_ranges:
 
     call_start = f"({base} + c.i * {SCALE_STEP_NS})"
     k_start = f"({call_start} + {SCALE_LAUNCH_LATENCY_NS})"
+    if nested_levels:  # the chain's calls start after room for the chain's own starts
+        call_start = f"({call_start} + (c.i >= {flat_ranges * max(n_kernels // (flat_ranges + 1), 1)}) * " \
+                     f"{nested_levels + 1_000})"
+        k_start = f"({call_start} + {SCALE_LAUNCH_LATENCY_NS})"
     k_expr = {"start": k_start, "end": f"({k_start} + {SCALE_KERNEL_NS} + (c.i % 97) * 7)",
               "correlationId": f"({corr0} + c.i)"}
     r_expr = {"start": call_start, "end": f"({call_start} + {SCALE_CALL_NS} + (c.i % 13) * 11)",
@@ -170,8 +174,8 @@ def build_scale(source: str, out: str, n_kernels: int = 10_000_000, flat_ranges:
               "int64Value": f"({payload} + c.i)"}
     db.execute(_numbers(flat_ranges) + f"INSERT INTO NVTX_EVENTS ({', '.join(cn)}) SELECT "
                + ", ".join(n_expr.get(c, f"tn.n_{c}") for c in cn) + " FROM c, tn")
-    chain_first = base + flat_ranges * share * SCALE_STEP_NS
-    chain_last_end = base + n_kernels * SCALE_STEP_NS
+    chain_first = base + flat_ranges * share * SCALE_STEP_NS + nested_levels + 1_000  # after the last flat range
+    chain_last_end = base + n_kernels * SCALE_STEP_NS + nested_levels + 1_000
     chain_name = db.execute("INSERT INTO StringIds (id, value) SELECT MAX(id) + 1, 'scale/nested' FROM StringIds "
                             "RETURNING id").fetchone()[0] if "textId" in cn else None
     n_expr = {"start": f"({chain_first} - 1000 - {nested_levels} + c.i)",
