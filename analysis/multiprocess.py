@@ -13,6 +13,7 @@ suite's single-process captures.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import os
 import re
@@ -102,6 +103,7 @@ def _launched_ops(ops: columns.ProcessOps) -> tuple[LaunchedOp, ...]:
     """The operations of ``ops`` as records (a few thousand in a suite capture; a view of millions
     of launches uses the columns)."""
     none = lambda v: None if v < 0 else v  # noqa: E731 (-1 stands for a NULL or no launching call)
+    ops = ops.take(np.lexsort((ops.corr, ops.end, ops.start)))  # by start, end, correlation id
     return tuple(
         LaunchedOp(columns.KINDS[kind], ops.names[name], start, end, none(corr), none(stream), none(nbytes),
                    none(tid), none(launch), ops.names[api] if api >= 0 else None)
@@ -148,6 +150,11 @@ class ProcessActivity:
 
     def ops_of_kind(self, kind: str) -> list[LaunchedOp]:
         return list(_launched_ops(self.launched.take(np.flatnonzero(self.launched.kind == columns.KINDS.index(kind)))))
+
+    @functools.cached_property
+    def ops_table(self) -> list[dict]:
+        """:func:`_ops_table` of its GPU work, made once (the page and the JSON both show it)."""
+        return _ops_table(self.launched)
 
     def count_of_kind(self, kind: str) -> int:
         return int(np.count_nonzero(self.launched.kind == columns.KINDS.index(kind)))
@@ -307,22 +314,27 @@ def _ops_table(ops: columns.ProcessOps) -> list[dict]:
     """GPU operations grouped by (kind, name), longest total first."""
     if not len(ops):
         return []
-    key = ops.kind * len(ops.names) + ops.name
+    key = ops.kind.astype(np.int64) * len(ops.names) + ops.name
     order = np.argsort(key, kind="stable")
     k = key[order]
+    del key
     cut = np.flatnonzero(np.append(True, k[1:] != k[:-1]))
     counts = np.diff(np.append(cut, len(k)))
     totals = np.add.reduceat((ops.end - ops.start)[order], cut)
     nbytes = np.add.reduceat(np.maximum(ops.bytes[order], 0), cut)
-    tid_pairs = np.unique(np.stack([np.searchsorted(cut, np.arange(len(k)), side="right") - 1,
-                                    ops.launch_tid[order]]), axis=1)
+    # (group, launching tid) pairs as one int64 each: the tids every group was launched from
+    group = np.repeat(np.arange(len(cut), dtype=np.int64), counts)
+    pairs = np.unique((group << np.int64(32)) | (ops.launch_tid[order].astype(np.int64) & 0xFFFFFFFF))
+    del group, order
+    pair_group, pair_tid = pairs >> np.int64(32), (pairs & 0xFFFFFFFF).astype(np.int32)
     rows = []
-    for g, (start, n, total, size) in enumerate(zip(cut.tolist(), counts.tolist(), totals.tolist(), nbytes.tolist())):
-        i = int(order[start])
-        kind = columns.KINDS[int(ops.kind[i])]
-        tids = tid_pairs[1][tid_pairs[0] == g]
-        rows.append({"kind": kind, "name": ops.names[int(ops.name[i])], "count": n, "total_ms": total / 1e6,
-                     "bytes": size if kind != "kernel" else None, "launch_tids": sorted(t for t in tids.tolist() if t >= 0)})
+    for g, (n, total, size) in enumerate(zip(counts.tolist(), totals.tolist(), nbytes.tolist())):
+        kind_index, name_index = divmod(int(k[cut[g]]), len(ops.names))
+        kind = columns.KINDS[kind_index]
+        tids = pair_tid[pair_group == g]
+        rows.append({"kind": kind, "name": ops.names[name_index], "count": n, "total_ms": total / 1e6,
+                     "bytes": size if kind != "kernel" else None,
+                     "launch_tids": sorted(t for t in tids.tolist() if t >= 0)})
     rows.sort(key=lambda r: (-r["total_ms"], r["kind"], r["name"]))
     return rows
 
@@ -343,7 +355,7 @@ def summary(procs: Sequence[ProcessActivity]) -> dict:
             "other_ranges": _range_table(p.other_ranges, t0),
             "marks": [{"name": m.name, "time_ms": (m.time_ns - t0) / 1e6, "payload": m.payload, "tid": m.tid}
                       for m in p.marks],
-            "gpu_ops": _ops_table(p.launched),
+            "gpu_ops": p.ops_table,
             "kernels": p.count_of_kind("kernel"),
             "memcpys": p.count_of_kind("memcpy"),
             "memsets": p.count_of_kind("memset"),

@@ -159,3 +159,14 @@ def test_bench_prints_a_table_for_the_commands_asked(capsys):
     assert [r.split(" | ")[0] for r in rows] == ["| stats cuda_api_sum", "| stats nvtx_gpu_proj_sum"]
     assert all(" | 0 | yes |" in r for r in rows), rows
     assert json.loads(out.splitlines()[0].split(": ", 1)[1])["rows"]["CUPTI_ACTIVITY_KIND_KERNEL"] == 3012
+
+
+def test_process_gpu_work_comes_in_time_order():
+    """The columns are read in table order (memsets before kernels); the records are by start, end,
+    correlation id, as nsys lists them."""
+    [p] = mp.read_processes(str(SOURCE))
+    ops = p.gpu_ops
+    assert {o.kind for o in ops} == {"kernel", "memcpy", "memset"}
+    assert [(o.start_ns, o.end_ns, o.correlation_id) for o in ops] == \
+        sorted((o.start_ns, o.end_ns, o.correlation_id) for o in ops)
+    assert [o.kind for o in p.ops_of_kind("memset")] == ["memset"] * p.count_of_kind("memset")

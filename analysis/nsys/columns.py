@@ -369,7 +369,7 @@ def grouped(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarra
 @dataclasses.dataclass
 class ProcessOps:
     """Every kernel, memcpy and memset with the API call that launched it, for per-process views;
-    parallel int64 arrays sorted by (start, end, correlationId).
+    parallel arrays in no particular order (:func:`analysis.multiprocess` sorts what it shows).
 
     ``name``: an index into ``names`` (the kernel's demangled name, ``[CUDA memcpy <kind>]``,
     ``[CUDA memset]``); ``bytes``: -1 for kernels; ``launch_*`` and ``api``: the launching call's
@@ -393,6 +393,8 @@ class ProcessOps:
         return len(self.start)
 
     def take(self, idx: np.ndarray) -> "ProcessOps":
+        if len(idx) == len(self) and (not len(idx) or (idx[0] == 0 and bool(np.all(np.diff(idx) == 1)))):
+            return self  # every operation in order (a capture of one process): no copy of millions
         return ProcessOps(**{f.name: getattr(self, f.name)[idx] for f in dataclasses.fields(self)
                              if f.name != "names"}, names=self.names)
 
@@ -441,32 +443,35 @@ def read_process_ops(ex: Trace) -> tuple[ProcessOps, dict[int, int]]:
         s["name"] = np.full(len(s["start"]), code("[CUDA memset]"), np.int64)
         parts.append((MEMSET, s))
     fields = ("start", "end", "corr", "pid", "stream", "name", "bytes")
-    cols = {f: np.concatenate([p[f] for _, p in parts]) for f in fields}
-    cols["kind"] = np.concatenate([np.full(len(p["start"]), kind, np.int64) for kind, p in parts])
+    kinds_rows = [(kind, len(p["start"])) for kind, p in parts]
+    cols = {f: np.concatenate([p.pop(f) for _, p in parts]) for f in fields}
     del parts, k
-    order = np.lexsort((cols["corr"], cols["end"], cols["start"]))
-    cols = {f: v[order] for f, v in cols.items()}
-    del order
+    cols["kind"] = np.repeat(np.array([kind for kind, _ in kinds_rows], np.int8), [n for _, n in kinds_rows])
+    # small ids in 32 bits: ten million operations are ten million of each column
+    for f in ("name", "stream"):
+        cols[f] = cols[f].astype(np.int32)
 
     c = int_columns(ex, "CUPTI_ACTIVITY_KIND_RUNTIME", ("start", "globalTid", "COALESCE(correlationId, -1)", "nameId"),
                     ("start", "tid", "corr", "name"))
-    pids = np.unique(np.concatenate([cols["pid"], c["tid"] & PROCESS_MASK]))
-    call_key = _join_key(c["tid"] & PROCESS_MASK, c["corr"], pids, ex.path)
-    key_order = np.argsort(call_key, kind="stable")
-    sorted_keys = call_key[key_order]
-    del call_key
-    distinct = np.unique(sorted_keys >> np.int64(33), return_counts=True) if len(sorted_keys) else ([], [])
-    calls_per_pid = {int(pids[rank]): int(n) for rank, n in zip(*distinct)}
+    pids = np.unique(np.concatenate([np.unique(cols["pid"]), np.unique(c["tid"] & PROCESS_MASK)]))
+    sorted_keys = _join_key(c["tid"] & PROCESS_MASK, c.pop("corr"), pids, ex.path)
+    key_order = np.argsort(sorted_keys, kind="stable")
+    sorted_keys = sorted_keys[key_order]
+    distinct = sorted_keys[np.append(True, sorted_keys[1:] != sorted_keys[:-1])] if len(sorted_keys) else sorted_keys
+    calls_per_pid = {int(pids[rank]): int(n) for rank, n in zip(*np.unique(distinct >> np.int64(33),
+                                                                            return_counts=True))}
+    del distinct
     op_key = _join_key(cols["pid"], cols["corr"], pids, ex.path)
     pos = np.minimum(np.searchsorted(sorted_keys, op_key), max(len(sorted_keys) - 1, 0))
     found = (sorted_keys[pos] == op_key) & (cols["corr"] >= 0) if len(sorted_keys) else np.zeros(len(op_key), bool)
     del op_key, sorted_keys
-    call = np.where(found, key_order[pos], 0)
+    call = key_order[pos] if len(key_order) else pos
     del key_order, pos
     api_ids = np.unique(c["name"])
     api_names = string_ids(ex, api_ids)
-    api_code = np.array([code(api_base_name(api_names[int(i)])) for i in api_ids], np.int64)
-    cols["launch_tid"] = np.where(found, c["tid"][call] & 0xFFFFFF, -1)
-    cols["launch_start"] = np.where(found, c["start"][call], -1)
-    cols["api"] = np.where(found, api_code[np.searchsorted(api_ids, c["name"][call])] if len(api_ids) else -1, -1)
+    api_code = np.array([code(api_base_name(api_names[int(i)])) for i in api_ids], np.int32)
+    cols["launch_tid"] = np.where(found, c.pop("tid")[call] & 0xFFFFFF, -1).astype(np.int32)
+    cols["launch_start"] = np.where(found, c.pop("start")[call], -1)
+    cols["api"] = np.where(found, api_code[np.searchsorted(api_ids, c.pop("name")[call])] if len(api_ids) else -1,
+                           -1).astype(np.int32)
     return ProcessOps(**cols, names=names), calls_per_pid

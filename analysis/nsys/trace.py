@@ -225,8 +225,9 @@ class Trace:
                 continue
             # a value of the wrong type is the readers' to report (SQLite orders any text after any number);
             # a NULL end is an NVTX range never closed or a mark
-            bad = self._query(f"SELECT rowid, start, end FROM {table} WHERE typeof(start) = 'integer' AND "
-                              "(start < 0 OR (typeof(end) = 'integer' AND (end < start OR end < 0))) LIMIT 1")
+            # (the comparisons first: the type test runs only on the rare row they pick)
+            bad = self._query(f"SELECT rowid, start, end FROM {table} WHERE (start < 0 OR end < start OR end < 0) "
+                              "AND typeof(start) = 'integer' AND typeof(end) IN ('integer', 'null') LIMIT 1")
             if bad:
                 rowid, start, end = bad[0]
                 what = "ends before it starts" if start >= 0 and end >= 0 else "has a negative timestamp"
