@@ -9,7 +9,9 @@ of the export; a value that is not what the schema says raises :class:`AnalysisI
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import os
 import sqlite3
 import warnings
 from typing import Sequence
@@ -47,7 +49,10 @@ def is_pool_api(name: str) -> bool:
 
 
 #: rows read per query: each column comes back as one text of at most ~20 bytes per row
-CHUNK_ROWS = 4_000_000
+CHUNK_ROWS = 2_000_000
+#: chunks read at once, each on its own connection (two: the cores of a small machine, and the
+#: memory of two chunks' texts at a time)
+READER_THREADS = min(2, os.cpu_count() or 1)
 
 
 def int_columns(ex: Trace, table: str, exprs: Sequence[str], names: Sequence[str], where: str = "",
@@ -62,15 +67,35 @@ def int_columns(ex: Trace, table: str, exprs: Sequence[str], names: Sequence[str
     numpy stops at either (see :func:`_parse_ints`)."""
     cond = f"{where} {'AND' if where else 'WHERE'} rowid BETWEEN ? AND ?"
     sql = f"SELECT COUNT(*), {', '.join(f'group_concat({e})' for e in exprs)} FROM {table} {cond}"
+
+    def chunk(bounds: tuple[int, int], db: sqlite3.Connection | None = None) -> tuple:
+        own = db is None
+        db = ex.another_connection() if own else db
+        try:
+            return db.execute(sql, (*params, *bounds)).fetchone()
+        finally:
+            if own:
+                db.close()
+
     try:
         lo, hi = ex._db.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table} {where}", tuple(params)).fetchone()
         parts: list[list[np.ndarray]] = [[] for _ in exprs]
         if lo is not None:
-            for first in range(lo, hi + 1, CHUNK_ROWS):
-                row = ex._db.execute(sql, (*params, first, min(first + CHUNK_ROWS - 1, hi))).fetchone()
-                n, texts = row[0], row[1:]
-                for col, text, expr in zip(parts, texts, exprs):
-                    col.append(_parse_ints(ex.path, table, expr, text, n))
+            bounds = [(first, min(first + CHUNK_ROWS - 1, hi)) for first in range(lo, hi + 1, CHUNK_ROWS)]
+            if len(bounds) > 1 and READER_THREADS > 1:
+                # SQLite runs each chunk's scan without the GIL: on two cores two chunks at once
+                with concurrent.futures.ThreadPoolExecutor(READER_THREADS) as pool:
+                    for first in range(0, len(bounds), READER_THREADS):  # at most READER_THREADS texts held
+                        for row in list(pool.map(chunk, bounds[first:first + READER_THREADS])):
+                            n, texts = row[0], row[1:]
+                            for col, text, expr in zip(parts, texts, exprs):
+                                col.append(_parse_ints(ex.path, table, expr, text, n))
+            else:
+                for b in bounds:
+                    row = chunk(b, ex._db)
+                    n, texts = row[0], row[1:]
+                    for col, text, expr in zip(parts, texts, exprs):
+                        col.append(_parse_ints(ex.path, table, expr, text, n))
     except (sqlite3.Error, UnicodeDecodeError) as e:
         raise AnalysisInputError(ex.path, f"query on {table} failed, the export is damaged or its schema differs "
                                           f"({e})") from None

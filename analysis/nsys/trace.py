@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import pathlib
 import re
 import sqlite3
 import weakref
@@ -155,6 +156,12 @@ _KINDS: dict[str, tuple[type, ...]] = {
 _EXACT_KINDS: dict[str, frozenset[type]] = {k: frozenset(v) for k, v in _KINDS.items()}
 
 
+def open_read_only(path: str | os.PathLike) -> sqlite3.Connection:
+    """A read-only connection to the SQLite file at ``path``; the path percent-encoded into the URI,
+    so that a ``#``, ``?`` or ``%`` in it names the file rather than ending the path."""
+    return sqlite3.connect(pathlib.Path(path).resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+
+
 def _remove_file(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
@@ -189,7 +196,8 @@ class Trace:
             self.close()
             raise AnalysisInputError(self.path, "not an SQLite file (make one with `nsys export --type sqlite`)")
         try:
-            self._db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+            self._db_path = db_path
+            self._db = open_read_only(db_path)
             self.tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except (sqlite3.Error, UnicodeDecodeError) as e:  # a damaged schema's message may not be UTF-8
             self.close()
@@ -254,6 +262,11 @@ class Trace:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def another_connection(self) -> sqlite3.Connection:
+        """A second read-only connection to the same file, for a reader thread (a connection runs one
+        statement at a time)."""
+        return open_read_only(self._db_path)
 
     def _query(self, sql: str, params: Iterable = ()) -> list[tuple]:
         try:
@@ -625,7 +638,7 @@ def missing_tables(path: str, required: Sequence[str]) -> list[str]:
     """The tables of ``required`` that the SQLite file at ``path`` lacks (all of them when it is
     not a readable database): a quick check of a fresh export, before it is read."""
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = open_read_only(path)
     except sqlite3.Error:
         return list(required)
     try:
