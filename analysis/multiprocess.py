@@ -159,7 +159,7 @@ class ProcessActivity:
     def count_of_kind(self, kind: str) -> int:
         return int(np.count_nonzero(self.launched.kind == columns.KINDS.index(kind)))
 
-    @property
+    @functools.cached_property
     def gpu_busy_ns(self) -> int:
         """Time at least one of this process's GPU operations was running (overlaps counted once)."""
         return columns.union(self.launched.start, self.launched.end).busy_ns
