@@ -281,20 +281,31 @@ def _launching_calls(ex: Trace, tids: np.ndarray) -> dict[int, tuple[np.ndarray,
 
     c = columns.int_columns(ex, "CUPTI_ACTIVITY_KIND_RUNTIME", ("start", "end", "globalTid", "correlationId"),
                             ("start", "end", "tid", "corr"))
-    on_thread = np.isin(c["tid"], tids)
-    c = {k: v[on_thread] for k, v in c.items()}
+
+    def keep(mask: np.ndarray) -> None:
+        """Filter the call columns in place of the old ones (no copy where every call is kept)."""
+        if not mask.all():
+            for k in list(c):
+                c[k] = c[k][mask]
+
+    keep(np.isin(c["tid"], tids))
     call_pid = c["tid"] & PROCESS_MASK
     rank = np.minimum(np.searchsorted(pids, call_pid), max(len(pids) - 1, 0))
-    known = pids[rank] == call_pid if len(pids) else np.zeros(len(call_pid), bool)
-    c = {k: v[known] for k, v in c.items()}
-    call_key = _process_key(ex, pids, c["tid"] & PROCESS_MASK, c["corr"])
+    keep(pids[rank] == call_pid if len(pids) else np.zeros(len(call_pid), bool))
+    del call_pid, rank
+    call_key = _process_key(ex, pids, c["tid"] & PROCESS_MASK, c.pop("corr"))
     pos = np.minimum(np.searchsorted(op_key, call_key), max(len(op_key) - 1, 0))
     launched = op_key[pos] == call_key if len(op_key) else np.zeros(len(call_key), bool)
-    c = {k: v[launched] for k, v in c.items()}
-    pos = pos[launched]
-    order = np.lexsort((c["start"], c["tid"]))
-    tid, start, end = c["tid"][order], c["start"][order], c["end"][order]
-    first, last = first_start[pos[order]], last_end[pos[order]]
+    del call_key
+    keep(launched)
+    pos = pos[launched] if not launched.all() else pos
+    tid, start, end = c.pop("tid"), c.pop("start"), c.pop("end")
+    if not (bool(np.all(tid[1:] == tid[:-1])) and bool(np.all(start[1:] >= start[:-1]))):  # one thread in order
+        order = np.lexsort((start, tid))
+        tid, start, end, pos = tid[order], start[order], end[order], pos[order]
+        del order
+    first, last = first_start[pos], last_end[pos]
+    del pos, first_start, last_end
     out = {}
     cut = np.flatnonzero(np.append(True, tid[1:] != tid[:-1])) if len(tid) else np.zeros(0, np.int64)
     for a, b in zip(cut, np.append(cut[1:], len(tid))):
