@@ -144,3 +144,21 @@ def test_a_truncated_ncu_report_says_damaged_not_check_your_filters(tmp_path):
         with pytest.raises(AnalysisInputError, match="cut.ncu-rep: damaged report") as e:
             read(cut)
         assert "-k/-c filters match no kernel" in e.value.problem and "check" not in e.value.problem
+
+
+#: one bit of the committed line-info report whose flip blanks its line table (found by flipping bits
+#: near the source file's name; the campaign of issue 48 met the same outcome at another bit)
+LINE_TABLE_BIT = (12203, 3)
+
+
+def test_blanked_line_information_says_damaged_not_compiled_without_it(tmp_path):
+    whole = _plain_report(LINEINFO_REPORT, tmp_path, "whole.ncu-rep")
+    assert read_kernel_profile(whole).source.has_line_info
+    data = bytearray(gzip.decompress(LINEINFO_REPORT.read_bytes()))
+    offset, bit = LINE_TABLE_BIT
+    data[offset] ^= 1 << bit
+    flipped = tmp_path / "flipped.ncu-rep"
+    flipped.write_bytes(bytes(data))
+    with pytest.raises(AnalysisInputError, match="flipped.ncu-rep: damaged report: .*line information is damaged") as e:
+        read_kernel_profile(str(flipped))
+    assert "compiled without line information" not in e.value.problem
