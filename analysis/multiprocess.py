@@ -12,21 +12,29 @@ suite's single-process captures.
 """
 from __future__ import annotations
 
-import bisect
 import dataclasses
+import functools
+import heapq
 import os
+import re
 import zlib
 from typing import Sequence
 
+import numpy as np
+
 from analysis.errors import AnalysisInputError
+from analysis.nsys import columns
 from analysis.outputs import save_figure_atomic
-from analysis.run_summary import union_ns
 from analysis.nsys.trace import NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, Interval, Trace
 from workloads.annotate import (DOMAIN, MARK_COLOR, PHASE_COLORS, THIRDPARTY_COLOR, THIRDPARTY_DOMAIN,
                                 parse_range_name)
 
 _ID_BITS = 24
 _ID_MASK = (1 << _ID_BITS) - 1
+
+#: a timeline of many GPU operations merges gaps shorter than its span / this (a figure is about a
+#: thousand pixels wide, so finer detail would not show)
+TIMELINE_BINS = 2000
 
 #: GPU work colours, as Nsight Systems draws them (kernels blue, copies red)
 GPU_KIND_COLORS = {"kernel": "#4c72b0", "memcpy": "#c44e52", "memset": "#dd8452"}
@@ -91,7 +99,21 @@ class LaunchedOp(Interval):
     api: str | None
 
 
-@dataclasses.dataclass(frozen=True)
+def _launched_ops(ops: columns.ProcessOps) -> tuple[LaunchedOp, ...]:
+    """The operations of ``ops`` as records (a few thousand in a suite capture; a view of millions
+    of launches uses the columns)."""
+    none = lambda v: None if v < 0 else v  # noqa: E731 (-1 stands for a NULL or no launching call)
+    ops = ops.take(np.lexsort((ops.corr, ops.end, ops.start)))  # by start, end, correlation id
+    return tuple(
+        LaunchedOp(columns.KINDS[kind], ops.names[name], start, end, none(corr), none(stream), none(nbytes),
+                   none(tid), none(launch), ops.names[api] if api >= 0 else None)
+        for kind, name, start, end, corr, stream, nbytes, tid, launch, api in zip(
+            ops.kind.tolist(), ops.name.tolist(), ops.start.tolist(), ops.end.tolist(), ops.corr.tolist(),
+            ops.stream.tolist(), ops.bytes.tolist(), ops.launch_tid.tolist(), ops.launch_start.tolist(),
+            ops.api.tolist()))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class ProcessActivity:
     pid: int
     #: the executable as nsys' PROCESSES table names it (None when the table lacks the pid)
@@ -101,11 +123,19 @@ class ProcessActivity:
     thirdparty_ranges: tuple[Range, ...]  # domain "cookbook.thirdparty"
     other_ranges: tuple[Range, ...]       # any other domain (libraries' own NVTX, nsys' Python tracing)
     marks: tuple[Mark, ...]
-    #: GPU work matched to this process's CUDA runtime calls
-    gpu_ops: tuple[LaunchedOp, ...]
+    #: GPU work matched to this process's CUDA runtime calls, as columns (by start, end, correlation id)
+    launched: columns.ProcessOps
     #: GPU work of this process (by globalPid) with no runtime call of that correlation id
-    unattributed_gpu_ops: tuple[LaunchedOp, ...]
+    unattributed: columns.ProcessOps
     cuda_api_calls: int
+
+    @property
+    def gpu_ops(self) -> tuple[LaunchedOp, ...]:
+        return _launched_ops(self.launched)
+
+    @property
+    def unattributed_gpu_ops(self) -> tuple[LaunchedOp, ...]:
+        return _launched_ops(self.unattributed)
 
     @property
     def main_thread(self) -> ThreadInfo | None:
@@ -119,20 +149,29 @@ class ProcessActivity:
         return f"pid {self.pid} {name}"
 
     def ops_of_kind(self, kind: str) -> list[LaunchedOp]:
-        return [o for o in self.gpu_ops if o.kind == kind]
+        return list(_launched_ops(self.launched.take(np.flatnonzero(self.launched.kind == columns.KINDS.index(kind)))))
 
-    @property
+    @functools.cached_property
+    def ops_table(self) -> list[dict]:
+        """:func:`_ops_table` of its GPU work, made once (the page and the JSON both show it)."""
+        return _ops_table(self.launched)
+
+    def count_of_kind(self, kind: str) -> int:
+        return int(np.count_nonzero(self.launched.kind == columns.KINDS.index(kind)))
+
+    @functools.cached_property
     def gpu_busy_ns(self) -> int:
         """Time at least one of this process's GPU operations was running (overlaps counted once)."""
-        return union_ns((o.start_ns, o.end_ns) for o in self.gpu_ops)
+        return columns.union(self.launched.start, self.launched.end).busy_ns
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
         """First and last instant of its drawn activity (ranges, marks, GPU work)."""
-        starts = [r.start_ns for r in self.all_ranges] + [m.time_ns for m in self.marks] + \
-                 [o.start_ns for o in self.gpu_ops]
-        ends = [r.end_ns for r in self.all_ranges] + [m.time_ns for m in self.marks] + \
-               [o.end_ns for o in self.gpu_ops]
+        starts = [r.start_ns for r in self.all_ranges] + [m.time_ns for m in self.marks]
+        ends = [r.end_ns for r in self.all_ranges] + [m.time_ns for m in self.marks]
+        if len(self.launched):
+            starts.append(int(self.launched.start.min()))
+            ends.append(int(self.launched.end.max()))
         return (min(starts), max(ends)) if starts else None
 
     @property
@@ -168,20 +207,25 @@ def nvtx_events(ex: Trace) -> tuple[list[tuple[int, Range]], list[tuple[int, Mar
     return ranges, marks
 
 
-def _count_launches(ranges: Sequence[Range], ops: Sequence[LaunchedOp]) -> list[Range]:
+def _count_launches(ranges: Sequence[Range], ops: columns.ProcessOps) -> list[Range]:
     """Each range with the number of GPU operations launched on its thread while it was open."""
-    by_tid: dict[int, list[int]] = {}
-    for o in ops:
-        if o.launch_tid is not None:
-            by_tid.setdefault(o.launch_tid, []).append(o.launch_start_ns)
-    for starts in by_tid.values():
-        starts.sort()
-    out = []
-    for r in ranges:
-        starts = by_tid.get(r.tid, [])
-        n = bisect.bisect_right(starts, r.end_ns) - bisect.bisect_left(starts, r.start_ns)
-        out.append(dataclasses.replace(r, gpu_ops_launched=n))
-    return out
+    if not ranges:
+        return []
+    order = np.lexsort((ops.launch_start, ops.launch_tid))
+    tids, starts = ops.launch_tid[order], ops.launch_start[order]
+    r_tid = np.fromiter((r.tid for r in ranges), np.int64, len(ranges))
+    r_start = np.fromiter((r.start_ns for r in ranges), np.int64, len(ranges))
+    r_end = np.fromiter((r.end_ns for r in ranges), np.int64, len(ranges))
+    # (tid, time) pairs ordered lexicographically: searched as one sorted sequence per tid
+    lo_tid = np.searchsorted(tids, r_tid, side="left")
+    hi_tid = np.searchsorted(tids, r_tid, side="right")
+    counts = np.zeros(len(ranges), np.int64)
+    for tid in np.unique(r_tid):
+        sel = np.flatnonzero(r_tid == tid)
+        a, b = int(lo_tid[sel[0]]), int(hi_tid[sel[0]])
+        block = starts[a:b]
+        counts[sel] = np.searchsorted(block, r_end[sel], side="right") - np.searchsorted(block, r_start[sel], "left")
+    return [dataclasses.replace(r, gpu_ops_launched=int(n)) for r, n in zip(ranges, counts.tolist())]
 
 
 def processes(ex: Trace) -> list[ProcessActivity]:
@@ -189,34 +233,34 @@ def processes(ex: Trace) -> list[ProcessActivity]:
     its first drawn activity (then pid). The capture's other processes (nsys itself, the shell,
     the kernel's threads, which ThreadNames also lists) are left out."""
     ranges, marks = nvtx_events(ex)
-    # (pid, correlationId) -> the CUDA runtime/driver call: correlation ids are unique per process
-    runtime = {(pid_of(c.global_tid), c.correlation_id): c for c in ex.api_calls()}
+    ops, calls_per_gpid = columns.read_process_ops(ex)
     executables = ex.process_names()
     names = thread_names(ex)
 
-    ops: dict[int, list[LaunchedOp]] = {}
-    orphans: dict[int, list[LaunchedOp]] = {}
-    for o in sorted(ex.gpu_ops(), key=lambda o: (o.start_ns, o.end_ns, o.correlation_id)):
-        if not isinstance(o.global_pid, int):
-            raise AnalysisInputError(ex.path, f"damaged export: a {o.kind} has globalPid {o.global_pid!r}")
-        pid = pid_of(o.global_pid)
-        call = runtime.get((pid, o.correlation_id))
-        op = LaunchedOp(o.kind, o.name, o.start_ns, o.end_ns, o.correlation_id, o.stream_id, o.bytes,
-                        tid_of(call.global_tid) if call else None, call.start_ns if call else None,
-                        call.name if call else None)
-        (ops if call else orphans).setdefault(pid, []).append(op)
-
     calls_per_pid: dict[int, int] = {}
-    for pid, _ in runtime:
-        calls_per_pid[pid] = calls_per_pid.get(pid, 0) + 1
+    for gpid, n in calls_per_gpid.items():
+        calls_per_pid[pid_of(gpid)] = calls_per_pid.get(pid_of(gpid), 0) + n
+    op_pid = (ops.pid >> _ID_BITS) & _ID_MASK
+    by_pid = np.argsort(op_pid, kind="stable")  # stable: each process's operations stay in time order
+    cut = np.flatnonzero(np.append(True, op_pid[by_pid][1:] != op_pid[by_pid][:-1])) if len(by_pid) else by_pid
+    op_slices = {int(op_pid[by_pid[a]]): by_pid[a:b] for a, b in zip(cut.tolist(), np.append(cut[1:], len(by_pid)))}
+    ranges_of: dict[int, list[Range]] = {}
+    for p, r in ranges:
+        ranges_of.setdefault(p, []).append(r)
+    marks_of: dict[int, list[Mark]] = {}
+    for p, m in marks:
+        marks_of.setdefault(p, []).append(m)
 
-    pids = set(calls_per_pid) | set(ops) | set(orphans) | {p for p, _ in ranges} | {p for p, _ in marks}
+    pids = set(calls_per_pid) | set(op_slices) | set(ranges_of) | set(marks_of)
+    empty = np.zeros(0, np.int64)
     out = []
     for pid in pids:
-        p_ops = ops.get(pid, [])
-        p_ranges = _count_launches([r for p, r in ranges if p == pid], p_ops)
-        seen_tids = {r.tid for r in p_ranges} | {m.tid for p, m in marks if p == pid} | \
-                    {o.launch_tid for o in p_ops if o.launch_tid is not None}
+        idx = op_slices.get(pid, empty)
+        attributed = ops.launch_tid[idx] >= 0
+        p_ops, p_orphans = ops.take(idx[attributed]), ops.take(idx[~attributed])
+        p_ranges = _count_launches(ranges_of.get(pid, []), p_ops)
+        p_marks = marks_of.get(pid, [])
+        seen_tids = {r.tid for r in p_ranges} | {m.tid for m in p_marks} | set(np.unique(p_ops.launch_tid).tolist())
         thread_map = dict(names.get(pid, {}))
         for tid in seen_tids - set(thread_map):
             thread_map[tid] = ()
@@ -228,9 +272,9 @@ def processes(ex: Trace) -> list[ProcessActivity]:
             suite_ranges=tuple(r for r in p_ranges if r.domain == DOMAIN),
             thirdparty_ranges=tuple(r for r in p_ranges if r.domain == THIRDPARTY_DOMAIN),
             other_ranges=tuple(r for r in p_ranges if r.domain not in (DOMAIN, THIRDPARTY_DOMAIN)),
-            marks=tuple(m for p, m in marks if p == pid),
-            gpu_ops=tuple(p_ops),
-            unattributed_gpu_ops=tuple(orphans.get(pid, [])),
+            marks=tuple(p_marks),
+            launched=p_ops,
+            unattributed=p_orphans,
             cuda_api_calls=calls_per_pid.get(pid, 0),
         ))
     out.sort(key=lambda p: ((p.span_ns or (float("inf"),))[0], p.pid))
@@ -266,15 +310,31 @@ def _range_table(ranges: Sequence[Range], t0: int) -> list[dict]:
     return rows
 
 
-def _ops_table(ops: Sequence[LaunchedOp]) -> list[dict]:
+def _ops_table(ops: columns.ProcessOps) -> list[dict]:
     """GPU operations grouped by (kind, name), longest total first."""
-    groups: dict[tuple[str, str], list[LaunchedOp]] = {}
-    for o in ops:
-        groups.setdefault((o.kind, o.name), []).append(o)
-    rows = [{"kind": k, "name": n, "count": len(os_), "total_ms": sum(o.duration_ns for o in os_) / 1e6,
-             "bytes": sum(o.bytes or 0 for o in os_) if k != "kernel" else None,
-             "launch_tids": sorted({o.launch_tid for o in os_ if o.launch_tid is not None})}
-            for (k, n), os_ in groups.items()]
+    if not len(ops):
+        return []
+    key = ops.kind.astype(np.int64) * len(ops.names) + ops.name
+    order = np.argsort(key, kind="stable")
+    k = key[order]
+    del key
+    cut = np.flatnonzero(np.append(True, k[1:] != k[:-1]))
+    counts = np.diff(np.append(cut, len(k)))
+    totals = np.add.reduceat((ops.end - ops.start)[order], cut)
+    nbytes = np.add.reduceat(np.maximum(ops.bytes[order], 0), cut)
+    # (group, launching tid) pairs as one int64 each: the tids every group was launched from
+    group = np.repeat(np.arange(len(cut), dtype=np.int64), counts)
+    pairs = np.unique((group << np.int64(32)) | (ops.launch_tid[order].astype(np.int64) & 0xFFFFFFFF))
+    del group, order
+    pair_group, pair_tid = pairs >> np.int64(32), (pairs & 0xFFFFFFFF).astype(np.int32)
+    rows = []
+    for g, (n, total, size) in enumerate(zip(counts.tolist(), totals.tolist(), nbytes.tolist())):
+        kind_index, name_index = divmod(int(k[cut[g]]), len(ops.names))
+        kind = columns.KINDS[kind_index]
+        tids = pair_tid[pair_group == g]
+        rows.append({"kind": kind, "name": ops.names[name_index], "count": n, "total_ms": total / 1e6,
+                     "bytes": size if kind != "kernel" else None,
+                     "launch_tids": sorted(t for t in tids.tolist() if t >= 0)})
     rows.sort(key=lambda r: (-r["total_ms"], r["kind"], r["name"]))
     return rows
 
@@ -295,11 +355,11 @@ def summary(procs: Sequence[ProcessActivity]) -> dict:
             "other_ranges": _range_table(p.other_ranges, t0),
             "marks": [{"name": m.name, "time_ms": (m.time_ns - t0) / 1e6, "payload": m.payload, "tid": m.tid}
                       for m in p.marks],
-            "gpu_ops": _ops_table(p.gpu_ops),
-            "kernels": len(p.ops_of_kind("kernel")),
-            "memcpys": len(p.ops_of_kind("memcpy")),
-            "memsets": len(p.ops_of_kind("memset")),
-            "unattributed_gpu_ops": len(p.unattributed_gpu_ops),
+            "gpu_ops": p.ops_table,
+            "kernels": p.count_of_kind("kernel"),
+            "memcpys": p.count_of_kind("memcpy"),
+            "memsets": p.count_of_kind("memset"),
+            "unattributed_gpu_ops": len(p.unattributed),
             "cuda_api_calls": p.cuda_api_calls,
             "gpu_busy_ms": p.gpu_busy_ns / 1e6,
             "first_ms": (span[0] - t0) / 1e6 if span else None,
@@ -316,7 +376,7 @@ MAX_CELL_CHARS = 160
 
 
 def _cell(x: object) -> str:
-    text = str(x).replace("|", "\\|").replace("\n", " ")
+    text = re.sub(r"[\x00-\x1f\x7f]", " ", str(x).replace("|", "\\|"))  # a line break would end the row
     return text if len(text) <= MAX_CELL_CHARS else text[:MAX_CELL_CHARS - 1].rstrip("\\") + "…"
 
 
@@ -442,20 +502,45 @@ def _argb_hex(argb: int) -> str:
 
 def _lanes(intervals: Sequence[tuple[int, int]]) -> list[int]:
     """A lane per interval so that overlapping ones (nested ranges, concurrent kernels) sit on
-    separate lines: each goes to the first lane free at its start."""
+    separate lines: each goes to the lowest-numbered lane free at its start (heaps of the free
+    lanes and of the busy ones by end: n log n for any depth of nesting)."""
     order = sorted(range(len(intervals)), key=lambda i: (intervals[i][0], -intervals[i][1]))
-    lane_end: list[int] = []
+    busy: list[tuple[int, int]] = []  # (end, lane)
+    free: list[int] = []
+    n_lanes = 0
     lanes = [0] * len(intervals)
     for i in order:
         s, e = intervals[i]
-        for lane, end in enumerate(lane_end):
-            if end <= s:
-                lanes[i], lane_end[lane] = lane, e
-                break
+        while busy and busy[0][0] <= s:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            lane = heapq.heappop(free)
         else:
-            lanes[i] = len(lane_end)
-            lane_end.append(e)
+            lane, n_lanes = n_lanes, n_lanes + 1
+        lanes[i] = lane
+        heapq.heappush(busy, (e, lane))
     return lanes
+
+
+#: lanes of ranges drawn per row group (deeper nesting is left out, and the row label says so)
+MAX_RANGE_LANES = 12
+#: a process with more GPU operations than this is drawn as the busy time of each kind, merged
+#: at the figure's resolution, instead of one bar per operation
+MAX_DRAWN_OPS = 20_000
+#: longest range label drawn inside a bar
+MAX_LABEL_CHARS = 40
+
+
+def _merged_busy(start: np.ndarray, end: np.ndarray, tol: int) -> list[tuple[int, int]]:
+    """The union of [start, end) intervals, with gaps of at most ``tol`` closed."""
+    if not len(start):
+        return []
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], np.maximum.accumulate(end[order])
+    new = np.append(True, s[1:] > e[:-1] + tol)
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return list(zip(s[first].tolist(), e[last].tolist()))
 
 
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -475,7 +560,8 @@ def _range_color(r: Range) -> str:
 def _range_label(r: Range) -> str:
     """The phase for the suite's ranges (the row already names the process), else the whole name."""
     parsed = parse_range_name(r.name) if r.domain == DOMAIN else None
-    return parsed[2] if parsed else r.name
+    label = parsed[2] if parsed else r.name
+    return label if len(label) <= MAX_LABEL_CHARS else label[:MAX_LABEL_CHARS - 1] + "…"
 
 
 def timeline_figure(procs: Sequence[ProcessActivity], path: str, title: str) -> None:
@@ -499,17 +585,33 @@ def timeline_figure(procs: Sequence[ProcessActivity], path: str, title: str) -> 
                 continue
             lanes = _lanes([(r.start_ns, r.end_ns) for r in ranges])
             n_lanes = max(lanes, default=0) + 1
-            for lane in range(n_lanes):
+            for lane in range(min(n_lanes, MAX_RANGE_LANES)):
                 bars = [((r.start_ns - t0) / 1e6, r.duration_ns / 1e6, _range_color(r), _range_label(r))
                         for r, ln in zip(ranges, lanes) if ln == lane]
                 marks = [(m.time_ns - t0) / 1e6 for m in p.marks] if (label == "NVTX" and lane == 0) else []
-                rows.append((f"{p.label}\n{label}" if lane == 0 else "", bars, marks))
-        ops = list(p.gpu_ops) + list(p.unattributed_gpu_ops)
-        lanes = _lanes([(o.start_ns, o.end_ns) for o in ops])
-        for lane in range(max(lanes, default=0) + 1):
-            bars = [((o.start_ns - t0) / 1e6, o.duration_ns / 1e6, GPU_KIND_COLORS[o.kind], "")
-                    for o, ln in zip(ops, lanes) if ln == lane]
-            rows.append((f"{p.label}\nGPU" if lane == 0 else "", bars, []))
+                row_label = f"{p.label}\n{label}" if lane == 0 else ""
+                if lane == MAX_RANGE_LANES - 1 and n_lanes > MAX_RANGE_LANES:
+                    row_label = f"{n_lanes - MAX_RANGE_LANES} deeper\nlevels not drawn"
+                rows.append((row_label, bars, marks))
+        n_ops = len(p.launched) + len(p.unattributed)
+        if n_ops > MAX_DRAWN_OPS:
+            kind = np.concatenate([p.launched.kind, p.unattributed.kind])
+            start = np.concatenate([p.launched.start, p.unattributed.start])
+            end = np.concatenate([p.launched.end, p.unattributed.end])
+            tol = max(int((end.max() - start.min()) // TIMELINE_BINS), 0)
+            for k, name in enumerate(columns.KINDS):
+                sel = np.flatnonzero(kind == k)
+                if len(sel):
+                    bars = [((s_ - t0) / 1e6, (e_ - s_) / 1e6, GPU_KIND_COLORS[name], "")
+                            for s_, e_ in _merged_busy(start[sel], end[sel], tol)]
+                    rows.append((f"{p.label}\nGPU {name}s (busy)", bars, []))
+        else:
+            ops = list(p.gpu_ops) + list(p.unattributed_gpu_ops)
+            lanes = _lanes([(o.start_ns, o.end_ns) for o in ops])
+            for lane in range(max(lanes, default=0) + 1):
+                bars = [((o.start_ns - t0) / 1e6, o.duration_ns / 1e6, GPU_KIND_COLORS[o.kind], "")
+                        for o, ln in zip(ops, lanes) if ln == lane]
+                rows.append((f"{p.label}\nGPU" if lane == 0 else "", bars, []))
         group_bounds.append(first)
 
     span_ms = max((s + w for _, bars, _ in rows for s, w, _, _ in bars), default=1.0)
@@ -541,7 +643,8 @@ def timeline_figure(procs: Sequence[ProcessActivity], path: str, title: str) -> 
     handles = [Patch(color=_argb_hex(PHASE_COLORS[ph]), label=ph) for ph in phases_seen]
     if any(p.thirdparty_ranges for p in procs):
         handles.append(Patch(color=_argb_hex(THIRDPARTY_COLOR), label="third-party function"))
-    kinds_seen = {o.kind for p in procs for o in (*p.gpu_ops, *p.unattributed_gpu_ops)}
+    kinds_seen = {columns.KINDS[k] for p in procs for k in np.unique(np.concatenate([p.launched.kind,
+                                                                                  p.unattributed.kind])).tolist()}
     handles += [Patch(color=c, label=k) for k, c in GPU_KIND_COLORS.items() if k in kinds_seen]
     legend_in = 0.0
     if handles:

@@ -377,6 +377,12 @@ def printed_kernel_names(path: str, raw_page: str | None = None) -> tuple[list[t
     return parse_raw_page_names(done.stdout, f"{path} (ncu --import)"), "ncu"
 
 
+#: a report that loads with no launch: ncu writes no report file when its -k/-c filters match no
+#: kernel, so an empty one was cut short or damaged
+NO_LAUNCHES = ("damaged report: it holds no profiled kernel launch (truncated or damaged; ncu writes no "
+               "report when its -k/-c filters match no kernel)")
+
+
 def load_actions(path: str, plain: str) -> tuple[Any, list]:
     """(report context, its profiled launches in ncu's ID order) of the plain file ``plain`` that
     ``path`` names; the context must outlive the actions. Typed errors name ``path``. Runs in the
@@ -415,7 +421,7 @@ def _read_plain(path: str, plain: str) -> list[Launch]:
             sections=tuple(section.identifier() for section in action.sections()),
         ))
     if not launches:
-        raise AnalysisInputError(path, "report holds no profiled kernel launches (check ncu's -k/-c filters)")
+        raise AnalysisInputError(path, NO_LAUNCHES)
     for launch in launches:
         # a truncated file still loads: its last launch comes back without a name or metrics
         if not launch.kernel_name or all(launch.metrics[m] is None for m in SUMMARY_METRICS):

@@ -44,7 +44,7 @@ from collections import defaultdict
 from typing import Any
 
 from analysis.errors import AnalysisInputError
-from analysis.ncu import _metric_value, cli_kernel_name, load_actions
+from analysis.ncu import NO_LAUNCHES, _metric_value, cli_kernel_name, load_actions
 from analysis.ncu_child import read_report
 
 #: kernel-level metrics the page shows, named as ncu names them
@@ -258,6 +258,11 @@ def _source_view(action, total_samples_metric: int | None) -> SourceView:
     un_samples = int(sum(samples.get(pc, 0) for pc in unattributed))
     un_instructions = int(sum(instructions.get(pc, 0) for pc in unattributed))
 
+    if not by_line and addresses and _file_texts(action):
+        # ncu imports source files only through the line information: files without it mean the
+        # line table was lost, not that the kernel was compiled without it
+        raise ValueError("the report imported source files, yet no instruction maps to a source line: "
+                         "its line information is damaged")
     if not by_line:
         reason = ("no instruction of this kernel maps to a source line: it was compiled without line "
                   "information (Warp: warp.config.lineinfo = True; Numba: @cuda.jit(lineinfo=True); "
@@ -316,7 +321,7 @@ def _read_kernel_profile(path: str, plain: str, launch_arg: str) -> KernelProfil
     launch = int(launch_arg)
     _ctx, actions = load_actions(path, plain)
     if not actions:
-        raise AnalysisInputError(path, "report holds no profiled kernel (no kernel matched ncu's -k/-c filters)")
+        raise AnalysisInputError(path, NO_LAUNCHES)
     if not 0 <= launch < len(actions):
         raise AnalysisInputError(path, f"no launch {launch}: the report holds {len(actions)}")
     action = actions[launch]
@@ -328,7 +333,8 @@ def _read_kernel_profile(path: str, plain: str, launch_arg: str) -> KernelProfil
     try:
         source = _source_view(action, metrics[SAMPLES])
     except ValueError as e:
-        raise AnalysisInputError(path, f"launch {launch}: inconsistent source counters ({e})") from None
+        raise AnalysisInputError(path, f"damaged report: launch {launch}'s source counters are inconsistent "
+                                       f"({e})") from None
     demangled = str(action.name(action.NameBase_DEMANGLED))
     return KernelProfile(
         report=path,

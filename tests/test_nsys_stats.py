@@ -214,8 +214,8 @@ def test_export_with_an_empty_string_table_is_refused_not_skipped(tmp_path, caps
     assert "nonames.sqlite" in err and "SKIPPED" not in err
 
 
-@pytest.mark.parametrize("table", Trace.TIMED_GPU_TABLES)
-def test_gpu_work_that_ends_before_it_starts_is_refused(tmp_path, table):
+@pytest.mark.parametrize("table", Trace.TIMED_TABLES)
+def test_timed_rows_that_end_before_they_start_are_refused(tmp_path, table):
     db = _plain_copy(tmp_path)
     with sqlite3.connect(db) as con:
         assert con.execute(f"UPDATE {table} SET end = start - 1 WHERE rowid = (SELECT MAX(rowid) FROM {table})"

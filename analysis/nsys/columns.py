@@ -9,7 +9,9 @@ of the export; a value that is not what the schema says raises :class:`AnalysisI
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import os
 import sqlite3
 import warnings
 from typing import Sequence
@@ -47,7 +49,10 @@ def is_pool_api(name: str) -> bool:
 
 
 #: rows read per query: each column comes back as one text of at most ~20 bytes per row
-CHUNK_ROWS = 4_000_000
+CHUNK_ROWS = 2_000_000
+#: chunks read at once, each on its own connection (two: the cores of a small machine, and the
+#: memory of two chunks' texts at a time)
+READER_THREADS = min(2, os.cpu_count() or 1)
 
 
 def int_columns(ex: Trace, table: str, exprs: Sequence[str], names: Sequence[str], where: str = "",
@@ -62,15 +67,35 @@ def int_columns(ex: Trace, table: str, exprs: Sequence[str], names: Sequence[str
     numpy stops at either (see :func:`_parse_ints`)."""
     cond = f"{where} {'AND' if where else 'WHERE'} rowid BETWEEN ? AND ?"
     sql = f"SELECT COUNT(*), {', '.join(f'group_concat({e})' for e in exprs)} FROM {table} {cond}"
+
+    def chunk(bounds: tuple[int, int], db: sqlite3.Connection | None = None) -> tuple:
+        own = db is None
+        db = ex.another_connection() if own else db
+        try:
+            return db.execute(sql, (*params, *bounds)).fetchone()
+        finally:
+            if own:
+                db.close()
+
     try:
         lo, hi = ex._db.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table} {where}", tuple(params)).fetchone()
         parts: list[list[np.ndarray]] = [[] for _ in exprs]
         if lo is not None:
-            for first in range(lo, hi + 1, CHUNK_ROWS):
-                row = ex._db.execute(sql, (*params, first, min(first + CHUNK_ROWS - 1, hi))).fetchone()
-                n, texts = row[0], row[1:]
-                for col, text, expr in zip(parts, texts, exprs):
-                    col.append(_parse_ints(ex.path, table, expr, text, n))
+            bounds = [(first, min(first + CHUNK_ROWS - 1, hi)) for first in range(lo, hi + 1, CHUNK_ROWS)]
+            if len(bounds) > 1 and READER_THREADS > 1:
+                # SQLite runs each chunk's scan without the GIL: on two cores two chunks at once
+                with concurrent.futures.ThreadPoolExecutor(READER_THREADS) as pool:
+                    for first in range(0, len(bounds), READER_THREADS):  # at most READER_THREADS texts held
+                        for row in list(pool.map(chunk, bounds[first:first + READER_THREADS])):
+                            n, texts = row[0], row[1:]
+                            for col, text, expr in zip(parts, texts, exprs):
+                                col.append(_parse_ints(ex.path, table, expr, text, n))
+            else:
+                for b in bounds:
+                    row = chunk(b, ex._db)
+                    n, texts = row[0], row[1:]
+                    for col, text, expr in zip(parts, texts, exprs):
+                        col.append(_parse_ints(ex.path, table, expr, text, n))
     except (sqlite3.Error, UnicodeDecodeError) as e:
         raise AnalysisInputError(ex.path, f"query on {table} failed, the export is damaged or its schema differs "
                                           f"({e})") from None
@@ -364,3 +389,114 @@ def grouped(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarra
     first = order[cut]
     appearance = np.argsort(first, kind="stable")
     return k[cut][appearance], counts[appearance], sums[appearance], first[appearance]
+
+
+@dataclasses.dataclass
+class ProcessOps:
+    """Every kernel, memcpy and memset with the API call that launched it, for per-process views;
+    parallel arrays in no particular order (:func:`analysis.multiprocess` sorts what it shows).
+
+    ``name``: an index into ``names`` (the kernel's demangled name, ``[CUDA memcpy <kind>]``,
+    ``[CUDA memset]``); ``bytes``: -1 for kernels; ``launch_*`` and ``api``: the launching call's
+    tid (OS thread id), start and name index, or -1 where no call has the operation's
+    (process, correlationId)."""
+
+    kind: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    corr: np.ndarray
+    pid: np.ndarray  # globalPid
+    stream: np.ndarray
+    name: np.ndarray
+    bytes: np.ndarray
+    launch_tid: np.ndarray
+    launch_start: np.ndarray
+    api: np.ndarray
+    names: list[str]
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def take(self, idx: np.ndarray) -> "ProcessOps":
+        if len(idx) == len(self) and (not len(idx) or (idx[0] == 0 and bool(np.all(np.diff(idx) == 1)))):
+            return self  # every operation in order (a capture of one process): no copy of millions
+        return ProcessOps(**{f.name: getattr(self, f.name)[idx] for f in dataclasses.fields(self)
+                             if f.name != "names"}, names=self.names)
+
+
+def read_process_ops(ex: Trace) -> tuple[ProcessOps, dict[int, int]]:
+    """:class:`ProcessOps` of the export, and per process (globalPid) the number of distinct
+    correlation ids of its CUDA API calls (runtime and driver), read as int64 columns: a capture
+    of ten million launches stays in arrays."""
+    names: list[str] = []
+    index: dict[str, int] = {}
+
+    def code(name: str) -> int:
+        if name not in index:
+            index[name] = len(names)
+            names.append(name)
+        return index[name]
+
+    parts = []
+    k = int_columns(ex, "CUPTI_ACTIVITY_KIND_KERNEL", ("start", "end", "COALESCE(correlationId, -1)", "globalPid",
+                                                       "COALESCE(streamId, -1)", "demangledName"),
+                    ("start", "end", "corr", "pid", "stream", "name"))
+    ids = np.unique(k["name"])
+    kernel_names = string_ids(ex, ids)
+    k["name"] = np.array([code(kernel_names[int(i)]) for i in ids], np.int64)[np.searchsorted(ids, k["name"])] \
+        if len(ids) else k["name"]
+    k["bytes"] = np.full(len(k["start"]), -1, np.int64)
+    parts.append((KERNEL, k))
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in ex.tables:
+        m = int_columns(ex, "CUPTI_ACTIVITY_KIND_MEMCPY", ("start", "end", "COALESCE(correlationId, -1)",
+                                                           "globalPid", "COALESCE(streamId, -1)", "COALESCE(bytes, -1)",
+                                                           "copyKind"),
+                        ("start", "end", "corr", "pid", "stream", "bytes", "copy_kind"))
+        labels = ex.enum_labels("ENUM_CUDA_MEMCPY_OPER")
+        kinds = np.unique(m["copy_kind"])
+        unknown = [int(c) for c in kinds if int(c) not in labels]
+        if unknown:
+            raise AnalysisInputError(ex.path, f"damaged export: CUPTI_ACTIVITY_KIND_MEMCPY holds copyKind {unknown[0]}, "
+                                              "which ENUM_CUDA_MEMCPY_OPER does not name")
+        m["name"] = np.array([code(f"[CUDA memcpy {labels[int(c)]}]") for c in kinds],
+                             np.int64)[np.searchsorted(kinds, m.pop("copy_kind"))] if len(kinds) else m.pop("copy_kind")
+        parts.append((MEMCPY, m))
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in ex.tables:
+        s = int_columns(ex, "CUPTI_ACTIVITY_KIND_MEMSET", ("start", "end", "COALESCE(correlationId, -1)", "globalPid",
+                                                           "COALESCE(streamId, -1)", "COALESCE(bytes, -1)"),
+                        ("start", "end", "corr", "pid", "stream", "bytes"))
+        s["name"] = np.full(len(s["start"]), code("[CUDA memset]"), np.int64)
+        parts.append((MEMSET, s))
+    fields = ("start", "end", "corr", "pid", "stream", "name", "bytes")
+    kinds_rows = [(kind, len(p["start"])) for kind, p in parts]
+    cols = {f: np.concatenate([p.pop(f) for _, p in parts]) for f in fields}
+    del parts, k
+    cols["kind"] = np.repeat(np.array([kind for kind, _ in kinds_rows], np.int8), [n for _, n in kinds_rows])
+    # small ids in 32 bits: ten million operations are ten million of each column
+    for f in ("name", "stream"):
+        cols[f] = cols[f].astype(np.int32)
+
+    c = int_columns(ex, "CUPTI_ACTIVITY_KIND_RUNTIME", ("start", "globalTid", "COALESCE(correlationId, -1)", "nameId"),
+                    ("start", "tid", "corr", "name"))
+    pids = np.unique(np.concatenate([np.unique(cols["pid"]), np.unique(c["tid"] & PROCESS_MASK)]))
+    sorted_keys = _join_key(c["tid"] & PROCESS_MASK, c.pop("corr"), pids, ex.path)
+    key_order = np.argsort(sorted_keys, kind="stable")
+    sorted_keys = sorted_keys[key_order]
+    distinct = sorted_keys[np.append(True, sorted_keys[1:] != sorted_keys[:-1])] if len(sorted_keys) else sorted_keys
+    calls_per_pid = {int(pids[rank]): int(n) for rank, n in zip(*np.unique(distinct >> np.int64(33),
+                                                                            return_counts=True))}
+    del distinct
+    op_key = _join_key(cols["pid"], cols["corr"], pids, ex.path)
+    pos = np.minimum(np.searchsorted(sorted_keys, op_key), max(len(sorted_keys) - 1, 0))
+    found = (sorted_keys[pos] == op_key) & (cols["corr"] >= 0) if len(sorted_keys) else np.zeros(len(op_key), bool)
+    del op_key, sorted_keys
+    call = key_order[pos] if len(key_order) else pos
+    del key_order, pos
+    api_ids = np.unique(c["name"])
+    api_names = string_ids(ex, api_ids)
+    api_code = np.array([code(api_base_name(api_names[int(i)])) for i in api_ids], np.int32)
+    cols["launch_tid"] = np.where(found, c.pop("tid")[call] & 0xFFFFFF, -1).astype(np.int32)
+    cols["launch_start"] = np.where(found, c.pop("start")[call], -1)
+    cols["api"] = np.where(found, api_code[np.searchsorted(api_ids, c.pop("name")[call])] if len(api_ids) else -1,
+                           -1).astype(np.int32)
+    return ProcessOps(**cols, names=names), calls_per_pid

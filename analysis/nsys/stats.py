@@ -32,13 +32,14 @@ import heapq
 import io
 import json
 import math
+import re
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from analysis.nsys import columns
-from analysis.errors import AnalysisInputError, NoDataInExport
+from analysis.errors import AnalysisInputError, DamagedExport, NoDataInExport
 from analysis.nsys.trace import NvtxEvent, Trace, api_base_name
 
 Header = list[str]
@@ -46,7 +47,7 @@ Rows = list[list[Any]]
 Report = tuple[Header, Rows]
 
 # globalTid = (hardware/VM id, pid, tid) packed; these keep the process part
-PROCESS_MASK = 0xFFFFFFFFFF000000
+PROCESS_MASK = np.int64(~0xFFFFFF)
 
 _TENTH = decimal.Decimal("0.1")
 
@@ -139,21 +140,40 @@ def _timed_rows(header: Header, groups: dict[Any, list[int]], label: Callable[[A
 
 # --- the reports ------------------------------------------------------------------------------
 
+def _groups_by_name(ex: Trace, ids: np.ndarray, values: np.ndarray,
+                    name_of: Callable[[str], str] = lambda name: name) -> dict[str, np.ndarray]:
+    """``values`` grouped by the name of their StringIds id (``name_of`` of it: ids whose names
+    map to one name form one group), without a Python object per value."""
+    names = columns.string_ids(ex, np.unique(ids))
+    order = np.argsort(ids, kind="stable")
+    ids, values = ids[order], values[order]
+    cut = np.flatnonzero(np.append(True, ids[1:] != ids[:-1])) if len(ids) else np.zeros(0, np.int64)
+    groups: dict[str, np.ndarray] = {}
+    for a, b in zip(cut, np.append(cut[1:], len(ids))):
+        name = name_of(names[int(ids[a])])
+        groups[name] = np.concatenate([groups[name], values[a:b]]) if name in groups else values[a:b]
+    return groups
+
+
+def _durations(ex: Trace, table: str, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """``end - start`` (ns), refused where negative or where int64 cannot hold it (a wrapped value
+    would pass as a plausible negative or huge duration)."""
+    duration = end - start
+    bad = np.flatnonzero((end < start) | ((start < 0) & (duration < 0)) | ((start >= 0) & (end < 0)))
+    if len(bad):
+        i = int(bad[0])
+        raise DamagedExport(ex.path, f"damaged export: a {table} row runs from {int(start[i])} to {int(end[i])} ns "
+                                     "(a duration that is negative or beyond int64)")
+    return duration
+
+
 def cuda_gpu_kern_sum(ex: Trace) -> Report:
     """CUDA GPU Kernel Summary: kernels by (demangled) name. Read as columns (a trace may hold
     millions of kernels): names are looked up once per distinct name."""
     k = columns.int_columns(ex, "CUPTI_ACTIVITY_KIND_KERNEL", ("demangledName", "start", "end"),
                             ("name", "start", "end"))
     _nonempty(ex, k["name"], "export holds no CUDA kernels: nothing ran on the GPU while nsys traced CUDA")
-    names = columns.string_ids(ex, np.unique(k["name"]))
-    dur = k["end"] - k["start"]
-    order = np.argsort(k["name"], kind="stable")
-    ids, dur = k["name"][order], dur[order]
-    cut = np.flatnonzero(np.append(True, ids[1:] != ids[:-1]))
-    groups: dict[str, np.ndarray] = {}
-    for a, b in zip(cut, np.append(cut[1:], len(ids))):
-        name = names[int(ids[a])]
-        groups[name] = np.concatenate([groups[name], dur[a:b]]) if name in groups else dur[a:b]
+    groups = _groups_by_name(ex, k.pop("name"), _durations(ex, "CUPTI_ACTIVITY_KIND_KERNEL", k.pop("start"), k.pop("end")))
     return _timed_rows(["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)",
                         "Max (ns)", "StdDev (ns)", "Name"], groups, lambda name: [name])
 
@@ -199,13 +219,12 @@ def cuda_gpu_mem_size_sum(ex: Trace) -> Report:
 
 
 def cuda_api_sum(ex: Trace) -> Report:
-    """CUDA API Summary: runtime and driver calls by name, without nsys' version suffix."""
-    rows = ex.checked_rows("SELECT s.value, r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-                           "JOIN StringIds s ON s.id = r.nameId", ("str", "int", "int"), "CUPTI_ACTIVITY_KIND_RUNTIME")
-    _nonempty(ex, rows, "export holds no CUDA API calls: CUDA tracing was off (nsys -t cuda)")
-    groups: dict[str, list[int]] = {}
-    for name, start, end in rows:
-        groups.setdefault(api_base_name(name), []).append(end - start)
+    """CUDA API Summary: runtime and driver calls by name, without nsys' version suffix. Read as
+    columns, as the kernels are: a trace of millions of launches holds millions of calls."""
+    c = columns.int_columns(ex, "CUPTI_ACTIVITY_KIND_RUNTIME", ("nameId", "start", "end"), ("name", "start", "end"))
+    _nonempty(ex, c["name"], "export holds no CUDA API calls: CUDA tracing was off (nsys -t cuda)")
+    groups = _groups_by_name(ex, c.pop("name"), _durations(ex, "CUPTI_ACTIVITY_KIND_RUNTIME", c.pop("start"),
+                                                           c.pop("end")), api_base_name)
     return _timed_rows(["Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
                         "StdDev (ns)", "Name"], groups, lambda name: [name])
 
@@ -236,49 +255,201 @@ def nvtx_sum(ex: Trace) -> Report:
                         "StdDev (ns)", "Style", "Range"], groups, lambda key: list(key))
 
 
-def _gpu_ops(ex: Trace) -> dict[tuple[int, int], list[tuple[int, int]]]:
-    """(correlationId, globalPid) -> [(start, end)] of every kernel, memcpy and memset."""
-    ops: dict[tuple[int, int], list[tuple[int, int]]] = {}
+def _launching_calls(ex: Trace, tids: np.ndarray) -> dict[int, tuple[np.ndarray, ...]]:
+    """Per thread of ``tids``: the CUDA API calls made on it that launched GPU work (kernels,
+    memcpys, memsets), as (call start, call end, first op start, last op end), by call start.
+
+    Read and joined as int64 columns (``(process, correlationId)`` keys, sorted and searched):
+    a trace of ten million launches never becomes ten million Python objects."""
+    cols, op_start, op_end = [], [], []
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
-        if table not in ex.tables:
-            continue
-        rows = ex.checked_rows(f"SELECT start, end, correlationId, globalPid FROM {table}", ("int",) * 4, table)
-        for start, end, corr, pid in rows:
-            ops.setdefault((corr, pid), []).append((start, end))
-    return ops
+        if table in ex.tables:
+            cols.append(columns.int_columns(ex, table, ("start", "end", "correlationId", "globalPid"),
+                                            ("start", "end", "corr", "pid")))
+    pids = np.unique(np.concatenate([o["pid"] for o in cols]))
+    key = np.concatenate([_process_key(ex, pids, o["pid"], o["corr"]) for o in cols])
+    op_start = np.concatenate([o["start"] for o in cols])
+    op_end = np.concatenate([o["end"] for o in cols])
+    del cols
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    cut = np.flatnonzero(np.append(True, key[1:] != key[:-1])) if len(key) else np.zeros(0, np.int64)
+    op_key = key[cut]
+    first_start = np.minimum.reduceat(op_start[order], cut) if len(cut) else key
+    last_end = np.maximum.reduceat(op_end[order], cut) if len(cut) else key
+    del key, order, op_start, op_end
+
+    c = columns.int_columns(ex, "CUPTI_ACTIVITY_KIND_RUNTIME", ("start", "end", "globalTid", "correlationId"),
+                            ("start", "end", "tid", "corr"))
+
+    def keep(mask: np.ndarray) -> None:
+        """Filter the call columns in place of the old ones (no copy where every call is kept)."""
+        if not mask.all():
+            for k in list(c):
+                c[k] = c[k][mask]
+
+    keep(np.isin(c["tid"], tids))
+    call_pid = c["tid"] & PROCESS_MASK
+    rank = np.minimum(np.searchsorted(pids, call_pid), max(len(pids) - 1, 0))
+    keep(pids[rank] == call_pid if len(pids) else np.zeros(len(call_pid), bool))
+    del call_pid, rank
+    call_key = _process_key(ex, pids, c["tid"] & PROCESS_MASK, c.pop("corr"))
+    pos = np.minimum(np.searchsorted(op_key, call_key), max(len(op_key) - 1, 0))
+    launched = op_key[pos] == call_key if len(op_key) else np.zeros(len(call_key), bool)
+    del call_key
+    keep(launched)
+    pos = pos[launched] if not launched.all() else pos
+    tid, start, end = c.pop("tid"), c.pop("start"), c.pop("end")
+    if not (bool(np.all(tid[1:] == tid[:-1])) and bool(np.all(start[1:] >= start[:-1]))):  # one thread in order
+        order = np.lexsort((start, tid))
+        tid, start, end, pos = tid[order], start[order], end[order], pos[order]
+        del order
+    first, last = first_start[pos], last_end[pos]
+    del pos, first_start, last_end
+    out = {}
+    cut = np.flatnonzero(np.append(True, tid[1:] != tid[:-1])) if len(tid) else np.zeros(0, np.int64)
+    for a, b in zip(cut, np.append(cut[1:], len(tid))):
+        out[int(tid[a])] = (start[a:b], end[a:b], first[a:b], last[a:b])
+    return out
+
+
+def _process_key(ex: Trace, pids: np.ndarray, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """(process, correlation id) as one int64: the process's rank in ``pids`` (every globalPid, sorted)
+    above 32 bits, the correlation id (below 2^32 in any export nsys writes) below them."""
+    if len(corr) and (corr.min() < 0 or corr.max() >= 1 << 32):
+        raise DamagedExport(ex.path, "damaged export: a correlationId outside 0..2^32")
+    return (np.searchsorted(pids, pid).astype(np.int64) << np.int64(32)) | corr
+
+
+class _RangeExtreme:
+    """Minimum (or maximum) of ``values[lo:hi]`` for many (lo, hi) at once, in time linear in the
+    values and the queries: a minimum per block of ``BLOCK`` values, a sparse table over the blocks,
+    and the partial blocks at each end reduced directly (each under ``BLOCK`` long)."""
+
+    BLOCK = 256
+
+    def __init__(self, values: np.ndarray, ufunc: np.ufunc) -> None:
+        self.values, self.ufunc = values, ufunc
+        n = len(values)
+        self.blocks = [ufunc.reduceat(values, np.arange(0, n, self.BLOCK))] if n else [values]
+        width = 1
+        while 2 * width <= len(self.blocks[0]):
+            prev = self.blocks[-1]
+            self.blocks.append(ufunc(prev[:-width], prev[width:]))
+            width *= 2
+
+    def _partial(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``ufunc`` over values[lo:hi] for spans under BLOCK long and not empty."""
+        out = self.values[lo].copy()
+        for step in range(1, self.BLOCK):
+            inside = lo + step < hi
+            if not inside.any():
+                break
+            idx = np.flatnonzero(inside)
+            out[idx] = self.ufunc(out[idx], self.values[lo[idx] + step])
+        return out
+
+    def query(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """One value per non-empty span [lo, hi)."""
+        b = self.BLOCK
+        first_full, last_full = (lo + b - 1) // b, hi // b  # blocks wholly inside: [first_full, last_full)
+        short = first_full >= last_full
+        out = np.empty(len(lo), self.values.dtype)
+        if short.any():
+            s = np.flatnonzero(short)
+            # a span inside one or two blocks: its head up to a block boundary, then its tail
+            mid = np.minimum(hi[s], np.maximum(first_full[s] * b, lo[s] + 1))
+            head = self._partial(lo[s], mid)
+            tail_lo = np.minimum(mid, hi[s] - 1)
+            tail = self._partial(tail_lo, hi[s])
+            out[s] = self.ufunc(head, tail)
+        long_ = np.flatnonzero(~short)
+        if len(long_):
+            fb, lb = first_full[long_], last_full[long_]
+            level = np.floor(np.log2(lb - fb)).astype(np.int64)
+            mid = np.empty(len(long_), self.values.dtype)
+            for k in np.unique(level):
+                sel = np.flatnonzero(level == k)
+                table = self.blocks[k]
+                mid[sel] = self.ufunc(table[fb[sel]], table[lb[sel] - (1 << k)])
+            val = mid
+            head = np.flatnonzero(lo[long_] < fb * b)
+            if len(head):
+                val[head] = self.ufunc(val[head], self._partial(lo[long_][head], fb[head] * b))
+            tail = np.flatnonzero(lb * b < hi[long_])
+            if len(tail):
+                val[tail] = self.ufunc(val[tail], self._partial(lb[tail] * b, hi[long_][tail]))
+            out[long_] = val
+        return out
 
 
 def _parents(ranges: list[NvtxEvent]) -> dict[int, int | None]:
     """Range id -> id of the tightest other range on the same thread that encloses it (None: a root).
 
     Tightness is the time the parent extends beyond the child on both sides; equally tight
-    parents are told apart by the lower id."""
+    parents are told apart by the lower id. Ranges that nest properly (push/pop ranges always
+    do) are resolved with a stack in one pass; a cluster of ranges that overlap without nesting,
+    or start at the same instant, is resolved by :func:`_parents_overlapping`."""
     parent: dict[int, int | None] = {}
     by_tid: dict[int, list[NvtxEvent]] = {}
     for r in ranges:
         by_tid.setdefault(r.tid, []).append(r)
     for rs in by_tid.values():
         rs.sort(key=lambda r: (r.start, r.id))
-        active: dict[int, NvtxEvent] = {}
-        ends: list[tuple[int, int]] = []
-        i = 0
-        while i < len(rs):
-            start = rs[i].start
-            j = i
-            while j < len(rs) and rs[j].start == start:  # ranges starting together may enclose each other
-                active[rs[j].id] = rs[j]
-                heapq.heappush(ends, (rs[j].end, rs[j].id))
-                j += 1
-            while ends and ends[0][0] < start:  # ended before this start: encloses nothing from here on
-                active.pop(heapq.heappop(ends)[1], None)
-            for child in rs[i:j]:
-                best: tuple[int, int] | None = None
-                for p in active.values():
-                    if p.id != child.id and p.end >= child.end:
-                        key = ((child.start - p.start) + (p.end - child.end), p.id)
-                        best = key if best is None or key < best else best
-                parent[child.id] = best[1] if best else None
-            i = j
+        # ranges apart in time (none open when the next starts) cannot enclose each other: each
+        # cluster of overlapping ones is resolved alone, so one cluster that does not nest costs
+        # the general search only for itself
+        cluster_end, first = None, 0
+        for i, r in enumerate(rs + [None]):
+            if r is None or (cluster_end is not None and r.start > cluster_end):
+                parent.update(_parents_nested(rs[first:i]))
+                first, cluster_end = i, None
+            if r is not None:
+                cluster_end = r.end if cluster_end is None else max(cluster_end, r.end)
+    return parent
+
+
+def _parents_nested(rs: list[NvtxEvent]) -> dict[int, int | None]:
+    """:func:`_parents` of ranges sorted by (start, id): with a stack where they nest properly
+    (distinct starts, each range inside the one open before it or after its end)."""
+    found: dict[int, int | None] = {}
+    stack: list[NvtxEvent] = []
+    for i, r in enumerate(rs):
+        if i and rs[i - 1].start == r.start:
+            return _parents_overlapping(rs)
+        while stack and stack[-1].end < r.start:
+            stack.pop()
+        if stack and stack[-1].end < r.end:  # overlaps its predecessor without enclosing it
+            return _parents_overlapping(rs)
+        found[r.id] = stack[-1].id if stack else None
+        stack.append(r)
+    return found
+
+
+def _parents_overlapping(rs: list[NvtxEvent]) -> dict[int, int | None]:
+    """:func:`_parents` of one thread's ranges sorted by (start, id), any overlaps allowed: each
+    child against every range open at its start (quadratic in the depth of overlap)."""
+    parent: dict[int, int | None] = {}
+    active: dict[int, NvtxEvent] = {}
+    ends: list[tuple[int, int]] = []
+    i = 0
+    while i < len(rs):
+        start = rs[i].start
+        j = i
+        while j < len(rs) and rs[j].start == start:  # ranges starting together may enclose each other
+            active[rs[j].id] = rs[j]
+            heapq.heappush(ends, (rs[j].end, rs[j].id))
+            j += 1
+        while ends and ends[0][0] < start:  # ended before this start: encloses nothing from here on
+            active.pop(heapq.heappop(ends)[1], None)
+        for child in rs[i:j]:
+            best: tuple[int, int] | None = None
+            for p in active.values():
+                if p.id != child.id and p.end >= child.end:
+                    key = ((child.start - p.start) + (p.end - child.end), p.id)
+                    best = key if best is None or key < best else best
+            parent[child.id] = best[1] if best else None
+        i = j
     return parent
 
 
@@ -305,6 +476,31 @@ def _levels(parent: dict[int, int | None]) -> dict[int, int | None]:
     return level
 
 
+def _project(ranges: list[NvtxEvent], calls: tuple[np.ndarray, ...]) -> dict[int, tuple[int, int, int]]:
+    """Range id -> (first op start, last op end, launching calls) of the ranges of one thread that
+    enclose at least one launching call (start and end inside the range)."""
+    start, end, first, last = calls
+    r_start = np.fromiter((r.start for r in ranges), np.int64, len(ranges))
+    r_end = np.fromiter((r.end for r in ranges), np.int64, len(ranges))
+    lo = np.searchsorted(start, r_start, side="left")
+    hi = np.searchsorted(start, r_end, side="right")
+    if len(end) < 2 or bool(np.all(end[1:] >= end[:-1])):
+        # calls that end in start order (none inside another): those ending inside a range are a prefix
+        hi = np.clip(np.searchsorted(end, r_end, side="right"), lo, hi)
+        n_calls = hi - lo
+        keep = np.flatnonzero(n_calls > 0)
+        first_start = _RangeExtreme(first, np.minimum).query(lo[keep], hi[keep])
+        last_end = _RangeExtreme(last, np.maximum).query(lo[keep], hi[keep])
+        return {ranges[i].id: (int(f), int(e), int(n_calls[i]))
+                for i, f, e in zip(keep.tolist(), first_start.tolist(), last_end.tolist())}
+    out = {}
+    for i, r in enumerate(ranges):  # calls nest (a driver call inside a runtime call): filter each range's
+        inside = np.flatnonzero(end[lo[i]:hi[i]] <= r_end[i]) + lo[i]
+        if len(inside):
+            out[r.id] = (int(first[inside].min()), int(last[inside].max()), len(inside))
+    return out
+
+
 def nvtx_gpu_proj_sum(ex: Trace) -> Report:
     """NVTX GPU Projection Summary: each range projected onto the GPU work it launched."""
     ranges, latest = _nvtx(ex)
@@ -312,45 +508,13 @@ def nvtx_gpu_proj_sum(ex: Trace) -> Report:
     for r in own_thread:  # nsys ends unclosed ranges at the last NVTX timestamp
         if r.end is None:
             r.end = latest
-    ops = _gpu_ops(ex)
-    calls = ex.checked_rows("SELECT start, end, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-                            ("int",) * 4, "CUPTI_ACTIVITY_KIND_RUNTIME")
-
     by_tid: dict[int, list[NvtxEvent]] = {}
     for r in own_thread:
         by_tid.setdefault(r.tid, []).append(r)
-    launches: dict[int, list[tuple[int, int, list[tuple[int, int]], int]]] = {}
-    for start, end, tid, corr in calls:
-        launched = ops.get((corr, tid & PROCESS_MASK))
-        if launched and tid in by_tid:
-            launches.setdefault(tid, []).append((start, end, launched, corr))
-
-    # range id -> [first op start, last op end, correlation ids]
-    proj: dict[int, list] = {}
-    for tid, tid_calls in launches.items():
-        rs = sorted(by_tid[tid], key=lambda r: r.start)
-        tid_calls.sort(key=lambda c: c[0])
-        active: dict[int, NvtxEvent] = {}
-        ends: list[tuple[int, int]] = []
-        i = 0
-        for start, end, launched, corr in tid_calls:
-            while i < len(rs) and rs[i].start <= start:
-                active[rs[i].id] = rs[i]
-                heapq.heappush(ends, (rs[i].end, rs[i].id))
-                i += 1
-            while ends and ends[0][0] < start:
-                active.pop(heapq.heappop(ends)[1], None)
-            op_start = min(s for s, _ in launched)
-            op_end = max(e for _, e in launched)
-            for r in active.values():
-                if r.end >= end:
-                    p = proj.get(r.id)
-                    if p is None:
-                        proj[r.id] = [op_start, op_end, {corr}]
-                    else:
-                        p[0] = min(p[0], op_start)
-                        p[1] = max(p[1], op_end)
-                        p[2].add(corr)
+    launching = _launching_calls(ex, np.array(sorted(by_tid), np.int64))
+    proj: dict[int, tuple[int, int, int]] = {}
+    for tid, calls in launching.items():
+        proj.update(_project(by_tid[tid], calls))
     _nonempty(ex, proj, "no NVTX range encloses a CUDA API call that launched GPU work (kernels, memcpys, "
                         "memsets), so there is nothing to project onto the GPU")
 
@@ -363,11 +527,11 @@ def nvtx_gpu_proj_sum(ex: Trace) -> Report:
 
     by_id = {r.id: r for r in own_thread}
     groups: dict[tuple[str, str], list[tuple[int, int, int, int | None, int]]] = {}
-    for rid, (p_start, p_end, corrs) in proj.items():
+    for rid, (p_start, p_end, n_calls) in proj.items():
         r = by_id[rid]
         name = f"{r.domain or ''}:{r.text}"
         groups.setdefault((name, r.style), []).append(
-            (p_end - p_start, r.end - r.start, len(corrs), level.get(rid), children.get(rid, 0)))
+            (p_end - p_start, r.end - r.start, n_calls, level.get(rid), children.get(rid, 0)))
 
     def avg(values: list) -> decimal.Decimal | None:
         known = [v for v in values if v is not None]
@@ -424,10 +588,20 @@ def format_csv(header: Header, rows: Rows) -> str:
     return out.getvalue()
 
 
+#: longest Markdown cell: a name of megabytes (a damaged or hostile export) is cut, the CSV keeps it whole
+MAX_MD_CELL_CHARS = 300
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def format_md(header: Header, rows: Rows) -> str:
     """A Markdown table; numeric columns right-aligned."""
     def cell(v: Any) -> str:
-        return _text(v).replace("\\", "\\\\").replace("|", "\\|")
+        text = _text(v)
+        if len(text) > MAX_MD_CELL_CHARS:
+            text = text[:MAX_MD_CELL_CHARS - 1] + "…"
+        text = text.replace("\\", "\\\\").replace("|", "\\|")
+        # a line break or control character in a name would end the row or start a heading
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
     numeric = [bool(rows) and all(isinstance(r[i], (int, decimal.Decimal)) or r[i] is None for r in rows)
                for i in range(len(header))]

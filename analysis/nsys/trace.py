@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import pathlib
 import re
 import sqlite3
 import weakref
@@ -155,6 +156,12 @@ _KINDS: dict[str, tuple[type, ...]] = {
 _EXACT_KINDS: dict[str, frozenset[type]] = {k: frozenset(v) for k, v in _KINDS.items()}
 
 
+def open_read_only(path: str | os.PathLike) -> sqlite3.Connection:
+    """A read-only connection to the SQLite file at ``path``; the path percent-encoded into the URI,
+    so that a ``#``, ``?`` or ``%`` in it names the file rather than ending the path."""
+    return sqlite3.connect(pathlib.Path(path).resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+
+
 def _remove_file(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
@@ -189,7 +196,8 @@ class Trace:
             self.close()
             raise AnalysisInputError(self.path, "not an SQLite file (make one with `nsys export --type sqlite`)")
         try:
-            self._db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+            self._db_path = db_path
+            self._db = open_read_only(db_path)
             self.tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except (sqlite3.Error, UnicodeDecodeError) as e:  # a damaged schema's message may not be UTF-8
             self.close()
@@ -208,25 +216,38 @@ class Trace:
             self.close()
             raise
 
-    #: GPU activity tables whose rows must not end before they start
-    TIMED_GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+    #: tables of timed rows (GPU work, API calls, NVTX ranges) whose rows must not end before they
+    #: start, nor lie outside 0..2^63 ns (a timestamp below 0 makes ``end - start`` wrap in int64)
+    TIMED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                    "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
 
     def _validate(self) -> None:
         """Refuse an export that nsys cannot have written: without names every kernel, API call and
-        range would be reported unnamed (or not at all), and a negative duration would be summed."""
+        range would be reported unnamed (or not at all), a negative or wrapped duration would be
+        summed, and a copy of a kind nsys does not name would be reported as no copy at all."""
         if not self._query("SELECT 1 FROM StringIds LIMIT 1"):
             raise DamagedExport(self.path, "damaged export: the StringIds table is empty, so no kernel, CUDA API "
                                            "call or NVTX range has a name")
-        for table in self.TIMED_GPU_TABLES:
-            if table not in self.tables:
+        for table in self.TIMED_TABLES:
+            if table not in self.tables or not {"start", "end"} <= self.columns_of(table):
                 continue
-            # a value of the wrong type is the readers' to report (SQLite orders any text after any number)
-            bad = self._query(f"SELECT rowid, start, end FROM {table} WHERE end < start AND typeof(start) = 'integer' "
-                              "AND typeof(end) = 'integer' LIMIT 1")
+            # a value of the wrong type is the readers' to report (SQLite orders any text after any number);
+            # a NULL end is an NVTX range never closed or a mark
+            # (the comparisons first: the type test runs only on the rare row they pick)
+            bad = self._query(f"SELECT rowid, start, end FROM {table} WHERE (start < 0 OR end < start OR end < 0) "
+                              "AND typeof(start) = 'integer' AND typeof(end) IN ('integer', 'null') LIMIT 1")
             if bad:
                 rowid, start, end = bad[0]
-                raise DamagedExport(self.path, f"damaged export: {table} row {rowid} ends before it starts "
+                what = "ends before it starts" if start >= 0 and end >= 0 else "has a negative timestamp"
+                raise DamagedExport(self.path, f"damaged export: {table} row {rowid} {what} "
                                                f"(start {start}, end {end})")
+        if {"CUPTI_ACTIVITY_KIND_MEMCPY", "ENUM_CUDA_MEMCPY_OPER"} <= self.tables:
+            unknown = self._query("SELECT rowid, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IS NULL OR copyKind NOT IN "
+                                  "(SELECT id FROM ENUM_CUDA_MEMCPY_OPER) LIMIT 1")
+            if unknown:
+                rowid, kind = unknown[0]
+                raise DamagedExport(self.path, f"damaged export: CUPTI_ACTIVITY_KIND_MEMCPY row {rowid} has copyKind "
+                                               f"{kind!r}, which ENUM_CUDA_MEMCPY_OPER does not name")
 
     def close(self) -> None:
         db = getattr(self, "_db", None)
@@ -241,6 +262,11 @@ class Trace:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def another_connection(self) -> sqlite3.Connection:
+        """A second read-only connection to the same file, for a reader thread (a connection runs one
+        statement at a time)."""
+        return open_read_only(self._db_path)
 
     def _query(self, sql: str, params: Iterable = ()) -> list[tuple]:
         try:
@@ -426,7 +452,7 @@ class Trace:
             ("int", "int", "int?", "int?", "int?", "int?", "int?", "int?", "int?"), "CUPTI_ACTIVITY_KIND_MEMCPY")
         out = []
         for st, en, corr, strm, nbytes, ck, sk, dk, gpid in rows:
-            label = kinds.get(ck, f"copyKind {ck}")
+            label = kinds[ck]  # Trace._validate refused a copyKind the enum lacks
             out.append(GpuOp("memcpy", st, en, f"[CUDA memcpy {label}]", corr, strm, bytes=nbytes,
                              copy_kind=label, src_kind=mem.get(sk), dst_kind=mem.get(dk), global_pid=gpid))
         return out
@@ -612,7 +638,7 @@ def missing_tables(path: str, required: Sequence[str]) -> list[str]:
     """The tables of ``required`` that the SQLite file at ``path`` lacks (all of them when it is
     not a readable database): a quick check of a fresh export, before it is read."""
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = open_read_only(path)
     except sqlite3.Error:
         return list(required)
     try:
