@@ -17,6 +17,7 @@ import os
 import re
 import sqlite3
 import weakref
+from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from analysis.errors import AnalysisInputError, DamagedExport
@@ -189,7 +190,7 @@ class Trace:
             self.close()
             raise AnalysisInputError(self.path, "not an SQLite file (make one with `nsys export --type sqlite`)")
         try:
-            self._db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+            self._db = sqlite3.connect(read_only_uri(db_path), uri=True)
             self.tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except (sqlite3.Error, UnicodeDecodeError) as e:  # a damaged schema's message may not be UTF-8
             self.close()
@@ -608,11 +609,17 @@ class Trace:
         return self._launches
 
 
+def read_only_uri(path: str | os.PathLike) -> str:
+    """SQLite's read-only URI of ``path``, percent-encoded: a ``#``, ``?`` or ``%`` in a file name
+    is part of the name, not the URI's fragment, query or an escape."""
+    return Path(os.path.abspath(path)).as_uri() + "?mode=ro"
+
+
 def missing_tables(path: str, required: Sequence[str]) -> list[str]:
     """The tables of ``required`` that the SQLite file at ``path`` lacks (all of them when it is
     not a readable database): a quick check of a fresh export, before it is read."""
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = sqlite3.connect(read_only_uri(path), uri=True)
     except sqlite3.Error:
         return list(required)
     try:
