@@ -77,3 +77,126 @@ def test_an_export_is_opened_read_only(tmp_path):
     with pytest.raises(sqlite3.OperationalError):
         sqlite3.connect(read_only_uri(tmp_path / "absent#.sqlite"), uri=True).execute("SELECT 1")
     assert not (tmp_path / "absent#.sqlite").exists() and not (tmp_path / "absent").exists()
+
+
+# --- copy-captures: nothing deleted or replaced outside the reference --------------------------------
+
+def _run_captures(tmp_path):
+    """A run's capture folder with one workload, its ceilings, a cold-start record and a kernel page."""
+    src = tmp_path / "captures"
+    (src / "numba_ufunc" / "float32" / "n1").mkdir(parents=True)
+    (src / "numba_ufunc" / "float32" / "n1" / "timing.json").write_text("{}")
+    (src / "ceilings.json").write_text('{"run": "new"}')
+    (src / "coldstart").mkdir()
+    (src / "coldstart" / "numba_ufunc_float32.json").write_text("{}")
+    (src / "kernels" / "numba_ufunc_float32_k").mkdir(parents=True)
+    (src / "kernels" / "numba_ufunc_float32_k" / "kernel-run.json").write_text("{}")
+    return src
+
+
+def _reference(tmp_path):
+    dst = tmp_path / "reports" / "reference" / "h200"
+    (dst / "numba_ufunc" / "stale" / "n1").mkdir(parents=True)
+    (dst / "numba_ufunc" / "stale" / "n1" / "timing.json").write_text("{}")
+    (dst / "coldstart").mkdir()
+    (dst / "coldstart" / "numba_ufunc_stale.json").write_text("{}")
+    (dst / "kernels" / "numba_ufunc_float32_k").mkdir(parents=True)
+    (dst / "kernels" / "numba_ufunc_float32_k" / "stale.json").write_text("{}")
+    return dst
+
+
+def _victim(tmp_path):
+    """A folder outside the reference holding what the merge would delete if it followed a link there."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    for name in ("numba_ufunc_float32.json", "numba_ufunc_stale.json", "stale.json", "keep.txt"):
+        (victim / name).write_text("mine")
+    (victim / "stale" / "n1").mkdir(parents=True)
+    (victim / "stale" / "n1" / "timing.json").write_text("mine")
+    return victim
+
+
+def _files(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+#: each place in a reference that a merge deletes from or replaces, made a symlink to a folder outside
+MERGE_LINKS = ["coldstart", "numba_ufunc", "numba_ufunc.new", "kernels", "kernels/numba_ufunc_float32_k"]
+
+
+@pytest.mark.parametrize("linked", MERGE_LINKS)
+def test_merge_refuses_a_symlinked_sub_folder_and_deletes_nothing_at_its_target(tmp_path, linked):
+    """A symlinked `coldstart/` had its cupy_sqdiff_*.json deleted at the link's target, exit 0."""
+    src, dst, victim = _run_captures(tmp_path), _reference(tmp_path), _victim(tmp_path)
+    before = _files(victim)
+    link = dst / linked
+    if link.exists():
+        shutil.rmtree(link)
+    link.symlink_to(victim, target_is_directory=True)
+    r = _analysis("copy-captures", "--from", src, "--to", dst, "--merge", "numba_ufunc")
+    _refused_in_one_line(r, "symlink", str(link))
+    assert _files(victim) == before
+    assert (dst / "numba_ufunc" / "stale").exists() or linked == "numba_ufunc"  # nothing of the merge done
+
+
+def test_merge_refuses_a_symlinked_cold_start_record(tmp_path):
+    src, dst, victim = _run_captures(tmp_path), _reference(tmp_path), _victim(tmp_path)
+    (dst / "coldstart" / "numba_ufunc_old.json").symlink_to(victim / "keep.txt")
+    r = _analysis("copy-captures", "--from", src, "--to", dst, "--merge", "numba_ufunc")
+    _refused_in_one_line(r, "symlink", "numba_ufunc_old.json")
+    assert (victim / "keep.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("merge", [False, True])
+def test_a_symlinked_reference_is_refused_before_anything_is_written(tmp_path, merge):
+    """`--to` a symlinked reference said "Cannot call rmtree on a symbolic link" and left a `.old`."""
+    src, victim = _run_captures(tmp_path), _victim(tmp_path)
+    before = _files(victim)
+    dst = tmp_path / "reports" / "reference" / "h200"
+    dst.parent.mkdir(parents=True)
+    dst.symlink_to(victim, target_is_directory=True)
+    r = _analysis("copy-captures", "--from", src, "--to", dst, *(["--merge", "numba_ufunc"] if merge else []))
+    _refused_in_one_line(r, "symlink", str(dst))
+    assert _files(victim) == before
+    assert sorted(p.name for p in dst.parent.iterdir()) == ["h200"]
+
+
+def test_a_symlink_left_as_the_new_reference_is_refused(tmp_path):
+    src, dst, victim = _run_captures(tmp_path), _reference(tmp_path), _victim(tmp_path)
+    before = _files(victim)
+    (dst.parent / "h200.new").symlink_to(victim, target_is_directory=True)
+    r = _analysis("copy-captures", "--from", src, "--to", dst)
+    _refused_in_one_line(r, "symlink", "h200.new")
+    assert _files(victim) == before
+
+
+def test_a_reference_is_replaced_in_one_step_and_leaves_nothing_beside_it(tmp_path):
+    src, dst = _run_captures(tmp_path), _reference(tmp_path)
+    (dst.parent / "h200.old").mkdir()  # left by an interrupted copy of an older version
+    r = _analysis("copy-captures", "--from", src, "--to", dst)
+    assert r.returncode == 0, r.stderr
+    assert "removing" in r.stderr and "h200.old" in r.stderr  # says what it cleaned up
+    assert sorted(p.name for p in dst.parent.iterdir()) == ["h200"]
+    assert not (dst / "numba_ufunc" / "stale").exists()
+    assert (dst / "numba_ufunc" / "float32" / "n1" / "timing.json.gz").exists()
+
+
+def test_a_failed_copy_keeps_the_old_reference_whole(tmp_path):
+    dst = _reference(tmp_path)
+    before = _files(dst)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = _analysis("copy-captures", "--from", empty, "--to", dst)
+    _refused_in_one_line(r, "holds no capture files")
+    assert _files(dst) == before
+    assert sorted(p.name for p in dst.parent.iterdir()) == ["h200"]
+
+
+def test_the_swap_is_atomic_where_the_system_has_renameat2(tmp_path):
+    from analysis.captures import _exchange
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    (a / "from_a").write_text("")
+    assert _exchange(str(a), str(b))
+    assert [p.name for p in b.iterdir()] == ["from_a"] and not any(a.iterdir())
