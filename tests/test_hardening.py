@@ -200,3 +200,60 @@ def test_the_swap_is_atomic_where_the_system_has_renameat2(tmp_path):
     (a / "from_a").write_text("")
     assert _exchange(str(a), str(b))
     assert [p.name for p in b.iterdir()] == ["from_a"] and not any(a.iterdir())
+
+
+# --- markdown: a name cannot break a table or start a heading ----------------------------------------
+
+HOSTILE_NAME = "k|ernel\n# Injected heading\r\n| a | row |\x1b[31m\x00\u2028end\\"
+
+
+def _renamed_export(tmp_path, name):
+    """A real export whose most frequent kernel's name is replaced by ``name`` (as a damaged or hostile
+    program could name it)."""
+    import sqlite3
+
+    path = _gunzip(EXPORT_A, tmp_path / "renamed.sqlite")
+    db = sqlite3.connect(path)
+    try:
+        [ids] = db.execute("SELECT shortName, demangledName, mangledName FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                           "GROUP BY shortName ORDER BY count(*) DESC LIMIT 1").fetchall()
+        for name_id in set(ids):
+            db.execute("UPDATE StringIds SET value = ? WHERE id = ?", (name, name_id))
+        db.commit()
+    finally:
+        db.close()
+    return path
+
+
+def _table_lines_intact(md: str, columns: int) -> None:
+    lines = md.rstrip("\n").split("\n")
+    for line in lines:
+        assert line.startswith("|") and line.endswith("|"), repr(line)
+        # cells: split on pipes that are not escaped
+        import re
+
+        assert len(re.split(r"(?<!\\)\|", line)) - 2 == columns, repr(line)
+    assert not any(line.startswith("#") for line in lines)
+
+
+def test_stats_md_keeps_a_hostile_kernel_name_in_its_cell(tmp_path):
+    path = _renamed_export(tmp_path, HOSTILE_NAME)
+    r = _analysis("stats", "--report", "cuda_gpu_kern_sum", "--format", "md", path)
+    assert r.returncode == 0, r.stderr
+    header = r.stdout.split("\n")[0]
+    _table_lines_intact(r.stdout, header.count(" | ") + 1)
+    row = next(line for line in r.stdout.split("\n") if "Injected" in line)
+    # the break is a space, the escape character and NUL are visible, the pipes and backslash escaped
+    assert "k\\|ernel # Injected heading  \\| a \\| row \\|␛[31m␀ end\\\\" in row
+
+
+@pytest.mark.parametrize("backslash", [True, False])
+def test_every_table_writer_cell_escapes_breaks_and_control_characters(backslash):
+    from analysis import markdown, mdtext
+
+    text = mdtext.cell(HOSTILE_NAME, backslash=backslash)
+    assert "\n" not in text and "\r" not in text and "\x1b" not in text and "\x00" not in text
+    assert "\u2028" not in text and text.count("\\|") == 4
+    md = markdown.table(["name", "n"], [[HOSTILE_NAME, 1], ["`x`" + "y" * 300, 2]], max_cell=40)
+    _table_lines_intact(md, 2)
+    assert md.split("\n")[3].count("`") % 2 == 0  # a cut cell closes its code span

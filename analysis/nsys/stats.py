@@ -40,6 +40,7 @@ import numpy as np
 from analysis.nsys import columns
 from analysis.errors import AnalysisInputError, NoDataInExport
 from analysis.nsys.trace import NvtxEvent, Trace, api_base_name
+from analysis import mdtext
 
 Header = list[str]
 Rows = list[list[Any]]
@@ -427,7 +428,7 @@ def format_csv(header: Header, rows: Rows) -> str:
 def format_md(header: Header, rows: Rows) -> str:
     """A Markdown table; numeric columns right-aligned."""
     def cell(v: Any) -> str:
-        return _text(v).replace("\\", "\\\\").replace("|", "\\|")
+        return mdtext.cell(_text(v))
 
     numeric = [bool(rows) and all(isinstance(r[i], (int, decimal.Decimal)) or r[i] is None for r in rows)
                for i in range(len(header))]
