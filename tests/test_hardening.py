@@ -257,3 +257,182 @@ def test_every_table_writer_cell_escapes_breaks_and_control_characters(backslash
     md = markdown.table(["name", "n"], [[HOSTILE_NAME, 1], ["`x`" + "y" * 300, 2]], max_cell=40)
     _table_lines_intact(md, 2)
     assert md.split("\n")[3].count("`") % 2 == 0  # a cut cell closes its code span
+
+
+# --- every CLI: a record it cannot trust ends in one line naming the file and the field, exit 2 --------
+
+import json  # noqa: E402
+
+KERNEL_DIR = REPO / "reports" / "reference" / "h100" / "kernels" / "warp_sph_graph_get_acceleration"
+MULTI = H200 / "nvtx_multiprocess"
+RUN_DIR = H200 / "numba_ufunc" / "float32" / "n268435456"
+
+
+def _damaged(tmp_path, original, field, value, name=None):
+    """A copy of a real record with ``field`` (a/b for nesting; "" the whole record) set to ``value``."""
+    text = gzip.open(original).read() if str(original).endswith(".gz") else original.read_bytes()
+    record = json.loads(text)
+    if field:
+        *parents, last = field.split("/")
+        node = record
+        for p in parents:
+            node = node[int(p)] if isinstance(node, list) else node[p]
+        node[int(last) if isinstance(node, list) else last] = value
+    else:
+        record = value
+    path = tmp_path / (name or original.name.removesuffix(".gz"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+    return path
+
+
+def _linked_run_dir(tmp_path, replaced: dict):
+    """The reference run folder of numba_ufunc float32 with the files in ``replaced`` (name -> path) swapped in."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for f in RUN_DIR.iterdir():
+        base = f.name.removesuffix(".gz")
+        if base in replaced or f.name in replaced:
+            continue
+        (run / f.name).symlink_to(f)
+    for name, path in replaced.items():
+        shutil.copy(path, run / name)
+    return run
+
+
+#: the campaign's crashing cases: (command, which record, field, the value it got) -> the field named
+TYPE_DAMAGE = [
+    ("kernel-page", "", 1, "(top level)"),
+    ("kernel-page", "command/0", 1, "command/0"),
+    ("kernel-page", "command/0", None, "command/0"),
+    ("kernel-page", "environment", [], "environment"),
+    ("kernel-page", "environment", "x", "environment"),
+    ("kernel-page", "environment/COOKBOOK_LINEINFO", 1, "environment/COOKBOOK_LINEINFO"),
+    ("kernel-page", "size", "big", "size"),
+    ("kernel-page", "provenance/gpus", "x", "provenance/gpus"),
+    ("kernel-page", "provenance/packages", "x", "provenance/packages"),
+    ("multiprocess-report", "", "x", "(top level)"),
+    ("multiprocess-report", "", 1, "(top level)"),
+    ("multiprocess-report", "provenance", "x", "provenance"),
+    ("multiprocess-report", "provenance/git_commit", 1, "provenance/git_commit"),
+    ("multiprocess-report", "provenance/gpus", "x", "provenance/gpus"),
+    ("multiprocess-report", "provenance/packages", "x", "provenance/packages"),
+    ("coldstart", "", 1, "(top level)"),
+    ("coldstart", "runs", [], "runs"),
+    ("coldstart", "runs/cold", "x", "runs/cold"),
+    ("coldstart", "runs/warm", [], "runs/warm"),
+    ("coldstart", "variant", 1, "variant"),
+    ("coldstart", "workload", None, "workload"),
+    ("summarize-run", "", 1, "(top level)"),
+    ("summarize-run", "timing", [], "timing"),
+    ("summarize-run", "timing/median_ms", None, "timing/median_ms"),
+    ("summarize-run", "work/bytes_read", "x", "work/bytes_read"),
+    ("summarize-run", "times_ms", "x", "times_ms"),
+    ("summarize-run", "host_call_ms/0", None, "host_call_ms/0"),
+    ("summarize-run", "telemetry", "x", "telemetry"),
+    ("index-ceilings", "ceilings", [], "ceilings"),
+    ("index-ceilings", "ceilings/h2d_pinned/gb_per_s", "fast", "ceilings/h2d_pinned"),
+    ("index-preflight", "tools/nsys", "x", "tools/nsys"),
+    ("index-preflight", "recipes_skipped", [], "recipes_skipped"),
+]
+
+
+def _damaged_command(tmp_path, command, field, value):
+    out = tmp_path / "out"
+    if command == "kernel-page":
+        run = _damaged(tmp_path, KERNEL_DIR / "kernel-run.json", field, value)
+        return run, ["kernel-page", "--report", KERNEL_DIR / "kernel.ncu-rep.gz", "--run", run,
+                     "--output", out / "k.md"]
+    if command == "multiprocess-report":
+        run = _damaged(tmp_path, MULTI / "run.json", field, value)
+        return run, ["multiprocess-report", MULTI / "nsys.sqlite.gz", "--run", run, "--output", out / "m.md",
+                     "--figure", out / "m.png"]
+    if command == "coldstart":
+        rec = _damaged(tmp_path, H200 / "coldstart" / "numba_ufunc_baseline.json", field, value, "c/numba_ufunc_baseline.json")
+        return rec, ["coldstart", "--captures", H200, "--output", out / "c.json", rec]
+    if command == "summarize-run":
+        timing = _damaged(tmp_path, RUN_DIR / "timing.json.gz", field, value, "t/timing.json")
+        run = _linked_run_dir(tmp_path, {"timing.json": timing})
+        return run / "timing.json", ["summarize-run", "--run-dir", run, "--output", out / "s.json"]
+    which = command.removeprefix("index-")
+    damaged = _damaged(tmp_path, H200 / f"{which}.json", field, value)
+    others = {"ceilings": H200 / "ceilings.json", "preflight": H200 / "preflight.json", which: damaged}
+    return damaged, ["index", "--ceilings", others["ceilings"], "--preflight", others["preflight"],
+                     "--output", out / "i.md", H200 / "missing-summaries-are-not-reached.json"]
+
+
+@pytest.mark.parametrize("command,field,value,named", TYPE_DAMAGE,
+                         ids=[f"{c}:{f or 'record'}={v!r}" for c, f, v, _ in TYPE_DAMAGE])
+def test_a_type_damaged_record_ends_in_one_line_naming_the_file_and_field(tmp_path, command, field, value, named):
+    damaged, argv = _damaged_command(tmp_path, command, field, value)
+    r = _analysis(*argv)
+    _refused_in_one_line(r, str(damaged), f"field {named}")
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_a_damaged_gpu_count_in_an_export_is_refused_in_one_line(tmp_path):
+    """TARGET_INFO_GPU.smCount = 'x' made summarize-run raise TypeError."""
+    import sqlite3
+
+    export = _gunzip(RUN_DIR / "nsys.sqlite.gz", tmp_path / "nsys.sqlite")
+    db = sqlite3.connect(export)
+    db.execute("UPDATE TARGET_INFO_GPU SET smCount = 'x'")
+    db.commit()
+    db.close()
+    run = _linked_run_dir(tmp_path, {"nsys.sqlite": export})
+    r = _analysis("summarize-run", "--run-dir", run, "--output", tmp_path / "s.json")
+    _refused_in_one_line(r, "nsys.sqlite", "TARGET_INFO_GPU", "'x'")
+
+
+@pytest.mark.parametrize("command", ["gpu-jobs", "multiprocess-report"])
+@pytest.mark.parametrize("figure", ["timeline", "timeline.md", "timeline.png.txt"])
+def test_a_figure_without_an_image_suffix_is_refused_before_anything_is_written(tmp_path, command, figure):
+    out = tmp_path / "out"
+    if command == "gpu-jobs":
+        argv = ["gpu-jobs", "--records", H200 / "gpu-jobs", "--output", out / "g.md", "--figure", out / figure]
+    else:
+        argv = ["multiprocess-report", MULTI / "nsys.sqlite.gz", "--run", MULTI / "run.json", "--output",
+                out / "m.md", "--figure", out / figure]
+    _refused_in_one_line(_analysis(*argv), str(out / figure), "figure")
+    assert not out.exists()
+
+
+def _commands_writing_under(folder):
+    """Every command that writes files (compare and cross-gpu aside: their own branch), its outputs under ``folder``."""
+    kernel = KERNEL_DIR
+    return {
+        "summarize-run": ["summarize-run", "--run-dir", RUN_DIR, "--output", folder / "s.json"],
+        "report": ["report", "--workload", "numba_ufunc", "--ceilings", H200 / "ceilings.json", "--out-dir", folder,
+                   "SUMMARY"],
+        "index": ["index", "--ceilings", H200 / "ceilings.json", "--preflight", H200 / "preflight.json",
+                  "--output", folder / "i.md", "SUMMARY"],
+        "gpu-jobs": ["gpu-jobs", "--records", H200 / "gpu-jobs", "--output", folder / "g.md", "--figure",
+                     folder / "g.png"],
+        "coldstart": ["coldstart", "--captures", H200, "--output", folder / "c.json",
+                      H200 / "coldstart" / "numba_ufunc_baseline.json"],
+        "kernel-page": ["kernel-page", "--report", kernel / "kernel.ncu-rep.gz", "--run", kernel / "kernel-run.json",
+                        "--output", folder / "k.md"],
+        "multiprocess-report": ["multiprocess-report", MULTI / "nsys.sqlite.gz", "--output", folder / "m.md",
+                                "--figure", folder / "m.png"],
+        "perfetto": ["perfetto", RUN_DIR / "nsys.sqlite.gz", "-o", folder / "t.json"],
+        "copy-captures": ["copy-captures", "--from", RUN_DIR.parent.parent, "--to", folder / "reference" / "x"],
+    }
+
+
+@pytest.fixture(scope="module")
+def one_summary(tmp_path_factory):
+    out = tmp_path_factory.mktemp("summary") / "n268435456.json"
+    r = _analysis("summarize-run", "--run-dir", RUN_DIR, "--output", out)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@pytest.mark.parametrize("command", list(_commands_writing_under(REPO)))
+def test_an_output_whose_folder_is_a_file_is_refused_in_one_line(tmp_path, command, one_summary):
+    """NotADirectoryError in 11 of 12 commands: now one line naming the output, exit 2."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    argv = [one_summary if a == "SUMMARY" else a for a in _commands_writing_under(blocker / "sub")[command]]
+    r = _analysis(*argv, timeout=300)
+    _refused_in_one_line(r, str(blocker))
+    assert blocker.read_text() == "not a folder"

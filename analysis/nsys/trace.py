@@ -392,9 +392,9 @@ class Trace:
     def gpu_info(self) -> list[GpuInfo]:
         if "TARGET_INFO_GPU" not in self.tables:
             return []
-        rows = self._query(
-            "SELECT name, smCount, memoryBandwidth, l2CacheSize, totalMemory FROM TARGET_INFO_GPU ORDER BY id"
-        )
+        rows = self.checked_rows(
+            "SELECT name, smCount, memoryBandwidth, l2CacheSize, totalMemory FROM TARGET_INFO_GPU ORDER BY id",
+            ("str?", "int?", "int?", "int?", "int?"), "TARGET_INFO_GPU")
         return [GpuInfo(*r) for r in rows]
 
     def api_calls(self) -> list[ApiCall]:
