@@ -18,9 +18,10 @@ import argparse
 import gc
 import json
 import os
+import signal
 import sys
 
-from analysis import captures, layout
+from analysis import captures, layout, leftovers
 from analysis import coldstart_cli, stats_cli
 from analysis import multiprocess_cli
 from analysis import kernel_page_cli, ncu_cli, perfetto
@@ -319,6 +320,8 @@ def _inputs(a: argparse.Namespace) -> str:
 def main(argv=None, process_exits: bool = False) -> int:
     """``process_exits``: the process ends when this returns (``python -m analysis``), not a caller's."""
     a = build_parser().parse_args(argv)
+    if process_exits:
+        leftovers.exit_cleanly_on_signals()
     leave_cycles = process_exits and a.command in EXIT_FREES_CYCLES
     if leave_cycles:
         gc.disable()
@@ -327,6 +330,10 @@ def main(argv=None, process_exits: bool = False) -> int:
     except AnalysisInputError as e:
         print(f"analysis {a.command}: {_one_line(str(e))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # the files it was writing are removed on the way out (analysis/leftovers.py)
+        print(f"analysis {a.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     except OSError as e:
         # a file the command could not open, read or write: the system names it
         where = " -> ".join(str(f) for f in (e.filename, e.filename2) if f is not None) or "an input or output"

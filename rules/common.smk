@@ -139,8 +139,11 @@ onstart:
     # after `snakemake profile_all` re-ran the preflight and, as every GPU job reads its record, the
     # whole pipeline
     from workloads.tools.preflight import TARGETS_VARIABLE
+    from analysis.leftovers import clean_up
 
     os.environ[TARGETS_VARIABLE] = " ".join(requested_targets())
+    # what a killed run left: expanded captures in TMPDIR, half-written outputs (said on stderr)
+    clean_up(WORK)
 
 
 # Recipes whose packages are importable here; the others are skipped (the preflight records why).

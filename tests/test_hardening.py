@@ -436,3 +436,64 @@ def test_an_output_whose_folder_is_a_file_is_refused_in_one_line(tmp_path, comma
     r = _analysis(*argv, timeout=300)
     _refused_in_one_line(r, str(blocker))
     assert blocker.read_text() == "not a folder"
+
+
+# --- interrupted runs: temporary files removed on every exit path, and after a kill by the next run ----
+
+import os  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
+
+#: the largest committed export: its expansion and reading take long enough to be interrupted
+BIG_EXPORT = max(H200.rglob("nsys.sqlite.gz"), key=lambda p: p.stat().st_size)
+
+
+def _start_reading(tmp_path):
+    """`stats` on a gzipped export with TMPDIR in tmp_path, once its expanded copy exists there."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "analysis", "stats", "--report", "cuda_api_sum", str(BIG_EXPORT)],
+                            cwd=REPO, env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    # (tempfile's own probe of the folder comes and goes first)
+    while not any(p.name.startswith("cookbook-") for p in tmp.iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline, "the command ended before it expanded the export"
+        time.sleep(0.005)
+    return proc, tmp
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_stopped_command_removes_its_expanded_capture(tmp_path, sig):
+    proc, tmp = _start_reading(tmp_path)
+    [expanded] = [p for p in tmp.iterdir() if p.name.startswith("cookbook-")]
+    assert expanded.name.startswith(f"cookbook-{proc.pid}-")
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    assert not any(tmp.iterdir()), list(tmp.iterdir())
+
+
+def test_what_a_killed_command_left_is_removed_by_the_next_run_and_said(tmp_path):
+    from analysis.leftovers import clean_up
+
+    proc, tmp = _start_reading(tmp_path)
+    proc.kill()
+    proc.wait(timeout=60)
+    [left] = [p for p in tmp.iterdir() if p.name.startswith("cookbook-")]
+    # and a half-written output of the same dead process beside its target
+    work = tmp_path / "work"
+    work.mkdir()
+    partial = work / f".page.md.{proc.pid}-0123456789ab.tmp"
+    partial.write_text("half")
+    mine = work / f".other.md.{os.getpid()}-0123456789ab.tmp"  # a running writer's: kept
+    mine.write_text("being written")
+    import contextlib
+    import io
+
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):
+        removed = clean_up(str(work), temp_folder=str(tmp))
+    assert sorted(removed) == sorted([str(left), str(partial)])
+    assert not left.exists() and not partial.exists() and mine.exists()
+    assert "cleaned up after an interrupted run: 2 file(s)" in said.getvalue() and str(left) in said.getvalue()
