@@ -126,7 +126,8 @@ def cmd_report(a) -> None:
     if a.l2_runs:
         from analysis import l2_modes
 
-        l2_section = l2_modes.section(l2_modes.rows([load_json(p) for p in a.l2_runs], ceilings_record["ceilings"],
+        l2_section = l2_modes.section(l2_modes.rows([load_record(p, "a timed run's record") for p in a.l2_runs],
+                                                    ceilings_record["ceilings"],
                                                     where=a.l2_runs[0]), model.timer)
     check_targets(md_path, *(os.path.join(fig_dir, n) for _, n in names))
     figures.ladder_figure(model, fig("ladder"))

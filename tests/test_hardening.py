@@ -497,3 +497,59 @@ def test_what_a_killed_command_left_is_removed_by_the_next_run_and_said(tmp_path
     assert sorted(removed) == sorted([str(left), str(partial)])
     assert not left.exists() and not partial.exists() and mine.exists()
     assert "cleaned up after an interrupted run: 2 file(s)" in said.getvalue() and str(left) in said.getvalue()
+
+
+def _wrong_types(value):
+    if isinstance(value, bool):
+        return ["x"]
+    if isinstance(value, (int, float)):
+        return ["x", None]
+    if isinstance(value, str):
+        return [1, None]
+    return [[], "x"] if isinstance(value, dict) else ["x", {}]
+
+
+def _fields(record, depth=2, path=()):
+    """(path, value) of every field of ``record`` to ``depth`` levels (a list: its first item)."""
+    items = record.items() if isinstance(record, dict) else list(enumerate(record))[:1]
+    for key, value in items:
+        yield (*path, str(key)), value
+        if depth > 1 and isinstance(value, (dict, list)):
+            yield from _fields(value, depth - 1, (*path, str(key)))
+
+
+def test_every_field_of_a_cold_start_record_given_a_wrong_type_ends_in_one_line_or_a_page(tmp_path, capsys):
+    """The campaign's sweep on one command, in this process: no traceback for any field, and every
+    refusal names the file and a field."""
+    from analysis.__main__ import main
+
+    original = H200 / "coldstart" / "numba_ufunc_baseline.json"
+    cases = [(path, wrong) for path, value in _fields(json.loads(original.read_text())) for wrong in _wrong_types(value)]
+    assert len(cases) > 30
+    outcomes = {0: 0, 2: 0}
+    for i, (path, wrong) in enumerate(cases):
+        damaged = _damaged(tmp_path, original, "/".join(path), wrong, f"{i}/numba_ufunc_baseline.json")
+        rc = main(["coldstart", "--captures", str(H200), "--output", str(tmp_path / f"{i}.json"), str(damaged)])
+        err = capsys.readouterr().err.strip()
+        outcomes[rc] += 1
+        if rc == 2:
+            assert len(err.splitlines()) == 1 and str(damaged) in err and "field " in err, (path, wrong, err)
+    assert outcomes[2] >= 30, outcomes
+
+
+def test_a_reader_error_no_schema_caught_is_one_line_with_the_inputs(tmp_path, capsys, monkeypatch):
+    from analysis import coldstart
+    from analysis.__main__ import main
+
+    def broken(records, captures):
+        return {}["phases"]
+
+    monkeypatch.setattr(coldstart, "summarize", broken)
+    record = H200 / "coldstart" / "numba_ufunc_baseline.json"
+    argv = ["coldstart", "--captures", str(H200), "--output", str(tmp_path / "c.json"), str(record)]
+    assert main(argv) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("analysis coldstart: cannot use its inputs (") and str(record) in line and "KeyError" in line
+    monkeypatch.setenv("ANALYSIS_TRACEBACK", "1")
+    with pytest.raises(KeyError):
+        main(argv)
