@@ -314,3 +314,11 @@ def test_cold_says_a_missing_program_in_one_line(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines() == ["workloads.tools.cold: /nonexistent: no such program (not a file, "
                                              "or not executable, or not on PATH)"]
+
+
+def test_cold_refuses_a_work_dir_below_a_file(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(blocker / "w"), "--", "true"],
+                       cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and f"{blocker} is a file" in r.stderr and "Traceback" not in r.stderr, r.stderr

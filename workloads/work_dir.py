@@ -1,5 +1,5 @@
-"""Where the suite may put its work folder: never the filesystem root, a system folder, a folder
-right under the root, or the home folder itself (the work folder holds the cache folder that the
+"""Where the suite may put its work folder: never below a file, the filesystem root, a system
+folder, a folder right under the root, or the home folder itself (the work folder holds the cache folder that the
 suite deletes from, and the GPU job records)."""
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/l
 def system_folder_problem(path: str | os.PathLike) -> str | None:
     """What is wrong with ``path`` as a work folder (resolved, symlinks included), or None."""
     resolved = Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
+    existing = resolved
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"cannot be a folder: {existing} is a file"
     if resolved == Path(resolved.anchor):
         return f"is the filesystem root ({resolved})"
     for tree in SYSTEM_TREES:
