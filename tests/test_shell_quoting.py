@@ -322,3 +322,26 @@ def test_cold_refuses_a_work_dir_below_a_file(tmp_path):
     r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(blocker / "w"), "--", "true"],
                        cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and f"{blocker} is a file" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def _pattern_keys(schema, path=()):
+    """The keys whose text the schema restricts to a pattern (names, the trace list)."""
+    kinds = schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type")]
+    for name, sub in (schema.get("properties") or {}).items():
+        yield from _pattern_keys(sub, (*path, name))
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _pattern_keys(schema["additionalProperties"], (*path, "*"))
+    if "items" in schema:
+        yield from _pattern_keys(schema["items"], (*path, "[]"))
+    if "string" in kinds and schema.get("pattern") not in (None, "\\.ya?ml$"):
+        yield ".".join(path)
+
+
+@pytest.mark.parametrize("key", sorted(set(_pattern_keys(__import__("yaml").safe_load(
+    (REPO / "rules" / "schemas" / "config.schema.yaml").read_text())))))
+def test_a_hostile_value_of_a_key_with_a_pattern_is_refused_by_the_schema(tmp_path, key):
+    marker = tmp_path / "PWNED"
+    r, _ = _dry_run_commands(tmp_path, key, _hostile(key, marker), "results")
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "does not match" in out, out[-1500:]
+    assert not marker.exists()
