@@ -64,10 +64,10 @@ rule rebuild_reports:
     threads: workflow.cores
     shell:
         # --nolock: this run holds the working directory's lock; the runs write disjoint files
-        "set -- {params.logs:q}; for file in {params.config_files:q}; do log=$1; shift; mkdir -p $(dirname $log);"
+        "set -- {params.logs:q}; for file in {params.config_files:q}; do log=$1; shift; mkdir -p \"$(dirname \"$log\")\";"
         " echo \"rebuild_reports: the reference of $file (log: $log)\";"
-        " {params.python:q} -m snakemake rebuild_reports --configfile $file --cores {threads} --nolock > $log 2>&1"
-        " || {{ tail -20 $log; exit 1; }}; done"
+        " {params.python:q} -m snakemake rebuild_reports --configfile \"$file\" --cores {threads} --nolock > \"$log\" 2>&1"
+        " || {{ tail -20 \"$log\"; exit 1; }}; done"
 
 
 rule capture_reference:

@@ -19,15 +19,17 @@ import argparse
 import gc
 import json
 import os
+import signal
 import sys
 
-from analysis import captures
+from analysis import captures, layout, leftovers
 from analysis import coldstart_cli, stats_cli
 from analysis import multiprocess_cli
 from analysis import kernel_page, kernel_page_cli, ncu_cli, perfetto
 from analysis import compare_cli, diagnose
 from analysis.errors import AnalysisInputError
-from analysis.outputs import check_targets, write_text_atomic
+from analysis.outputs import check_figure_target, check_target, check_targets, write_text_atomic
+from analysis.records import load_record
 from analysis.run_summary import load_json, load_summary, summarize_run
 
 
@@ -62,6 +64,11 @@ def _by_size(summaries: list[dict], workload: str) -> dict[int, list[dict]]:
 
 
 def cmd_summarize_run(a) -> None:
+    check_target(a.output)
+    load_record(os.path.join(a.run_dir, layout.TIMING), "a timed run's record")
+    for name in (layout.NSYS_RUN, layout.NCU_RUN):
+        if os.path.exists(os.path.join(a.run_dir, name)):
+            load_record(os.path.join(a.run_dir, name), "a profiled run's record")
     record = summarize_run(a.run_dir)
     write_text_atomic(a.output, json.dumps(record, indent=1, sort_keys=True) + "\n")
     n = record["nsys"]["calls"]
@@ -90,9 +97,9 @@ def cmd_report(a) -> None:
     by_size = _by_size(_load_summaries(a.summaries), a.workload)
     if not by_size:
         raise AnalysisInputError(a.summaries[0] if a.summaries else a.workload, "no run summaries for this workload")
-    ceilings_record = load_json(a.ceilings)
+    ceilings_record = load_record(a.ceilings, "a ceilings record")
     model = report_model.build(recipe, by_size, ceilings_record,
-                               tools=load_json(a.preflight) if a.preflight else None,
+                               tools=load_record(a.preflight, "a preflight record") if a.preflight else None,
                                gpu_jobs=_gpu_job_records(a.gpu_jobs), ncu_metric_keys=markdown.NCU_METRIC_KEYS)
     largest = max(by_size)
     timeline_runs = figures.timeline_variants(by_size[largest])
@@ -124,7 +131,8 @@ def cmd_report(a) -> None:
     if a.l2_runs:
         from analysis import l2_modes
 
-        l2_section = l2_modes.section(l2_modes.rows([load_json(p) for p in a.l2_runs], ceilings_record["ceilings"],
+        l2_section = l2_modes.section(l2_modes.rows([load_record(p, "a timed run's record") for p in a.l2_runs],
+                                                    ceilings_record["ceilings"],
                                                     where=a.l2_runs[0]), model.timer)
     check_targets(md_path, *(os.path.join(fig_dir, n) for _, n in names))
     figures.ladder_figure(model, fig("ladder"))
@@ -152,15 +160,17 @@ def cmd_index(a) -> None:
     from analysis import markdown, report_model
     from workloads.registry import BY_NAME
 
+    # the run's small records first, then the summaries
+    ceilings = load_record(a.ceilings, "a ceilings record")
+    preflight = load_record(a.preflight, "a preflight record")
+    coldstart = load_record(a.coldstart, "a cold-start summary") if a.coldstart else []
     summaries = _load_summaries(a.summaries)
     workloads = [w for w in BY_NAME if any(s["workload"] == w for s in summaries)]
-    ceilings = load_json(a.ceilings)
-    coldstart = load_json(a.coldstart) if a.coldstart else []
     extra = [("The NVTX blog's multi-process example", "nvtx_multiprocess.md")] if a.multiprocess else []
     own = {}
     for item in a.workload_ceilings or []:
         w, _, path = item.partition("=")
-        own[w] = load_json(path)
+        own[w] = load_record(path, "a ceilings record")
     # the index states one verdict per recipe (its result box): not the 10-odd bootstraps of its page
     models = [report_model.build(BY_NAME[w], _by_size(summaries, w), own.get(w, ceilings), verdicts_wanted="result")
               for w in workloads]
@@ -168,9 +178,10 @@ def cmd_index(a) -> None:
     for item in a.see_also:
         label, sep, link = item.partition("=")
         if not sep or not label or not link:
-            raise SystemExit(f"analysis index: --see-also {item!r}: not LABEL=LINK")
+            raise AnalysisInputError("--see-also", f"{item!r} is not LABEL=LINK")
         see_also.append((label, link))
-    md = markdown.index_report(models, ceilings, load_json(a.preflight), coldstart, extra, sorted(own),
+    check_target(a.output)
+    md = markdown.index_report(models, ceilings, preflight, coldstart, extra, sorted(own),
                                see_also=see_also)
     markdown.write_page(a.output, markdown.with_run_label(md, a.run_label))
     print(f"wrote {a.output}")
@@ -178,8 +189,8 @@ def cmd_index(a) -> None:
 
 def cmd_copy_captures(a) -> None:
     if a.merge and a.gpu_jobs:
-        raise SystemExit("analysis copy-captures: --gpu-jobs keeps a whole run's records; a --merge keeps the "
-                         "reference's own")
+        raise AnalysisInputError(a.gpu_jobs, "--gpu-jobs keeps a whole run's records; a --merge keeps the "
+                                             "reference's own")
     if a.merge:
         copied = captures.merge_reference(a.src, a.dst, a.merge)
     else:
@@ -192,7 +203,8 @@ def cmd_gpu_jobs(a) -> None:
 
     runs = [gpu_jobs.summarize(r) for r in gpu_jobs.split_runs(gpu_jobs.load_gpu_jobs(a.records))]
     latest = runs[-1]
-    check_targets(a.figure, a.output)
+    check_figure_target(a.figure)
+    check_targets(a.output)
     figures.gpu_jobs_figure(latest.jobs, a.figure, "Pipeline")
     rel = os.path.relpath(a.figure, os.path.dirname(os.path.abspath(a.output)))
     markdown.write_page(a.output, gpu_jobs_markdown.gpu_jobs_report(runs, rel))
@@ -301,16 +313,52 @@ def build_parser() -> argparse.ArgumentParser:
 EXIT_FREES_CYCLES = ("report", "index")
 
 
+def _one_line(text: str) -> str:
+    """An error's text on one line (a name or a message from a file may hold line breaks)."""
+    return " ".join(text.split())
+
+
+def _inputs(a: argparse.Namespace) -> str:
+    """The files and folders the command was given, for an error that could not name its own."""
+    given = []
+    for key, value in sorted(vars(a).items()):
+        if key in ("func", "command", "output", "figure", "json", "out_dir") or value is None or isinstance(value, bool):
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and os.path.exists(v):
+                given.append(v)
+    return ", ".join(given[:6]) + (f" and {len(given) - 6} more" if len(given) > 6 else "") or "none given"
+
+
 def main(argv=None, process_exits: bool = False) -> int:
     """``process_exits``: the process ends when this returns (``python -m analysis``), not a caller's."""
     a = build_parser().parse_args(argv)
+    if process_exits:
+        leftovers.exit_cleanly_on_signals()
     leave_cycles = process_exits and a.command in EXIT_FREES_CYCLES
     if leave_cycles:
         gc.disable()
     try:
         rc = a.func(a)
     except AnalysisInputError as e:
-        print(f"analysis {a.command}: {e}", file=sys.stderr)
+        print(f"analysis {a.command}: {_one_line(str(e))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        # the files it was writing are removed on the way out (analysis/leftovers.py)
+        print(f"analysis {a.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except OSError as e:
+        # a file the command could not open, read or write: the system names it
+        where = " -> ".join(str(f) for f in (e.filename, e.filename2) if f is not None) or "an input or output"
+        print(f"analysis {a.command}: {where}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except (TypeError, KeyError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError) as e:
+        # what a record of an unexpected shape makes a reader raise where no schema caught it
+        # first: said in one line with the inputs, exit 2; ANALYSIS_TRACEBACK=1 shows where
+        if os.environ.get("ANALYSIS_TRACEBACK"):
+            raise
+        print(f"analysis {a.command}: cannot use its inputs ({_inputs(a)}): {type(e).__name__}: "
+              f"{_one_line(str(e))} (ANALYSIS_TRACEBACK=1 shows where)", file=sys.stderr)
         return 2
     finally:
         if leave_cycles:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 import os
 import shutil
+import sys
 
 from analysis import layout
 from analysis.errors import AnalysisInputError
@@ -23,52 +24,109 @@ NOT_KEPT = ("stats_cuda_gpu_trace.csv",)
 GPU_JOBS = "gpu-jobs"
 
 
+def _own(folder: str, path: str) -> str:
+    """``path``, refused unless it is the reference's own: strictly inside ``folder`` once links are
+    resolved, and no symlink on the way from ``folder`` down to it (a linked sub-folder would have
+    what is deleted under it deleted at the link's target)."""
+    real_folder, real = os.path.realpath(folder), os.path.realpath(path)
+    if os.path.commonpath([real_folder, real]) != real_folder or real == real_folder:
+        raise AnalysisInputError(path, f"lies outside the reference folder {folder}; refusing to replace it")
+    walked = folder
+    for part in os.path.relpath(os.path.abspath(path), os.path.abspath(folder)).split(os.sep):
+        walked = os.path.join(walked, part)
+        if os.path.islink(walked):
+            raise AnalysisInputError(walked, f"is a symlink (to {os.readlink(walked)}) inside the reference folder "
+                                             f"{folder}; refusing to replace what it points at")
+    return path
+
+
+def _remove_tree(folder: str, path: str) -> None:
+    """Delete ``path`` (a folder or a file) once :func:`_own` says it is ``folder``'s own."""
+    _own(folder, path)
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def _checked_reference(dst: str, doing: str) -> str:
+    """``dst`` normalized: a folder named reports/reference/<name> (the only place this deletes
+    from), and not a symlink (what is replaced would be the link's target, outside the reference)."""
+    dst = os.path.normpath(dst)
+    if os.path.basename(os.path.dirname(os.path.abspath(dst))) != "reference":
+        raise AnalysisInputError(dst, f"a reference folder must be reports/reference/<name>; refusing to {doing} it")
+    if os.path.islink(dst):
+        raise AnalysisInputError(dst, f"is a symlink (to {os.readlink(dst)}); refusing to {doing} it: give the "
+                                      "reference folder itself")
+    if os.path.lexists(dst) and not os.path.isdir(dst):
+        raise AnalysisInputError(dst, f"is not a folder; refusing to {doing} it")
+    return dst
+
+
+_RENAME_EXCHANGE = 2  # renameat2's flag (linux/fs.h): swap two paths in one step
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap the folders ``a`` and ``b`` atomically (Linux renameat2); False where the system or the
+    filesystem cannot."""
+    import ctypes  # noqa: PLC0415 - only a whole-reference replace swaps folders
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_cwd = -100  # AT_FDCWD
+    return renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), _RENAME_EXCHANGE) == 0
+
+
 def replace_reference(src: str, dst: str, gpu_jobs: str | None = None) -> list[str]:
     """Make ``dst`` hold exactly the small capture files of ``src``: a new reference replaces the
     old one whole, so no stale capture of a removed variant survives. ``dst`` must sit in a folder
     named ``reference`` (the only place this deletes from). ``gpu_jobs``: the run's GPU job records
-    (``<work_dir>/gpu-jobs``), kept in ``dst/gpu-jobs``."""
-    dst = os.path.normpath(dst)
-    if os.path.basename(os.path.dirname(os.path.abspath(dst))) != "reference":
-        raise AnalysisInputError(dst, "a reference folder must be reports/reference/<name>; refusing to replace it")
-    fresh, old = dst + ".new", dst + ".old"
-    for leftover in (fresh, old):
-        if os.path.isdir(leftover):
-            shutil.rmtree(leftover)
-    copied = copy_captures(src, fresh)
-    if gpu_jobs is not None:
-        records = sorted(n for n in os.listdir(gpu_jobs) if n.endswith(".json")) if os.path.isdir(gpu_jobs) else []
-        if not records:
-            raise AnalysisInputError(gpu_jobs, "no GPU job records (*.json) to keep with the reference")
-        os.makedirs(os.path.join(fresh, GPU_JOBS))
-        for name in records:
-            shutil.copy2(os.path.join(gpu_jobs, name), os.path.join(fresh, GPU_JOBS, name))
-            copied.append(f"{GPU_JOBS}/{name}")
-    if os.path.isdir(dst):
-        os.rename(dst, old)
-    os.rename(fresh, dst)
-    if os.path.isdir(old):
-        shutil.rmtree(old)
+    (``<work_dir>/gpu-jobs``), kept in ``dst/gpu-jobs``.
+
+    The new reference is made beside the old one (``<dst>.new``) and swapped in at once: a reader
+    sees the old reference or the new one, never a mix, and nothing named ``.old`` is left."""
+    dst = _checked_reference(dst, "replace")
+    parent = os.path.dirname(os.path.abspath(dst))
+    fresh = dst + ".new"
+    for leftover in (fresh, dst + ".old"):
+        if os.path.lexists(leftover):
+            _own(parent, leftover)
+            print(f"copy-captures: removing {leftover}, left by an interrupted copy", file=sys.stderr)
+            _remove_tree(parent, leftover)
+    try:
+        copied = copy_captures(src, fresh)
+        if gpu_jobs is not None:
+            records = sorted(n for n in os.listdir(gpu_jobs) if n.endswith(".json")) if os.path.isdir(gpu_jobs) else []
+            if not records:
+                raise AnalysisInputError(gpu_jobs, "no GPU job records (*.json) to keep with the reference")
+            os.makedirs(os.path.join(fresh, GPU_JOBS))
+            for name in records:
+                shutil.copy2(os.path.join(gpu_jobs, name), os.path.join(fresh, GPU_JOBS, name))
+                copied.append(f"{GPU_JOBS}/{name}")
+        if not os.path.isdir(dst):
+            os.rename(fresh, dst)
+        elif not _exchange(fresh, dst):
+            # no atomic swap here: the old reference is moved aside for the shortest time possible
+            old = dst + ".old"
+            os.rename(dst, old)
+            os.rename(fresh, dst)
+            _remove_tree(parent, old)
+    finally:
+        # after the swap: the old reference; after an error: the half-made new one
+        if os.path.lexists(fresh):
+            _remove_tree(parent, fresh)
     return copied
-
-
-def _inside(folder: str, path: str) -> str:
-    """``path``, refused unless it lies strictly inside ``folder`` once links are resolved: what
-    the merge deletes must be the reference's own."""
-    real_folder, real = os.path.realpath(folder), os.path.realpath(path)
-    if os.path.commonpath([real_folder, real]) != real_folder or real == real_folder:
-        raise AnalysisInputError(path, f"lies outside the reference folder {folder}; refusing to replace it")
-    return path
 
 
 def merge_reference(src: str, dst: str, workloads: list[str]) -> list[str]:
     """Put the captures of a run that profiled only ``workloads`` into an existing reference: each
     workload's folder is replaced whole, its cold-start records replace the old ones, and the run's
     ceilings are kept beside its captures (``<workload>/ceilings.json``): the floors of its report
-    are then those measured in the same run, while the other workloads keep theirs."""
-    dst = os.path.normpath(dst)
-    if os.path.basename(os.path.dirname(os.path.abspath(dst))) != "reference":
-        raise AnalysisInputError(dst, "a reference folder must be reports/reference/<name>; refusing to merge into it")
+    are then those measured in the same run, while the other workloads keep theirs. Every path
+    replaced or deleted is checked to be the reference's own first (:func:`_own`)."""
+    dst = _checked_reference(dst, "merge into")
     if not os.path.isdir(dst):
         raise AnalysisInputError(dst, "no reference to merge into; copy a whole run first (replace_reference)")
     from workloads.registry import BY_NAME  # noqa: PLC0415 - the recipes' definitions only
@@ -81,36 +139,50 @@ def merge_reference(src: str, dst: str, workloads: list[str]) -> list[str]:
     ceilings = os.path.join(src, layout.CEILINGS)
     if not os.path.isfile(ceilings):
         raise AnalysisInputError(ceilings, "missing: a merged workload needs the ceilings of its own run")
+    cold_src, cold_dst = os.path.join(src, layout.COLDSTART), os.path.join(dst, layout.COLDSTART)
+    k_src = os.path.join(src, layout.KERNELS)
+    pages = sorted(os.listdir(k_src)) if os.path.isdir(k_src) else []
+    # every path the merge replaces or deletes, checked before anything is changed
+    for w in workloads:
+        if not os.path.isdir(os.path.join(src, w)):
+            raise AnalysisInputError(os.path.join(src, w), f"no captures of workload {w!r} in this run")
+        _own(dst, os.path.join(dst, w))
+        _own(dst, os.path.join(dst, w) + ".new")
+    _own(dst, cold_dst)
+    for name in sorted(os.listdir(cold_dst)) if os.path.isdir(cold_dst) else []:
+        _own(dst, os.path.join(cold_dst, name))
+    for page in pages:
+        _own(dst, os.path.join(dst, layout.KERNELS, page))
     copied = []
     for w in workloads:
-        w_src = os.path.join(src, w)
-        if not os.path.isdir(w_src):
-            raise AnalysisInputError(w_src, f"no captures of workload {w!r} in this run")
-        w_dst = _inside(dst, os.path.join(dst, w))
-        fresh = _inside(dst, w_dst + ".new")
-        if os.path.isdir(fresh):
-            shutil.rmtree(fresh)
+        w_src, w_dst = os.path.join(src, w), os.path.join(dst, w)
+        fresh = w_dst + ".new"
+        if os.path.lexists(fresh):
+            _own(dst, fresh)
+            print(f"copy-captures: removing {fresh}, left by an interrupted merge", file=sys.stderr)
+            _remove_tree(dst, fresh)
         copied += [f"{w}/{rel}" for rel in copy_captures(w_src, fresh)]
         shutil.copy2(ceilings, os.path.join(fresh, layout.CEILINGS))
         copied.append(f"{w}/{layout.CEILINGS}")
-        if os.path.isdir(w_dst):
-            shutil.rmtree(w_dst)
-        os.rename(fresh, w_dst)
-        cold_src, cold_dst = os.path.join(src, layout.COLDSTART), os.path.join(dst, layout.COLDSTART)
+        if os.path.isdir(w_dst) and _exchange(fresh, w_dst):
+            _remove_tree(dst, fresh)
+        else:
+            if os.path.lexists(w_dst):
+                _remove_tree(dst, w_dst)
+            os.rename(fresh, w_dst)
         for name in sorted(os.listdir(cold_dst)) if os.path.isdir(cold_dst) else []:
             if name.startswith(f"{w}_") and name.endswith(".json"):
-                os.unlink(os.path.join(cold_dst, name))
+                _remove_tree(dst, os.path.join(cold_dst, name))
         for name in sorted(os.listdir(cold_src)) if os.path.isdir(cold_src) else []:
             if name.startswith(f"{w}_") and name.endswith(".json"):
                 os.makedirs(cold_dst, exist_ok=True)
-                shutil.copy2(os.path.join(cold_src, name), os.path.join(cold_dst, name))
+                shutil.copy2(os.path.join(cold_src, name), os.path.join(_own(dst, cold_dst), name))
                 copied.append(f"{layout.COLDSTART}/{name}")
     # single-kernel pages captured in this run (rules/kernel.smk) replace their older captures
-    k_src = os.path.join(src, layout.KERNELS)
-    for page in sorted(os.listdir(k_src)) if os.path.isdir(k_src) else []:
-        p_dst = _inside(dst, os.path.join(dst, layout.KERNELS, page))
-        if os.path.isdir(p_dst):
-            shutil.rmtree(p_dst)
+    for page in pages:
+        p_dst = os.path.join(dst, layout.KERNELS, page)
+        if os.path.lexists(p_dst):
+            _remove_tree(dst, p_dst)
         copied += [f"{layout.KERNELS}/{page}/{rel}" for rel in copy_captures(os.path.join(k_src, page), p_dst)]
     return sorted(copied)
 

@@ -3,13 +3,17 @@ from __future__ import annotations
 
 import json
 
-from analysis.outputs import write_text_atomic
+from analysis.outputs import check_target, write_text_atomic
+from analysis.records import load_record
 
 
 def _run(a) -> None:
     # here, not at the top: `python -m analysis` imports every command's module to build its parser
     from analysis import coldstart  # noqa: PLC0415
 
+    for path in a.records:
+        load_record(path, "a cold-start record")
+    check_target(a.output)
     rows = coldstart.summarize(a.records, a.captures)
     write_text_atomic(a.output, json.dumps(rows, indent=1, sort_keys=True) + "\n")
     for r in rows:

@@ -42,13 +42,20 @@ def text_capture_exists(path: str) -> bool:
 
 def gunzip_to_temp(path: str, suffix: str) -> str:
     """Expand ``path`` into a new temporary file and return its name; the caller deletes it."""
-    fd, tmp = tempfile.mkstemp(suffix=suffix)
+    from analysis.leftovers import remove_at_exit, temp_prefix  # noqa: PLC0415
+
+    # the name carries the process id: the next run removes it if this process is killed
+    fd, tmp = tempfile.mkstemp(suffix=suffix, prefix=temp_prefix())
+    remove_at_exit(tmp)
     try:
         with gzip.open(path, "rb") as src, os.fdopen(fd, "wb") as dst:
             shutil.copyfileobj(src, dst)
     except (OSError, EOFError, zlib.error) as e:
         os.unlink(tmp)
         raise AnalysisInputError(path, f"not a readable gzip file ({e})") from None
+    except BaseException:
+        os.unlink(tmp)  # stopped while expanding (SystemExit from a signal, KeyboardInterrupt)
+        raise
     return tmp
 
 

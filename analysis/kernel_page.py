@@ -9,6 +9,7 @@ import shlex
 from analysis.ncu_source import KernelProfile, SourceLine
 from workloads import frameworks
 from workloads.provenance import gpu_slug
+from analysis import mdtext
 
 #: what the common PC-sampling states mean (ncu's "Warp State" names, without the prefix)
 STALL_MEANING = {
@@ -57,7 +58,7 @@ def _fmt_int(v: float | int | None) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|")
+    return mdtext.cell(text)
 
 
 def _code(text: str | None, width: int = 90) -> str:
@@ -411,7 +412,7 @@ def kernel_page(k: KernelProfile, run: dict | None, top: int = 15, report_hint: 
     """The page: title, key metrics, warp states, hottest lines, how to open the report, the
     line-directives note, line information per framework, and how it was captured."""
     if run:
-        title = f"# Kernel `{run['kernel']}`: {run['workload']} / {run['variant']}"
+        title = f"# Kernel `{_cell(run['kernel'])}`: {_cell(run['workload'])} / {_cell(run['variant'])}"
         intro = (f"One launch of `{_cell(k.display_name)}` at size {run['size']:,}, profiled by Nsight Compute "
                  "with `--set full`, line information on and the sources imported into the report.")
     else:

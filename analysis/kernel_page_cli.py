@@ -10,24 +10,11 @@ import json
 from analysis.errors import AnalysisInputError
 from analysis.markdown import write_page
 from analysis.outputs import check_targets, write_text_atomic
-
-#: what a kernel-run.json must hold for the page
-RUN_KEYS = ("workload", "variant", "size", "kernel", "framework", "kernel_regex", "profiled_kernel", "command",
-            "provenance")
-
+from analysis.records import load_record
 
 def load_run(path: str) -> dict:
-    try:
-        with open(path) as f:
-            run = json.load(f)
-    except FileNotFoundError:
-        raise AnalysisInputError(path, "no such file") from None
-    except json.JSONDecodeError as e:
-        raise AnalysisInputError(path, f"not JSON ({e})") from None
-    missing = [k for k in RUN_KEYS if k not in run]
-    if missing:
-        raise AnalysisInputError(path, f"not a kernel-run.json: missing {', '.join(missing)}")
-    return run
+    """The capture's kernel-run.json, checked (analysis.records.KERNEL_RUN)."""
+    return load_record(path, "kernel-run.json")
 
 
 def _run(a: argparse.Namespace) -> int:
@@ -37,6 +24,7 @@ def _run(a: argparse.Namespace) -> int:
     from analysis.ncu_source import read_kernel_profile  # noqa: PLC0415
 
     run = load_run(a.run) if a.run else None
+    check_targets(a.output, *([a.json] if a.json else []))
     k = read_kernel_profile(a.report, a.launch)
     if run and k.function_name != run["profiled_kernel"]:
         raise AnalysisInputError(a.report, f"profiled {k.function_name!r}, but {a.run} says "

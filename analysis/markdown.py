@@ -11,6 +11,7 @@ from analysis import verdicts
 from analysis.outputs import write_text_atomic
 from workloads import sources, telemetry
 from workloads.registry import BY_NAME
+from analysis import mdtext
 
 NCU_COLUMNS = (
     ("gpu__time_duration.sum", "duration µs", lambda v: f"{v / 1e3:.1f}"),
@@ -92,12 +93,8 @@ def write_page(path: str, text: str) -> None:
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]], max_cell: int | None = None) -> str:
     def cell(x: object) -> str:
-        text = str(x).replace("|", "\\|").replace("\n", " ")
-        if max_cell and len(text) > max_cell:
-            text = text[:max_cell - 1].rstrip("\\") + "…"
-            if text.count("`") % 2:
-                text += "`"
-        return text
+        # the cells carry the page's own markdown (code spans, emphasis): a backslash is the writer's
+        return mdtext.cell(x, max_cell, backslash=False)
 
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]

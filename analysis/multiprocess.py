@@ -25,6 +25,7 @@ import numpy as np
 from analysis.errors import AnalysisInputError
 from analysis.nsys import columns
 from analysis.outputs import save_figure_atomic
+from analysis import mdtext
 from analysis.nsys.trace import NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, Interval, Trace
 from workloads.annotate import (DOMAIN, MARK_COLOR, PHASE_COLORS, THIRDPARTY_COLOR, THIRDPARTY_DOMAIN,
                                 parse_range_name)
@@ -376,8 +377,7 @@ MAX_CELL_CHARS = 160
 
 
 def _cell(x: object) -> str:
-    text = re.sub(r"[\x00-\x1f\x7f]", " ", str(x).replace("|", "\\|"))  # a line break would end the row
-    return text if len(text) <= MAX_CELL_CHARS else text[:MAX_CELL_CHARS - 1].rstrip("\\") + "…"
+    return mdtext.cell(x, MAX_CELL_CHARS, backslash=False)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -453,7 +453,8 @@ def markdown_report(procs: Sequence[ProcessActivity], source: str, figure: str |
     if figure:
         lines += [f"![NVTX ranges and GPU work of each process on one time axis]({figure})", ""]
     for proc, p in zip(procs, s["processes"]):
-        lines += [f"## {proc.label}", "", f"Executable: {executable_label(proc.executable, python_version)}; "
+        lines += [f"## {mdtext.cell(proc.label)}", "",
+                  f"Executable: {mdtext.cell(executable_label(proc.executable, python_version))}; "
                   f"{p['cuda_api_calls']} CUDA API calls.", ""]
         lines += ["Threads (names as nsys recorded them; the main thread's tid is the pid):", "",
                   _table(("tid", "name", "main"), [(t.tid, _thread_label(t), "yes" if t.is_main else "")

@@ -3,13 +3,13 @@ nsys SQLite export, as a markdown page and a timeline figure (see :mod:`analysis
 from __future__ import annotations
 
 from analysis.markdown import write_page
-from analysis.outputs import check_targets, write_text_atomic
+from analysis.outputs import check_figure_target, check_targets, write_text_atomic
 
 import argparse
 import json
 import os
 
-from analysis.run_summary import load_json
+from analysis.records import load_record
 
 
 
@@ -19,13 +19,15 @@ def cmd_multiprocess_report(a: argparse.Namespace) -> int:
     # and this one brings nvtx and the workloads' annotations
     from analysis import multiprocess  # noqa: PLC0415
 
+    # the run record and the outputs first: refused before the export is read
+    run = load_record(a.run, "a multi-process run record") if a.run else None
+    check_targets(a.output, *([a.json] if a.json else []))
+    check_figure_target(a.figure)
     procs = multiprocess.read_processes(a.export)
     multiprocess.require_processes(procs, a.export)
-    check_targets(a.output, a.figure, *([a.json] if a.json else []))
     # the page links the figure relative to itself, so both can move together
     figure_link = os.path.relpath(os.path.abspath(a.figure), os.path.dirname(os.path.abspath(a.output)))
     multiprocess.timeline_figure(procs, a.figure, a.title)
-    run = load_json(a.run) if a.run else None
     write_page(a.output, multiprocess.markdown_report(procs, a.export, figure_link.replace(os.sep, "/"), run))
     if a.json:
         write_text_atomic(a.json, json.dumps(multiprocess.summary(procs), indent=1, sort_keys=True) + "\n")

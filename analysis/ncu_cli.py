@@ -17,6 +17,7 @@ import sys
 from typing import Any, Callable
 
 from analysis.ncu import NAMES_FROM_REPORT_MODULE, SUMMARY_METRICS, Launch, read_launches
+from analysis import mdtext
 
 HEADER = ["ID", "Kernel Name", *SUMMARY_METRICS, "Findings"]
 
@@ -76,7 +77,7 @@ def format_json(rows: list[dict]) -> str:
 
 def format_md(rows: list[dict]) -> str:
     def cell(v: Any) -> str:
-        return str(v).replace("\\", "\\\\").replace("|", "\\|")
+        return mdtext.cell(v)
 
     lines = ["| " + " | ".join(HEADER) + " |", "|---:|---|" + "---:|" * len(SUMMARY_METRICS) + "---|"]
     for r in rows:

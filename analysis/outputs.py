@@ -29,6 +29,7 @@ class UnsafeOutputError(AnalysisInputError):
 def check_target(path: str | os.PathLike) -> None:
     """Raise UnsafeOutputError unless ``path`` is absent or a regular file (a symlink is refused
     even when it points at a regular file: the rename would replace the link, not its target)."""
+    _check_folder(path)
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -38,6 +39,29 @@ def check_target(path: str | os.PathLike) -> None:
     kind = ("a symlink" if stat.S_ISLNK(mode) else "a directory" if stat.S_ISDIR(mode)
             else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
     raise UnsafeOutputError(path, f"the output path is {kind}: refusing to replace it")
+
+
+def _check_folder(path: str | os.PathLike) -> None:
+    """Raise UnsafeOutputError when the folder ``path`` would be written in cannot be one: the
+    nearest existing folder above it is a file (or not a folder at all)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise UnsafeOutputError(path, f"cannot be written: {folder} is a file, not a folder")
+
+
+def check_figure_target(path: str | os.PathLike) -> None:
+    """check_target for a figure, whose format matplotlib takes from the name's suffix: refused
+    unless matplotlib writes that format."""
+    from matplotlib.backend_bases import FigureCanvasBase  # noqa: PLC0415 - only the commands that draw
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = os.path.splitext(os.fspath(path))[1].lstrip(".").lower()
+    if suffix not in formats:
+        raise UnsafeOutputError(path, f"a figure's name ends in its format, one of {', '.join(sorted(formats))} "
+                                      f"(not {suffix or 'nothing'!r})")
+    check_target(path)
 
 
 def check_targets(*paths: str | os.PathLike) -> None:
@@ -81,6 +105,7 @@ def write_json_atomic(path: str | os.PathLike, record: Any, indent: int = 1) -> 
 def save_figure_atomic(fig, path: str | os.PathLike, **savefig_kwargs) -> None:
     """Save a matplotlib figure (format from ``path``'s extension) and close it, whatever happens."""
     try:
+        check_figure_target(path)
         with atomic_output(path, suffix=os.path.splitext(os.fspath(path))[1]) as tmp:
             fig.savefig(tmp, **savefig_kwargs)
     finally:

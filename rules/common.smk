@@ -33,6 +33,10 @@ def _checked_work_dir(path):
         problem = "has an empty component (//)"
     elif not os.path.isabs(path) and os.path.normpath(path).split(os.sep)[0] in ("..", "."):
         problem = "is not inside the repository (a relative work_dir must name a folder below it)"
+    else:
+        from workloads.work_dir import system_folder_problem
+
+        problem = system_folder_problem(path)
     if problem:
         raise ValueError(f"work_dir={path!r} {problem}")
     return path.rstrip("/")
@@ -135,8 +139,11 @@ onstart:
     # after `snakemake profile_all` re-ran the preflight and, as every GPU job reads its record, the
     # whole pipeline
     from workloads.tools.preflight import TARGETS_VARIABLE
+    from analysis.leftovers import clean_up
 
     os.environ[TARGETS_VARIABLE] = " ".join(requested_targets())
+    # what a killed run left: expanded captures in TMPDIR, half-written outputs (said on stderr)
+    clean_up(WORK)
 
 
 # Recipes whose packages are importable here; the others are skipped (the preflight records why).
@@ -224,10 +231,18 @@ LIVE_RUN = run_dir(CAPTURES, "{workload}", "{variant}", "{size}")
 # --- profiling flags ---------------------------------------------------------------------------
 
 
-def extra_args(text):
-    """A config's ``extra_args``: split into arguments as a shell would, and each one quoted, so
-    that no shell syntax in it (;, |, $(...)) ever runs."""
-    return shlex.split(text or "")
+def extra_args(key):
+    """The config's ``<key>.extra_args``: split into arguments as a shell would, and each one quoted,
+    so that no shell syntax in it (;, |, $(...)) ever runs."""
+    try:
+        return shlex.split(config[key]["extra_args"] or "")
+    except ValueError as e:
+        raise ValueError(f"{key}.extra_args={config[key]['extra_args']!r}: {e}") from None
+
+
+# split once when the config is read: an unbalanced quote is refused under its key before any rule runs
+for _key in ("nsys_profile", "ncu_profile"):
+    extra_args(_key)
 
 
 def nsys_flags(wc=None):
@@ -235,7 +250,7 @@ def nsys_flags(wc=None):
     rules paste them into their shell command as they are."""
     o = config["nsys_profile"]
     flags = ["-t", o["trace"], "--cuda-memory-usage", "true" if o["cuda_memory_usage"] else "false",
-             *extra_args(o["extra_args"])]
+             *extra_args("nsys_profile")]
     if wc is not None and uses_capture_range(wc.workload):
         # the HPC-center guide's method: record only between cuProfilerStart and cuProfilerStop,
         # which the runner calls around the compute calls when COOKBOOK_CAPTURE_RANGE=1
@@ -283,7 +298,7 @@ def ncu_flags(wc):
         "--nvtx", "--nvtx-include", nvtx_include(wc.workload, wc.variant),
         "--launch-skip", str(w["launch_skip"]),
         "--launch-count", str(w["launch_count"]),
-        *extra_args(o["extra_args"]),
+        *extra_args("ncu_profile"),
     ]
     if w.get("kernel_regex"):
         # which form of the name the regex sees: C++ template kernels share one bare function name

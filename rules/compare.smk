@@ -29,5 +29,5 @@ rule compare:
         base=lambda wc: config["compare_base"],
         cand=lambda wc: config["compare_cand"],
     shell:
-        "{params.python} -m analysis compare {params.base:q} {params.cand:q}"
-        " --output-md {output.md} --output-json {output.json}"
+        "{params.python:q} -m analysis compare {params.base:q} {params.cand:q}"
+        " --output-md {output.md:q} --output-json {output.json:q}"

@@ -332,13 +332,14 @@ def test_the_wrapper_kills_and_waits_for_what_its_command_left_running(tmp_path,
     assert not _held(gpu_jobs.lock_path(UUIDS[0]))
 
 
-def test_a_command_that_cannot_start_is_one_line_and_exit_127(tmp_path, fake_gpus):
+def test_a_command_that_cannot_start_is_one_line_and_exit_2_before_any_lock(tmp_path, fake_gpus):
+    """A program that does not exist is refused before the GPU is locked or a job recorded."""
     r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path / "w"), "--",
                         str(tmp_path / "nonexistent")], cwd=REPO, env=fake_gpus, capture_output=True, text=True,
                        timeout=60)
-    assert r.returncode == 127 and "cannot run" in r.stderr and "Traceback" not in r.stderr
-    [record] = _records(tmp_path / "w")
-    assert record["returncode"] == 127
+    assert r.returncode == 2 and "no such program" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not _records(tmp_path / "w")
 
 
 # --- gap 4: a child forked before release_turn ran on unlocked

@@ -108,7 +108,7 @@ def test_a_run_record_of_another_kernel_is_refused(vectorized_capture, tmp_path)
              "--output", str(tmp_path / "x.md"))
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    with pytest.raises(AnalysisInputError, match="missing"):
+    with pytest.raises(AnalysisInputError, match=r"field \(top level\): .workload. is a required property"):
         _cli("--report", str(NUMBA), "--run", str(bad), "--output", str(tmp_path / "x.md"))
 
 

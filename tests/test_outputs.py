@@ -139,3 +139,31 @@ def test_report_refuses_a_symlinked_figure_before_writing(tmp_path, capsys, summ
                "--out-dir", str(out), str(summary)])
     assert rc == 2 and "numba_ufunc_busy.png" in capsys.readouterr().err
     assert os.listdir(out / "figures") == ["numba_ufunc_busy.png"] and not (out / "numba_ufunc.md").exists()
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3])
+def test_an_output_below_a_file_is_refused_naming_the_file(tmp_path, depth):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("keep")
+    target = blocker.joinpath(*(["sub"] * depth), "out.md")
+    with pytest.raises(UnsafeOutputError, match=f"{blocker} is a file, not a folder"):
+        write_text_atomic(target, "new")
+    assert blocker.read_text() == "keep" and not _leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("name,refused", [("f.png", False), ("f.PDF", False), ("f.svg", False), ("f", True),
+                                          ("f.md", True), ("f.png.txt", True)])
+def test_a_figure_is_written_only_under_a_format_matplotlib_writes(tmp_path, name, refused):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(1, 1))
+    if refused:
+        with pytest.raises(UnsafeOutputError, match="a figure's name ends in its format"):
+            outputs.save_figure_atomic(fig, tmp_path / name)
+        assert not os.listdir(tmp_path)
+    else:
+        outputs.save_figure_atomic(fig, tmp_path / name)
+        assert os.listdir(tmp_path) == [name]

@@ -103,3 +103,245 @@ def test_the_dry_run_and_a_cpu_rule_work_from_a_folder_with_a_space(spaced_copy)
     r = _snakemake(["--cores", "1", target, *config], cwd=root, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert (root / target).read_text().startswith("{")
+
+
+# --- every config value that can hold text, hostile, through every rule's dry-run command ----------
+
+#: the targets whose dry run schedules every rule with a shell command: the suite, the reference rebuild,
+#: the reference copy, a comparison, a kernel page, and the rules a checkpoint hides in a dry run (named by file)
+WALK_TARGETS = ["profile_all", "rebuild_reports", "capture_reference", "compare", "kernel_page",
+                "{work}/captures/warp_sph/baseline/n62500/ncu.ncu-rep", "{work}/captures/warp_sph/baseline/n62500/ncu-raw.csv",
+                "{work}/captures/cupy_sqdiff/l2/baseline/n1024/timing-cold-l2.json",
+                "{work}/captures/nvtx_multiprocess/nsys.sqlite"]
+#: rules with no shell command of their own
+NO_SHELL = {"profile_all", "rebuild_kernel_pages", "kernel_page"}
+#: keys whose value names something of the suite (a workload, a variant): a hostile one is refused
+REFUSED_NAMES = {"kernel_workload", "kernel_variant", "only_workloads.[]", "workloads.*.l2_modes.variants.[]",
+                 "workloads.*.coldwarm_variants.[]", "workloads.*.coldwarm_driver_cache_variant",
+                 "workloads.*.timed_first.[]", "workloads.*.ncu.variants.[]", "workloads.*.ncu.full_variants.[]"}
+
+
+def _text_keys(schema, path=()):
+    """Every key of the config schema whose value (or item) is free text: no enum, no pattern."""
+    kinds = schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type")]
+    for name, sub in (schema.get("properties") or {}).items():
+        yield from _text_keys(sub, (*path, name))
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _text_keys(schema["additionalProperties"], (*path, "*"))
+    if "items" in schema:
+        yield from _text_keys(schema["items"], (*path, "[]"))
+    if "string" in kinds and "enum" not in schema and (schema.get("pattern") in (None, "\\.ya?ml$")):
+        yield ".".join(path)
+
+
+def _hostile(key: str, marker) -> str:
+    """Quotes of both kinds, $( ), backticks, ;, spaces and a newline: split, run or cut short unless quoted."""
+    return f"x{key.replace('.', '_').replace('*', 'any').replace('[]', 'item')}'q\"d $(touch {marker}) `touch {marker}`; touch {marker}\nend"
+
+
+def _set(config: dict, key: str, value) -> None:
+    """Put ``value`` at ``key`` (a schema path: * is the first workload, [] a one-item list) in ``config``."""
+    *parents, last = key.split(".")
+    node = config
+    for part in parents:
+        if part == "*":
+            part = "warp_sph" if "workloads" in key else "hostile"
+        if part == "[]":
+            continue
+        node = node.setdefault(part, {}) if not isinstance(node.get(part), list) else node[part][0]
+    if last == "[]":
+        raise AssertionError("a list of text sits under a named key")
+    node[last] = value
+
+
+def _quote_states(command: str):
+    """(character, quoted) for each character of ``command`` as bash reads it outside $( ): quoted is
+    True inside single quotes, where $( ), backticks and ; are plain text."""
+    state, i = None, 0
+    while i < len(command):
+        c = command[i]
+        if state == "'":
+            if c == "'":
+                state = None
+            yield c, True
+        elif c == "\\" and state is None:
+            yield c, False
+            i += 1
+            if i < len(command):
+                yield command[i], True
+        elif c == "'" and state is None:
+            state = "'"
+            yield c, True
+        elif c == '"':
+            state = None if state == '"' else '"' if state is None else state
+            yield c, False
+        else:
+            yield c, False
+        i += 1
+
+
+def _dry_run_commands(tmp_path, key, value, work):
+    import yaml
+
+    config = {"compare_base": "ref base", "compare_cand": "ref cand", "kernel_workload": "warp_sph",
+              "kernel_variant": "baseline", "kernel_name": "get_acceleration", "work_dir": work}
+    if key.split(".")[0] in ("reference", "workloads", "nsys_profile", "ncu_profile", "cluster", "more_references"):
+        base = yaml.safe_load((REPO / "rules" / "config.yaml").read_text())
+        for top in ("reference", "workloads", "nsys_profile", "ncu_profile", "cluster"):
+            config[top] = base[top]
+    if key.endswith(".[]"):
+        _set(config, key.removesuffix(".[]"), [value])
+    elif key.startswith("more_references."):
+        config["more_references"] = {"hostile": value + ".yaml"}
+    elif key == "nsys_profile.extra_args" or key == "ncu_profile.extra_args":
+        _set(config, key, shlex.quote(value))  # split as a shell would: one argument
+    else:
+        _set(config, key, value)
+    extra = tmp_path / "hostile.yaml"
+    extra.write_text(yaml.safe_dump(config, allow_unicode=True))
+    targets = [t.format(work=config["work_dir"]) for t in WALK_TARGETS]
+    r = _snakemake(["-n", "-p", "--cores", "1", "--configfile", "rules/config.yaml", str(extra), "--", *targets],
+                   timeout=600)
+    return r, config
+
+
+@pytest.fixture(scope="module")
+def rules_with_shell():
+    r = _snakemake(["--list-rules"])
+    names = {line.split()[0] for line in r.stdout.splitlines() if line and not line.startswith(" ")}
+    return names - NO_SHELL
+
+
+_COVERED: set = set()
+
+
+@pytest.mark.parametrize("key", sorted(set(_text_keys(__import__("yaml").safe_load(
+    (REPO / "rules" / "schemas" / "config.schema.yaml").read_text())))))
+def test_a_hostile_value_of_every_key_arrives_as_one_argument(tmp_path, key, rules_with_shell):
+    """Each config key that can hold text, set to a value with quotes, $( ), backticks, ;, spaces and a
+    newline: in every command of the dry run that holds it, it is one argument (or part of one), and
+    every $ and backtick of it sits in single quotes; a key that names a workload or variant refuses it."""
+    marker = tmp_path / "PWNED"
+    value = _hostile(key, marker)
+    if key == "reference.dir":
+        # the committed reference under a hostile name (one path component: a marker without a
+        # slash), so that the rules reading it are scheduled
+        value = _hostile(key, "PWNED")
+        (tmp_path / value).symlink_to(REPO / "reports" / "reference" / "h200", target_is_directory=True)
+        value = str(tmp_path / value)
+    work = value if key == "work_dir" else "results"
+    r, config = _dry_run_commands(tmp_path, key, value, work)
+    out = r.stdout + r.stderr
+    assert not marker.exists()
+    if key in REFUSED_NAMES:
+        assert r.returncode != 0, f"{key}: a hostile name was accepted"
+        assert key.split(".")[0].replace("*", "") in out or "no such" in out or "variant" in out, out[-1500:]
+        return
+    assert r.returncode == 0, out[-3000:]
+    commands = []
+    rule = None
+    lines = r.stdout.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith(("rule ", "checkpoint ")):
+            rule = line.split()[1].rstrip(":")
+        if line.startswith("Shell command: "):
+            # a newline of a quoted value continues the command on the next printed line
+            text = line.removeprefix("Shell command: ")
+            while True:
+                try:
+                    shlex.split(text)
+                    break
+                except ValueError:
+                    i += 1
+                    text += "\n" + lines[i]
+            commands.append((rule, text))
+        i += 1
+    _COVERED.update(rule for rule, _ in commands)
+    reached = 0
+    for rule, command in commands:
+        if value.split("'")[0] not in command:
+            continue
+        words = shlex.split(command)
+        holding = [w for w in words if value in w]
+        assert holding, f"{key} in rule {rule}: the value was split or cut: {command!r}"
+        # the one word holds the whole value: nothing of it became shell syntax around it
+        rebuilt = shlex.join(words)
+        assert rebuilt.count("touch") == command.count("touch"), (rule, command)
+        quoted = [q for _, q in _quote_states(command)]
+        starts = [i for i in range(len(command)) if command.startswith(("$(touch", "`touch", "; touch"), i)]
+        assert starts and all(quoted[i] for i in starts), \
+            f"{key} in rule {rule}: $( ), ` or ; of the value outside single quotes: {command!r}"
+        reached += 1
+    if key in ("compare_base", "compare_cand", "python", "nsys", "ncu", "work_dir", "run_label",
+               "nsys_profile.extra_args", "ncu_profile.extra_args", "reference.dir", "more_references.*"):
+        assert reached, f"{key}: no dry-run command holds the value (the walk missed the rules that read it)"
+
+
+def test_the_walk_saw_every_rule_with_a_shell_command(rules_with_shell):
+    """Runs after the walk above (file order): the targets schedule every rule that has a shell."""
+    if not _COVERED:
+        pytest.skip("the walk did not run in this session")
+    assert rules_with_shell <= _COVERED, f"rules no dry run printed: {sorted(rules_with_shell - _COVERED)}"
+
+
+def test_an_unbalanced_quote_in_extra_args_is_refused_under_its_key(tmp_path):
+    extra = _configfile(tmp_path, "ncu_profile:\n  extra_args: \"--cache-control 'all\"\n")
+    r = _snakemake(["-n", "--cores", "1", "--configfile", "rules/config.yaml", extra, "--", "profile_all"])
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "ncu_profile.extra_args" in out and "No closing quotation" in out, out[-1500:]
+
+
+@pytest.mark.parametrize("work_dir", ["/etc", "/usr/local/results", "/tmp", "/proc/self"])
+def test_a_system_folder_as_work_dir_is_refused(work_dir):
+    r = _snakemake(["-n", "--cores", "1", "rebuild_reports", "--config", f"work_dir={work_dir}"])
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and f"work_dir={work_dir!r}" in out and "folder" in out, out[-1500:]
+
+
+@pytest.mark.parametrize("work_dir", ["/", "/etc", "/tmp", "/usr/lib/x"])
+def test_cold_refuses_a_system_folder_as_work_dir(work_dir):
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", work_dir, "--", "true"],
+                       cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--work-dir" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert "caches in" not in r.stderr  # refused before any cache folder was made
+
+
+def test_cold_says_a_missing_program_in_one_line(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path / "w"), "--",
+                        "/nonexistent"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines() == ["workloads.tools.cold: /nonexistent: no such program (not a file, "
+                                             "or not executable, or not on PATH)"]
+
+
+def test_cold_refuses_a_work_dir_below_a_file(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(blocker / "w"), "--", "true"],
+                       cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and f"{blocker} is a file" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def _pattern_keys(schema, path=()):
+    """The keys whose text the schema restricts to a pattern (names, the trace list)."""
+    kinds = schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type")]
+    for name, sub in (schema.get("properties") or {}).items():
+        yield from _pattern_keys(sub, (*path, name))
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _pattern_keys(schema["additionalProperties"], (*path, "*"))
+    if "items" in schema:
+        yield from _pattern_keys(schema["items"], (*path, "[]"))
+    if "string" in kinds and schema.get("pattern") not in (None, "\\.ya?ml$"):
+        yield ".".join(path)
+
+
+@pytest.mark.parametrize("key", sorted(set(_pattern_keys(__import__("yaml").safe_load(
+    (REPO / "rules" / "schemas" / "config.schema.yaml").read_text())))))
+def test_a_hostile_value_of_a_key_with_a_pattern_is_refused_by_the_schema(tmp_path, key):
+    marker = tmp_path / "PWNED"
+    r, _ = _dry_run_commands(tmp_path, key, _hostile(key, marker), "results")
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "does not match" in out, out[-1500:]
+    assert not marker.exists()

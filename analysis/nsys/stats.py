@@ -41,6 +41,7 @@ import numpy as np
 from analysis.nsys import columns
 from analysis.errors import AnalysisInputError, DamagedExport, NoDataInExport
 from analysis.nsys.trace import NvtxEvent, Trace, api_base_name
+from analysis import mdtext
 
 Header = list[str]
 Rows = list[list[Any]]
@@ -596,12 +597,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 def format_md(header: Header, rows: Rows) -> str:
     """A Markdown table; numeric columns right-aligned."""
     def cell(v: Any) -> str:
-        text = _text(v)
-        if len(text) > MAX_MD_CELL_CHARS:
-            text = text[:MAX_MD_CELL_CHARS - 1] + "…"
-        text = text.replace("\\", "\\\\").replace("|", "\\|")
-        # a line break or control character in a name would end the row or start a heading
-        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+        return mdtext.cell(_text(v), MAX_MD_CELL_CHARS)
 
     numeric = [bool(rows) and all(isinstance(r[i], (int, decimal.Decimal)) or r[i] is None for r in rows)
                for i in range(len(header))]

@@ -18,6 +18,7 @@ import pathlib
 import re
 import sqlite3
 import weakref
+from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from analysis.errors import AnalysisInputError, DamagedExport
@@ -417,9 +418,9 @@ class Trace:
     def gpu_info(self) -> list[GpuInfo]:
         if "TARGET_INFO_GPU" not in self.tables:
             return []
-        rows = self._query(
-            "SELECT name, smCount, memoryBandwidth, l2CacheSize, totalMemory FROM TARGET_INFO_GPU ORDER BY id"
-        )
+        rows = self.checked_rows(
+            "SELECT name, smCount, memoryBandwidth, l2CacheSize, totalMemory FROM TARGET_INFO_GPU ORDER BY id",
+            ("str?", "int?", "int?", "int?", "int?"), "TARGET_INFO_GPU")
         return [GpuInfo(*r) for r in rows]
 
     def api_calls(self) -> list[ApiCall]:
@@ -632,6 +633,12 @@ class Trace:
             from analysis.nsys import columns  # noqa: PLC0415 (columns builds on this module)
             self._launches = columns.read_launches(self)
         return self._launches
+
+
+def read_only_uri(path: str | os.PathLike) -> str:
+    """SQLite's read-only URI of ``path``, percent-encoded: a ``#``, ``?`` or ``%`` in a file name
+    is part of the name, not the URI's fragment, query or an escape."""
+    return Path(os.path.abspath(path)).as_uri() + "?mode=ro"
 
 
 def missing_tables(path: str, required: Sequence[str]) -> list[str]:

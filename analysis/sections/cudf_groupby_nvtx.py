@@ -41,6 +41,7 @@ from analysis.errors import AnalysisInputError
 from analysis.nsys.trace import Trace
 from analysis.nvtx_tree import NvtxTree, OutlineRow, TreeRange, domain_totals, outline, read_tree
 from workloads.cudf_groupby import RECIPE  # the recipe's definition only: no cuDF import
+from analysis import mdtext
 
 WORKLOAD = RECIPE.name
 
@@ -232,7 +233,7 @@ def outline_text(rows: Sequence[OutlineRow], max_rows: int = MAX_OUTLINE_ROWS) -
 def _table(header: Sequence[str], align: str, rows: Sequence[Sequence[object]]) -> list[str]:
     """A markdown table's lines; ``align`` has one letter per column, ``l`` (left) or ``r`` (right)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
-    return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return lines + ["| " + " | ".join(mdtext.cell(c, backslash=False) for c in row) + " |" for row in rows]
 
 
 def _call_row(run: RunNvtx) -> tuple:

@@ -52,6 +52,7 @@ from typing import Callable, Mapping, Sequence
 
 from workloads import frameworks, gpu_turn
 from workloads.tools.gpu_jobs import LockFolderError, gpu_job
+from workloads.work_dir import system_folder_problem
 
 #: environment variable -> sub-folder of the run's cache root (the driver's and each framework's)
 CACHE_VARIABLES = frameworks.cache_variables()
@@ -403,8 +404,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.shared_cache is not None:
             check_tag(args.shared_cache, "--shared-cache")
         check_cache_root(args.work_dir)
+        problem = system_folder_problem(args.work_dir)
+        if problem:
+            raise UnsafePathError(f"--work-dir {args.work_dir!r} {problem}")
     except UnsafePathError as e:
         p.error(str(e))
+    if shutil.which(cmd[0]) is None:
+        # refused before any lock or record: Popen's FileNotFoundError would end in a traceback
+        print(f"workloads.tools.cold: {cmd[0]}: no such program (not a file, or not executable, or not on PATH)",
+              file=sys.stderr)
+        return 2
     try:
         return run_cold(cmd, args.work_dir, args.tag, args.keep, args.gpus, args.shared_cache, args.turns)
     except (gpu_turn.CoreSplitError, gpu_turn.LockFileError, LockFolderError) as e:
