@@ -679,3 +679,18 @@ def kernel_page_inputs(wc):
         return {"rep": f"{CAPTURES}/kernels/{wc.page}/kernel.ncu-rep", "run": f"{CAPTURES}/kernels/{wc.page}/kernel-run.json"}
     page_dir = REFERENCE_KERNEL_DIRS[wc.page]
     return {"rep": f"{page_dir}/kernel.ncu-rep.gz", "run": f"{page_dir}/kernel-run.json"}
+
+
+# --- comparing two runs (rules/compare.smk) -----------------------------------------------------
+
+
+def compare_side(key):
+    """An input function: the timed captures under the folder ``--config <key>=DIR`` names."""
+    def inputs(wc):
+        folder = config.get(key)
+        if not folder:
+            raise ValueError(f"snakemake compare needs --config {key}=<folder of timed captures>")
+        return sorted(glob.glob(f"{folder.rstrip('/')}/**/timing.json", recursive=True)
+                      + glob.glob(f"{folder.rstrip('/')}/**/timing.json.gz", recursive=True))
+
+    return inputs

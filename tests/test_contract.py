@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from workloads import annotate
-from workloads.contract import ResultMismatch, Variant, WorkloadError, check_result, relative_error
+from workloads.contract import ResultMismatch, Variant, Work, WorkloadError, check_result, relative_error
 from workloads.registry import RECIPES, BY_NAME
 
 from conftest import REPO

@@ -384,7 +384,6 @@ def test_jax_ncu_filter_matches_the_kernel_that_dominates_each_profiled_step_at_
 
     from workloads.registry import recipe_facts
 
-    from conftest import REPO
 
     ncu = recipe_facts("jax_matmul")["ncu"]
     assert ncu.get("kernel_name_base") == "demangled" and ncu.get("calls", 1) == 1

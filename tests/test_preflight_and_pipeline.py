@@ -89,6 +89,7 @@ def test_config_schema_rejects_a_typo(tmp_path):
     assert "work_dir" in r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
     # the rebuild only reads the reference captures
     repo = _repo_copy(tmp_path, reference="link")

@@ -197,7 +197,6 @@ def test_the_number_of_chunks_and_streams_is_configurable(drv):
 def test_registered_after_the_step_it_improves_on_with_the_same_declared_work():
     from workloads.registry import recipe_facts
 
-    from conftest import REPO
 
     assert RECIPE.parent_of("streams") == "pinned_async" == Streams.improves_on
     assert RECIPE.variants.index("streams") == RECIPE.variants.index("pinned_async") + 1

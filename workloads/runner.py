@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import json
 import os
 import sys
 import time
