@@ -326,8 +326,7 @@ def ncu_rules_lines(rules: Sequence) -> list[str]:
         estimated = sorted(((rule, cells[only]) for rule, cells, _, _ in rules
                             if isinstance(cells.get(only), (int, float))), key=lambda rc: -rc[1])
         flagged = [rule for rule, cells, _, _ in rules if isinstance(cells.get(only), str)]
-        # kept short: with eight rules and three flags (Warp's plane_threads on an H100) the sentence
-        # stays one line within MAX_LINE_CHARS
+        # kept short, so that a step with eight rules and three flags still fits one line of MAX_LINE_CHARS
         text = (f"ncu's rules on `{only}`'s first profiled launch, by estimated speedup (under "
                 f"{rm.NCU_RULE_MIN_PCT:.0f}% left out): " + ", ".join(f"{rule} {v:.0f}%" for rule, v in estimated))
         if flagged:

@@ -43,11 +43,11 @@ EXTRA_METRICS = (
     "smsp__inst_executed.sum",
 )
 #: the sections of ``--set full`` whose passes patch the kernel's code (source counters, instruction
-#: mix); on an H100 (ncu 2025.3.1) they took 23 of the ~28 s a launch of cuDF's aggregation kernel
-#: took under the full set, and no report page but the kernel pages reads their metrics
+#: mix): most of a large kernel's profiling time (docs/measurement.md), and no report page but the
+#: kernel pages reads their metrics
 INSTRUMENTED_SECTIONS = ("SourceCounters", "InstructionStats")
 #: a metric only InstructionStats collects: a launch without it was profiled without the
-#: instrumented sections (a recipe's ``ncu: sections:`` in rules/config.yaml)
+#: instrumented sections (a recipe's ``ncu: sections:`` in its profile.yaml)
 INSTRUMENTED_MARKER = "smsp__inst_executed.sum"
 
 #: how a launch was profiled (Launch.collection): every section of ``--set full``; the full set less some

@@ -488,10 +488,8 @@ def step_cold(wc, profiler=None):
     experiments a recipe lists in experiments_in_turns take turns too (experiment_cold). The other
     experiments and the suite's own runs use COLD as it is: they hold the GPU throughout. Cold/warm
     starts (workloads.tools.coldwarm) take each process's turn before its launch, so that its
-    imports and setup run holding the GPU on the holder's cores: cold/warm starts that took their
-    turn themselves after their imports measured 30-60% longer on one H200 than on another without
-    turns (each phase longer; the machine's other phases 8-14%), likely from imports and setup
-    running beside other runs' CPU work or right after another process let the GPU go.
+    imports and setup run holding the GPU on the holder's cores, since start-ups that took their turn
+    after their imports measured longer (docs/measurement.md).
 
     ``profiler="nsys"``: the shared cache only for a step whose setup compiles every program its
     calls run (Recipe.compiles_in_setup): the nsys run's first call is the cold-start page's "first
@@ -513,11 +511,9 @@ def shares_compile_cache(wc, profiler=None):
 def compiled_first(wc, profiler=None):
     """For a run that loads the recipe's shared compile cache (JAX, Warp, PyCUDA; see step_cold):
     the step's timed run, so that the cache is filled before the ncu or nsys run starts, which then
-    loads the programs instead of compiling them under the profiler. Three JAX ncu runs that
-    compiled (XLA's autotuning runs kernels inside the profiled process) ended with signal 11 on an
-    H100 (ncu 2025.3), while the H100 reference's JAX ncu runs, all started after their step's
-    cache was filled, did not: that compiling is the cause is inferred from those runs, not proven.
-    Ordering the runs also means two runs never compile the same program into the folder at once."""
+    loads the programs instead of compiling them under the profiler, where JAX's ncu runs that
+    compiled crashed (docs/measurement.md). Ordering the runs also means two runs never compile the
+    same program into the folder at once."""
     if not shares_compile_cache(wc, profiler):
         return []
     return timed_record_of(wc.workload, wc.variant, int(wc.size))
