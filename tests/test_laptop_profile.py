@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from workloads.registry import BY_NAME, _facts_file, facts_for_run
+from workloads.registry import BY_NAME, PRESETS, _facts_file, facts_for_run
 
 from conftest import REPO
 
@@ -53,3 +53,22 @@ def test_the_h200_sizes_would_not_pass():
     assert 16384 in facts_for_run("default")["cupy_sqdiff"]["sizes"]
     work = BY_NAME["cupy_sqdiff"].variant_class("baseline")(16384).work()
     assert (work.bytes_read + work.bytes_written) * HEADROOM > LAPTOP_GPU_BYTES
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_of_every_recipe_is_valid(preset):
+    """Each preset laid over each recipe's default passes the schema and names only its steps, and
+    every step it runs keeps a size (registry.check_facts raises otherwise)."""
+    facts = facts_for_run(preset)
+    assert list(facts) == list(BY_NAME)
+
+
+def test_the_smoke_sizes_are_no_larger_than_the_laptop_ones():
+    smoke, laptop = facts_for_run("smoke"), facts_for_run("laptop")
+    for w in BY_NAME:
+        assert max(smoke[w]["sizes"]) <= min(laptop[w]["sizes"]), w
+
+
+def test_the_config_schema_offers_the_registrys_presets():
+    schema = yaml.safe_load((REPO / "rules" / "schemas" / "config.schema.yaml").read_text())
+    assert schema["properties"]["preset"]["enum"] == list(PRESETS)
