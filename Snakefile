@@ -65,7 +65,7 @@ rule rebuild_reports:
         f"{WORK}/logs/rebuild_reports.log",
     threads: workflow.cores
     conda:
-        CONDA_ENV
+        config["conda_env"]
     shell:
         # --nolock: this run holds the working directory's lock; the runs write disjoint files
         "set -- {params.logs:q}; for file in {params.config_files:q}; do log=$1; shift; mkdir -p $(dirname $log);"
