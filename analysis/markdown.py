@@ -512,7 +512,7 @@ def command_lines(commands: Sequence[rm.Command]) -> list[str]:
 
 def sizes_not_run(m: rm.ReportModel, size: int) -> list[str]:
     """A line naming the steps that ran at other sizes but not at ``size`` (``variant_sizes`` in
-    rules/config.yaml: a step whose calls take too long there), so that a ladder that starts later
+    the recipe's profile.yaml: a step whose calls take too long there), so that a ladder that starts later
     is not read as the recipe's baseline."""
     here = {s.variant for s in m.ladder[size]}
     elsewhere = {}

@@ -129,8 +129,8 @@ def metrics_only_args(tensor_ops: bool = True) -> list[str]:
     ``--set full``, and the metrics the two shared differed by at most 0.27%.
 
     ``tensor_ops`` False leaves out :func:`tensor_ops_metrics`, for a recipe whose kernels run no
-    tensor-core operations (its ``ncu.tensor_ops`` in rules/config.yaml): they cost 4 of the 15
-    passes (NVIDIA H200, ncu 2025.3.1, JAX float32's three launches at 512: 11 passes each without)."""
+    tensor-core operations (``ncu.tensor_ops`` in its profile.yaml): they cost 4 of the 15 passes
+    (docs/measurement.md)."""
     left_out = set() if tensor_ops else set(tensor_ops_metrics())
     names = [m for m in analysis_metrics()
              if not m.startswith("derived__") and m != INSTRUMENTED_MARKER and m not in left_out]
