@@ -187,3 +187,16 @@ def test_facts_naming_an_unknown_step_are_refused_with_the_key(copy_with_recipe,
     assert r.returncode != 0
     assert f"workloads.{NAME}.ncu.variants: no variant 'fused'" in out, out[-3000:]
 
+
+
+def test_the_config_holds_knobs_not_recipe_facts():
+    """What a recipe runs lives in its folder: rules/config.yaml sets nothing for a named recipe and
+    no facts key (its comments may name a recipe in an example)."""
+    from workloads.registry import BY_NAME
+
+    lines = (REPO / "rules" / "config.yaml").read_text().splitlines()
+    text = "\n".join(line.split(" #")[0] for line in lines if not line.lstrip().startswith("#"))
+    assert [w for w in BY_NAME if w in text] == []
+    for key in ("kernel_regex", "launch_count", "full_variants", "tensor_ops", "timed_first", "variant_sizes",
+                "coldwarm_variants", "profiled_calls"):
+        assert f"{key}:" not in text, key
