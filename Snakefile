@@ -61,13 +61,17 @@ rule rebuild_reports:
         python=PYTHON,
         config_files=list((config.get("more_references") or {}).values()),
         logs=[f"{WORK}/logs/rebuild_reference_{name}.log" for name in config.get("more_references") or {}],
+    log:
+        f"{WORK}/logs/rebuild_reports.log",
     threads: workflow.cores
+    conda:
+        config["conda_env"]
     shell:
         # --nolock: this run holds the working directory's lock; the runs write disjoint files
         "set -- {params.logs:q}; for file in {params.config_files:q}; do log=$1; shift; mkdir -p \"$(dirname \"$log\")\";"
         " echo \"rebuild_reports: the reference of $file (log: $log)\";"
         " {params.python:q} -m snakemake rebuild_reports --configfile \"$file\" --cores {threads} --nolock > \"$log\" 2>&1"
-        " || {{ tail -20 \"$log\"; exit 1; }}; done"
+        " || {{ tail -20 \"$log\"; exit 1; }}; done 2>&1 | tee {log:q}"
 
 
 rule capture_reference:

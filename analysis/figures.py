@@ -1,7 +1,6 @@
 """Figures for the reports, drawn from run summaries (never from raw files)."""
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
 import matplotlib

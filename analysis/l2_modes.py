@@ -105,8 +105,8 @@ def section(table: Sequence[L2Row], timer: str) -> str:
              "twice the L2 size written outside the timed window). The minimum-work floor is set by the "
              "device-to-device copy rate, a device-memory rate: **it is the floor of the cold-L2 time**; a warm "
              "time under it is served from L2.", "",
-             f"| step | size | working set / L2 | warm median ms (samples) | cold-L2 median ms (samples) | "
-             f"warm vs cold-L2 | minimum-work floor ms (resource) | cold-L2 / floor | warm / floor |",
+             "| step | size | working set / L2 | warm median ms (samples) | cold-L2 median ms (samples) | "
+             "warm vs cold-L2 | minimum-work floor ms (resource) | cold-L2 / floor | warm / floor |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         lines.append(

@@ -327,8 +327,7 @@ def ncu_rules_lines(rules: Sequence) -> list[str]:
         estimated = sorted(((rule, cells[only]) for rule, cells, _, _ in rules
                             if isinstance(cells.get(only), (int, float))), key=lambda rc: -rc[1])
         flagged = [rule for rule, cells, _, _ in rules if isinstance(cells.get(only), str)]
-        # kept short: with eight rules and three flags (Warp's plane_threads on an H100) the sentence
-        # stays one line within MAX_LINE_CHARS
+        # kept short, so that a step with eight rules and three flags still fits one line of MAX_LINE_CHARS
         text = (f"ncu's rules on `{only}`'s hottest kernel, those consistent with its limiter, by estimated speedup "
                 f"(under "
                 f"{rm.NCU_RULE_MIN_PCT:.0f}% left out): " + ", ".join(f"{rule} {v:.0f}%" for rule, v in estimated))
@@ -512,7 +511,7 @@ def command_lines(commands: Sequence[rm.Command]) -> list[str]:
 
 def sizes_not_run(m: rm.ReportModel, size: int) -> list[str]:
     """A line naming the steps that ran at other sizes but not at ``size`` (``variant_sizes`` in
-    rules/config.yaml: a step whose calls take too long there), so that a ladder that starts later
+    the recipe's profile.yaml: a step whose calls take too long there), so that a ladder that starts later
     is not read as the recipe's baseline."""
     here = {s.variant for s in m.ladder[size]}
     elsewhere = {}

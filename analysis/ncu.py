@@ -43,11 +43,11 @@ EXTRA_METRICS = (
     "smsp__inst_executed.sum",
 )
 #: the sections of ``--set full`` whose passes patch the kernel's code (source counters, instruction
-#: mix); on an H100 (ncu 2025.3.1) they took 23 of the ~28 s a launch of cuDF's aggregation kernel
-#: took under the full set, and no report page but the kernel pages reads their metrics
+#: mix): most of a large kernel's profiling time (docs/measurement.md), and no report page but the
+#: kernel pages reads their metrics
 INSTRUMENTED_SECTIONS = ("SourceCounters", "InstructionStats")
 #: a metric only InstructionStats collects: a launch without it was profiled without the
-#: instrumented sections (a recipe's ``ncu: sections:`` in rules/config.yaml)
+#: instrumented sections (a recipe's ``ncu: sections:`` in its profile.yaml)
 INSTRUMENTED_MARKER = "smsp__inst_executed.sum"
 
 #: how a launch was profiled (Launch.collection): every section of ``--set full``; the full set less some
@@ -135,8 +135,8 @@ def metrics_only_args(tensor_ops: bool = True) -> list[str]:
     ``--set full``, and the metrics the two shared differed by at most 0.27%.
 
     ``tensor_ops`` False leaves out :func:`tensor_ops_metrics`, for a recipe whose kernels run no
-    tensor-core operations (its ``ncu.tensor_ops`` in rules/config.yaml): they cost 4 of the 15
-    passes (NVIDIA H200, ncu 2025.3.1, JAX float32's three launches at 512: 11 passes each without)."""
+    tensor-core operations (``ncu.tensor_ops`` in its profile.yaml): they cost 4 of the 15 passes
+    (docs/measurement.md)."""
     left_out = set() if tensor_ops else set(tensor_ops_metrics())
     names = [m for m in analysis_metrics()
              if not m.startswith("derived__") and m != INSTRUMENTED_MARKER and m not in left_out]

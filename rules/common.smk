@@ -4,7 +4,6 @@ import glob
 import importlib.util
 import json
 import os
-import re
 import shlex
 import sys
 
@@ -12,7 +11,7 @@ from analysis import layout
 from analysis import ncu as ncu_reader
 from analysis.gzfiles import existing_capture
 from workloads.frameworks import framework as FRAMEWORK, nsys_nvtx_flags
-from workloads.registry import BY_NAME as RECIPES
+from workloads.registry import BY_NAME as RECIPES, facts_for_run
 
 
 def _exe(key, env_var):
@@ -77,46 +76,9 @@ def _split_cores_for_one_gpu():
 
 CORE_SPLIT = _split_cores_for_one_gpu()
 
-for _name, _c in config["workloads"].items():
-    if _name not in RECIPES:
-        raise ValueError(
-            f"rules/config.yaml: workloads.{_name}: no such workload (have: {', '.join(RECIPES)})"
-        )
-    if _c["ncu"].get("kernel_regex"):
-        try:
-            re.compile(_c["ncu"]["kernel_regex"])
-        except re.error as _e:
-            raise ValueError(
-                f"rules/config.yaml: workloads.{_name}.ncu.kernel_regex {_c['ncu']['kernel_regex']!r}: "
-                f"not a regular expression ({_e})"
-            ) from None
-    _named = {"ncu.variants": _c["ncu"].get("variants", []), "ncu.full_variants": _c["ncu"].get("full_variants", []),
-              "variant_sizes": _c.get("variant_sizes", {}),
-              "coldwarm_variants": _c.get("coldwarm_variants") or [],
-              "timed_first": _c.get("timed_first") or [],
-              "l2_modes.variants": (_c.get("l2_modes") or {}).get("variants", [])}
-    for _key, _vs in _named.items():
-        for _v in _vs:
-            if _v not in RECIPES[_name].variants:
-                raise ValueError(
-                    f"rules/config.yaml: workloads.{_name}.{_key}: no variant {_v!r} "
-                    f"(have: {', '.join(RECIPES[_name].variants)})"
-                )
-    # config files merge key by key: a profile that changes a workload's sizes keeps the default's
-    # variant_sizes, and a step whose sizes are all gone would silently leave the run
-    for _v, _sizes in (_c.get("variant_sizes") or {}).items():
-        if not set(_sizes) & set(_c["sizes"]):
-            raise ValueError(
-                f"rules/config.yaml: workloads.{_name}.variant_sizes.{_v}: {_sizes} names none of the sizes "
-                f"{_c['sizes']}, so {_v!r} would not run; set its variant_sizes where the sizes are set"
-            )
-    for _v in _c["ncu"].get("variants", []):
-        _runs_at = (_c.get("variant_sizes") or {}).get(_v, _c["sizes"])
-        if not set(_runs_at) & set(_c["sizes"]) & set(_c["ncu"]["sizes"]):
-            raise ValueError(
-                f"rules/config.yaml: workloads.{_name}.ncu.variants: {_v!r} runs at none of ncu.sizes "
-                f"{_c['ncu']['sizes']}, so ncu would not profile it"
-            )
+# Every recipe's facts (workloads/<recipe>/profile.yaml) under this run's preset, with the config's
+# one-off overrides laid over them; a recipe without facts, or facts naming an unknown step, stop here.
+WORKLOADS = facts_for_run(config["preset"], config.get("workloads"))
 
 
 def _missing(recipe):
@@ -149,10 +111,10 @@ onstart:
 # Recipes whose packages are importable here; the others are skipped (the preflight records why).
 ONLY = config.get("only_workloads")
 for _name in ONLY or []:
-    if _name not in config["workloads"]:
-        raise ValueError(f"only_workloads: no workload {_name!r} in the config (have: {', '.join(config['workloads'])})")
+    if _name not in WORKLOADS:
+        raise ValueError(f"only_workloads: no workload {_name!r} in the config (have: {', '.join(WORKLOADS)})")
 RUNNABLE_WORKLOADS = [
-    w for w in config["workloads"] if not _missing(RECIPES[w]) and (ONLY is None or w in ONLY)
+    w for w in WORKLOADS if not _missing(RECIPES[w]) and (ONLY is None or w in ONLY)
 ]
 # the multi-process example (rules/multiprocess.smk) needs CuPy; a run of some workloads skips it
 MULTIPROCESS_RUNNABLE = (config.get("multiprocess", True) and importlib.util.find_spec("cupy") is not None
@@ -174,7 +136,7 @@ def say_what_profile_all_skips(wc):
     from workloads.tools.preflight import recipe_availability
 
     skipped = {w: why for w, why in recipe_availability().items()
-               if why and w in config["workloads"] and (ONLY is None or w in ONLY)}
+               if why and w in WORKLOADS and (ONLY is None or w in ONLY)}
     if ONLY is None and importlib.util.find_spec("cupy") is None:
         skipped["nvtx_multiprocess"] = "not importable here: cupy"
     if skipped:
@@ -187,7 +149,7 @@ def say_what_profile_all_skips(wc):
 def runs(workload):
     """(variant, size) pairs of one workload, in recipe order. ``variant_sizes`` narrows the sizes
     of a variant (an eager int32 baseline at a size that fills the GPU would take minutes)."""
-    c = config["workloads"][workload]
+    c = WORKLOADS[workload]
     only = c.get("variant_sizes", {})
     return [
         (v, s) for s in c["sizes"] for v in RECIPES[workload].variants if s in only.get(v, [s])
@@ -203,7 +165,7 @@ def experiment_dirs(root, workload):
 
 
 def profiled_by_ncu(workload, variant, size):
-    c = config["workloads"][workload]["ncu"]
+    c = WORKLOADS[workload]["ncu"]
     return size in c["sizes"] and variant in c.get("variants", RECIPES[workload].variants)
 
 
@@ -279,7 +241,7 @@ def nvtx_include(workload, variant):
 
 
 def ncu_flags(wc):
-    o, w = config["ncu_profile"], config["workloads"][wc.workload]["ncu"]
+    o, w = config["ncu_profile"], WORKLOADS[wc.workload]["ncu"]
     # sections, when given (for all recipes, or one recipe's own), replace the set: ncu collects
     # exactly those (e.g. every section but the instrumented ones, which only the kernel pages read)
     sections = w.get("sections") or o.get("sections")
@@ -309,7 +271,7 @@ def ncu_flags(wc):
 
 def timing_setting(key):
     """A timing setting for the rule's workload: its own override, else the global one."""
-    return lambda wc: {**config["timing"], **config["workloads"][wc.workload].get("timing", {})}[key]
+    return lambda wc: {**config["timing"], **WORKLOADS[wc.workload].get("timing", {})}[key]
 
 
 #: the timed run's priority among the jobs ready to start (experiments 20, ceilings 50)
@@ -322,12 +284,12 @@ def timed_priority(wc):
     """A timed run's priority: TIMED_FIRST_PRIORITY for the recipe's ``timed_first`` variants, whose
     setups compile on every core for long and go fastest while the other jobs' host work has barely
     begun; TIMED_PRIORITY otherwise."""
-    first = config["workloads"][wc.workload].get("timed_first") or []
+    first = WORKLOADS[wc.workload].get("timed_first") or []
     return TIMED_FIRST_PRIORITY if wc.variant in first else TIMED_PRIORITY
 
 
 def coldwarm_size(wc):
-    c = config["workloads"][wc.workload]
+    c = WORKLOADS[wc.workload]
     return c.get("coldwarm_size", min(c["sizes"]))
 
 
@@ -337,7 +299,7 @@ def l2_records(capture_set, workload):
     if capture_set != "live":
         return sorted(glob.glob(f"{REF_DIR}/{workload}/{layout.L2_DIR}/*/n*/timing-*.json")
                       + glob.glob(f"{REF_DIR}/{workload}/{layout.L2_DIR}/*/n*/timing-*.json{layout.GZIP_SUFFIX}"))
-    c = config["workloads"][workload].get("l2_modes") or {"sizes": [], "variants": []}
+    c = WORKLOADS[workload].get("l2_modes") or {"sizes": [], "variants": []}
     return [f"{CAPTURES}/{workload}/{layout.L2_DIR}/{v}/n{s}/timing-{m}.json"
             for s in c["sizes"] for v in RECIPES[workload].variants if v in c["variants"] for m in ("warm", "cold-l2")]
 
@@ -347,7 +309,7 @@ def coldwarm_variants(workload):
     order), else all; none when the run leaves the cold/warm starts out (``coldwarm: false``)."""
     if not COLDWARM_ON:
         return []
-    chosen = config["workloads"][workload].get("coldwarm_variants")
+    chosen = WORKLOADS[workload].get("coldwarm_variants")
     return [v for v in RECIPES[workload].variants if chosen is None or v in chosen]
 
 
@@ -355,9 +317,9 @@ def coldwarm_driver_cache_args(wc):
     """``--driver-cache-measured-on STEP`` for every cold/warm step but the one that measures the
     driver cache's share for its recipe (``coldwarm_driver_cache_variant``, else its first step)."""
     steps = coldwarm_variants(wc.workload)
-    measured = config["workloads"][wc.workload].get("coldwarm_driver_cache_variant") or (steps[0] if steps else None)
+    measured = WORKLOADS[wc.workload].get("coldwarm_driver_cache_variant") or (steps[0] if steps else None)
     if measured is not None and measured not in steps:
-        raise ValueError(f"rules/config.yaml: workloads.{wc.workload}.coldwarm_driver_cache_variant {measured!r} "
+        raise ValueError(f"workloads/{wc.workload}/profile.yaml: coldwarm_driver_cache_variant {measured!r} "
                          f"is not among its cold/warm steps {steps}")
     return "" if wc.variant == measured else shlex.join(["--driver-cache-measured-on", measured])
 
@@ -367,13 +329,13 @@ def coldstart_records(workload):
 
 
 def profiled_calls(wc):
-    return config["workloads"][wc.workload]["profiled_calls"]
+    return WORKLOADS[wc.workload]["profiled_calls"]
 
 
 def ncu_calls(wc):
     """Calls in a step's ncu run: one by default, whose launches ncu's skip and count then pick from
     (a second call would launch the same kernels again, each one more profile of the same code)."""
-    return config["workloads"][wc.workload]["ncu"].get("calls", 1)
+    return WORKLOADS[wc.workload]["ncu"].get("calls", 1)
 
 
 # --- analysis inputs ---------------------------------------------------------------------------
@@ -541,10 +503,8 @@ def step_cold(wc, profiler=None):
     experiments a recipe lists in experiments_in_turns take turns too (experiment_cold). The other
     experiments and the suite's own runs use COLD as it is: they hold the GPU throughout. Cold/warm
     starts (workloads.tools.coldwarm) take each process's turn before its launch, so that its
-    imports and setup run holding the GPU on the holder's cores: cold/warm starts that took their
-    turn themselves after their imports measured 30-60% longer on one H200 than on another without
-    turns (each phase longer; the machine's other phases 8-14%), likely from imports and setup
-    running beside other runs' CPU work or right after another process let the GPU go.
+    imports and setup run holding the GPU on the holder's cores, since start-ups that took their turn
+    after their imports measured longer (docs/measurement.md).
 
     ``profiler="nsys"``: the shared cache only for a step whose setup compiles every program its
     calls run (Recipe.compiles_in_setup): the nsys run's first call is the cold-start page's "first
@@ -566,11 +526,9 @@ def shares_compile_cache(wc, profiler=None):
 def compiled_first(wc, profiler=None):
     """For a run that loads the recipe's shared compile cache (JAX, Warp, PyCUDA; see step_cold):
     the step's timed run, so that the cache is filled before the ncu or nsys run starts, which then
-    loads the programs instead of compiling them under the profiler. Three JAX ncu runs that
-    compiled (XLA's autotuning runs kernels inside the profiled process) ended with signal 11 on an
-    H100 (ncu 2025.3), while the H100 reference's JAX ncu runs, all started after their step's
-    cache was filled, did not: that compiling is the cause is inferred from those runs, not proven.
-    Ordering the runs also means two runs never compile the same program into the folder at once."""
+    loads the programs instead of compiling them under the profiler, where JAX's ncu runs that
+    compiled crashed (docs/measurement.md). Ordering the runs also means two runs never compile the
+    same program into the folder at once."""
     if not shares_compile_cache(wc, profiler):
         return []
     return timed_record_of(wc.workload, wc.variant, int(wc.size))
@@ -732,3 +690,18 @@ def kernel_page_inputs(wc):
         return {"rep": f"{CAPTURES}/kernels/{wc.page}/kernel.ncu-rep", "run": f"{CAPTURES}/kernels/{wc.page}/kernel-run.json"}
     page_dir = REFERENCE_KERNEL_DIRS[wc.page]
     return {"rep": f"{page_dir}/kernel.ncu-rep.gz", "run": f"{page_dir}/kernel-run.json"}
+
+
+# --- comparing two runs (rules/compare.smk) -----------------------------------------------------
+
+
+def compare_side(key):
+    """An input function: the timed captures under the folder ``--config <key>=DIR`` names."""
+    def inputs(wc):
+        folder = config.get(key)
+        if not folder:
+            raise ValueError(f"snakemake compare needs --config {key}=<folder of timed captures>")
+        return sorted(glob.glob(f"{folder.rstrip('/')}/**/timing.json", recursive=True)
+                      + glob.glob(f"{folder.rstrip('/')}/**/timing.json.gz", recursive=True))
+
+    return inputs

@@ -5,29 +5,22 @@
 # --keep-incomplete (the slower steps are named on stderr either way).
 
 
-def _compare_side(key):
-    def inputs(wc):
-        folder = config.get(key)
-        if not folder:
-            raise ValueError(f"snakemake compare needs --config {key}=<folder of timed captures>")
-        return sorted(glob.glob(f"{folder.rstrip('/')}/**/timing.json", recursive=True)
-                      + glob.glob(f"{folder.rstrip('/')}/**/timing.json.gz", recursive=True))
-
-    return inputs
-
-
 rule compare:
     """The speedup base/candidate per recipe, variant and size, with its interval and verdict."""
     input:
-        base=_compare_side("compare_base"),
-        cand=_compare_side("compare_cand"),
+        base=compare_side("compare_base"),
+        cand=compare_side("compare_cand"),
     output:
         md=f"{WORK}/compare/compare.md",
         json=f"{WORK}/compare/compare.json",
+    log:
+        f"{WORK}/logs/compare.log",
     params:
         python=PYTHON,
         base=lambda wc: config["compare_base"],
         cand=lambda wc: config["compare_cand"],
+    conda:
+        CONDA_ENV
     shell:
         "{params.python:q} -m analysis compare {params.base:q} {params.cand:q}"
-        " --output-md {output.md:q} --output-json {output.json:q}"
+        " --output-md {output.md:q} --output-json {output.json:q} 2>&1 | tee {log:q}"

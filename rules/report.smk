@@ -49,7 +49,7 @@ rule index:
         f"{WORK}/logs/report/{{set}}/index.log",
     params:
         python=PYTHON,
-        coldstart=lambda wc, input: "--coldstart " + shlex.quote(str(input.coldstart)) if input.coldstart else "",
+        coldstart=lambda wc, input: f"--coldstart {shlex.quote(str(input.coldstart))}" if input.coldstart else "",
         # reference workloads merged in from a partial run keep the ceilings of their own run
         own_ceilings=lambda wc: "" if wc.set == "live" else " ".join(
             f"--workload-ceilings {w}={reference_ceilings(w)}"
@@ -60,7 +60,7 @@ rule index:
         label=lambda wc: run_options(wc, sections=False),
         # the reference's index links the pages of the other GPUs' references
         see_also=lambda wc: "" if wc.set == "live" else " ".join(
-            f"--see-also {shlex.quote(s['label'] + '=' + s['link'])}" for s in config["reference"].get("see_also") or []),
+            f"--see-also {shlex.quote('='.join((s['label'], s['link'])))}" for s in config["reference"].get("see_also") or []),
     conda:
         CONDA_ENV
     shell:
@@ -113,11 +113,15 @@ rule publish:
         "reports/{product}",
     wildcard_constraints:
         product=r"[A-Za-z0-9_]+\.md|figures/[A-Za-z0-9_]+\.png|kernels/[A-Za-z0-9_]+\.md",
+    log:
+        f"{WORK}/logs/publish/{{product}}.log",
     params:
         source=lambda wc: f"{REPORTS}/live/{wc.product}",
         optional=lambda wc: optional_figures_published(wc.product),
+    conda:
+        CONDA_ENV
     shell:
-        "cp {params.source:q} {output:q}{params.optional}"
+        "{{ cp {params.source:q} {output:q}{params.optional}; }} > {log:q} 2>&1"
 
 
 rule check_rebuild:

@@ -9,6 +9,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 
 import nvtx
@@ -18,6 +19,18 @@ from hypothesis import HealthCheck, settings
 REPO = pathlib.Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reports" / "reference" / "h200"
 sys.path.insert(0, str(REPO))
+
+#: the frameworks' compile caches, Matplotlib's and Snakemake's (XDG) of this test process and of
+#: every process it starts: in the temp folder, so that no test writes into ~/.cache (Warp's kernel
+#: cache, Numba's, JAX's) or reads a cache an earlier run left there
+TEST_CACHES = pathlib.Path(tempfile.mkdtemp(prefix="cookbook-test-caches-"))
+for _variable, _folder in {"WARP_CACHE_PATH": "warp", "NUMBA_CACHE_DIR": "numba", "CUPY_CACHE_DIR": "cupy",
+                           "PYCUDA_CACHE_DIR": "pycuda", "JAX_COMPILATION_CACHE_DIR": "jax", "CUDA_CACHE_PATH": "cuda",
+                           "XDG_CACHE_HOME": "xdg", "MPLCONFIGDIR": "matplotlib"}.items():
+    os.environ[_variable] = str(TEST_CACHES / _folder)
+if "warp" in sys.modules:
+    # Warp read WARP_CACHE_PATH when it was imported (a plugin imported it first)
+    sys.modules["warp"].config.kernel_cache_dir = os.environ["WARP_CACHE_PATH"]
 
 # Fuzz profiles, chosen with HYPOTHESIS_PROFILE: "default" is the same examples on every run (CI is
 # reproducible) and quick; "deep" is 100x the examples with fresh random seeds, for a long hunt.
@@ -187,6 +200,10 @@ def pytest_sessionfinish(session, exitstatus):
     for trace in _OPEN_TRACES.values():
         trace.close()
     _OPEN_TRACES.clear()
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(TEST_CACHES, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

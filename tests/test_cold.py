@@ -85,6 +85,7 @@ def test_cold_run_passes_the_exit_status_through(tmp_path):
     assert rc == 7
 
 
+@pytest.mark.slow
 def test_coldwarm_runs_in_one_private_cache_and_removes_it(tmp_path):
     """Under the CUDA simulator: the runs share one cache folder, which is gone afterwards. On one
     GPU each run gets its turn before its launch (gpu_turn.turn_for_child): the job record lists one

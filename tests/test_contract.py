@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from workloads import annotate
-from workloads.contract import ResultMismatch, Variant, WorkloadError, check_result, relative_error
+from workloads.contract import ResultMismatch, Variant, Work, WorkloadError, check_result, relative_error
 from workloads.registry import RECIPES, BY_NAME
 
 from conftest import REPO
@@ -120,11 +120,11 @@ def test_default_sample_is_seeded_unique_and_its_reference_is_the_full_ones():
 
 
 def test_the_raw_kernel_step_is_registered():
-    import yaml
+    from workloads.registry import recipe_facts
 
     cupy = BY_NAME["cupy_sqdiff"]
     assert cupy.parent_of("raw_kernel") == "fused" and cupy.variant_class("raw_kernel").improves_on == "fused"
-    ncu = yaml.safe_load((REPO / "rules" / "config.yaml").read_text())["workloads"]["cupy_sqdiff"]["ncu"]
+    ncu = recipe_facts("cupy_sqdiff")["ncu"]
     # raw_kernel launches a kernel no other step does
     assert "raw_kernel" in ncu["variants"]
     # one call declares the same work as the step it improves on

@@ -21,7 +21,7 @@ import pytest
 from analysis import gpu_jobs
 from analysis.errors import AnalysisInputError
 from analysis.gpu_jobs_markdown import gpu_jobs_report
-from workloads.registry import BY_NAME
+from workloads.registry import BY_NAME, recipe_facts
 from workloads.tools.gpu_jobs import GpuCountError, check_gpu_count, parse_gpu_list
 
 from conftest import REPO
@@ -62,7 +62,7 @@ def test_local_run_used_both_gpus_at_once_and_never_one_gpu_twice():
 
 
 def test_local_run_holds_every_gpu_job_profile_all_makes_for_the_recipe():
-    config = __import__("yaml").safe_load((REPO / "rules" / "config.yaml").read_text())["workloads"]["pycuda_kernel"]
+    config = recipe_facts("pycuda_kernel")
     jobs = gpu_jobs.load_gpu_jobs(str(LOCAL))
     # the recipe's steps when these records were made (a step added since has no job in them)
     variants = [v for v in BY_NAME["pycuda_kernel"].variants if v != "streams"]

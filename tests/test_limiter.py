@@ -488,18 +488,17 @@ def test_warp_minimum_work_floor_rests_on_the_bytes_ncu_measured():
 
 
 def test_jax_ncu_filter_matches_the_kernel_that_dominates_each_profiled_step_at_8192():
-    """rules/config.yaml's JAX ncu filter, against the H200 reference's nsys kernel tables: the
+    """The JAX recipe's ncu filter (workloads/jax_matmul/profile.yaml), against the H200 reference's nsys kernel tables: the
     kernel that takes most of each profiled step's time is matched in the name form ncu is told to
     match (float32's largest products run cuBLAS's `void cutlass::Kernel2<cutlass_80_simt_sgemm...>`,
     whose function name `Kernel2` the regex never matched: the step had no measured limiter), and
     the launch count reaches every product of the one profiled call (sides 2 ... 8192)."""
     import re
 
-    import yaml
+    from workloads.registry import recipe_facts
 
-    from conftest import REPO
 
-    ncu = yaml.safe_load((REPO / "rules" / "config.yaml").read_text())["workloads"]["jax_matmul"]["ncu"]
+    ncu = recipe_facts("jax_matmul")["ncu"]
     assert ncu.get("kernel_name_base") == "demangled" and ncu.get("calls", 1) == 1
     assert ncu["launch_count"] >= 13
     for variant in ncu["variants"]:

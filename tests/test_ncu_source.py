@@ -35,12 +35,12 @@ VEC4_KERNEL_PAGE = H100 / "kernels" / "pycuda_kernel_vectorized_scale_vec4" / "k
 
 
 def _full_set_steps() -> set[str]:
-    """"workload/variant" of the steps rules/config.yaml has ncu profile with the full set (a recipe's
+    """"workload/variant" of the steps the recipes' facts (workloads/<recipe>/profile.yaml) have ncu profile with the full set (a recipe's
     ``ncu.full_variants``, all its ncu variants when it names none), where the recipe leaves ncu's
     sections as the set has them: the steps whose reports carry per-instruction counters."""
-    import yaml
+    from workloads.registry import facts_for_run
 
-    workloads = yaml.safe_load((REPO / "rules" / "config.yaml").read_text())["workloads"]
+    workloads = facts_for_run("default")
     return {f"{w}/{v}" for w, c in workloads.items() if not c["ncu"].get("sections")
             for v in c["ncu"].get("full_variants", c["ncu"]["variants"])}
 

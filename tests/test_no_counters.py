@@ -20,7 +20,7 @@ from analysis.nsys.trace import Trace
 from analysis.run_summary import load_json
 from workloads.tools import preflight
 
-from conftest import REFERENCE, REPO
+from conftest import REFERENCE
 from test_preflight_and_pipeline import _repo_copy
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

@@ -89,6 +89,7 @@ def test_config_schema_rejects_a_typo(tmp_path):
     assert "work_dir" in r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
     # the rebuild only reads the reference captures
     repo = _repo_copy(tmp_path, reference="link")
@@ -125,6 +126,21 @@ def test_laptop_profile_plans_smaller_runs(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "cupy_sqdiff/fused/n8192/timing.json" in r.stdout
     assert "n16384" not in r.stdout
+
+
+def test_the_smoke_preset_plans_the_smallest_runs(tmp_path):
+    """--config preset=smoke: every recipe's `smoke` facts (workloads/<recipe>/profile.yaml)."""
+    repo = _repo_copy(tmp_path)
+    fake = tmp_path / "fakemods"
+    for mod in ("cupy", "rmm"):  # importable names only, so that the recipe is planned
+        (fake / mod).mkdir(parents=True)
+        (fake / mod / "__init__.py").write_text("")
+    env = dict(os.environ, PYTHONPATH=str(fake))
+    r = subprocess.run(SNAKEMAKE + ["-n", "-p", "profile_all", "--config", "preset=smoke"], cwd=repo,
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "cupy_sqdiff/fused/n1024/timing.json" in r.stdout and "warp_sph/graph/n2000/timing.json" in r.stdout
+    assert "n4096" not in r.stdout and "n16384" not in r.stdout and "n62500" not in r.stdout
 
 
 def test_the_preflight_job_is_the_same_whatever_the_target(tmp_path):

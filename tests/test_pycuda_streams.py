@@ -195,13 +195,12 @@ def test_the_number_of_chunks_and_streams_is_configurable(drv):
 
 
 def test_registered_after_the_step_it_improves_on_with_the_same_declared_work():
-    import yaml
+    from workloads.registry import recipe_facts
 
-    from conftest import REPO
 
     assert RECIPE.parent_of("streams") == "pinned_async" == Streams.improves_on
     assert RECIPE.variants.index("streams") == RECIPE.variants.index("pinned_async") + 1
     assert Streams(size=1 << 20).work() == pinned_async.PinnedAsync(size=1 << 20).work()
     # it launches pinned_async's kernel with pinned_async's grid, on each chunk: no ncu run of its own
-    ncu = yaml.safe_load((REPO / "rules" / "config.yaml").read_text())["workloads"]["pycuda_kernel"]["ncu"]
+    ncu = recipe_facts("pycuda_kernel")["ncu"]
     assert "streams" not in ncu["variants"] and "device_resident" in ncu["variants"]

@@ -250,6 +250,7 @@ def _squeue(cluster) -> dict[str, tuple[str, str]]:
     return {i: (state, name) for i, state, name in (ln.split("|") for ln in out.split())}
 
 
+@pytest.mark.slow
 def test_workflow_runs_through_the_profile_on_a_real_slurm(cluster, tmp_path_factory):
     t0 = time.monotonic()
     wf = _copy_workflow(tmp_path_factory.mktemp("workflow"),

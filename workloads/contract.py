@@ -36,6 +36,16 @@ class WorkloadError(RuntimeError):
     """A workload was asked for something it does not have, or computed a wrong result."""
 
 
+class RecipeFactsError(WorkloadError):
+    """A recipe's facts (``workloads/<recipe>/profile.yaml``, or the config's overrides of them) are
+    missing or wrong: names the file and what is wrong."""
+
+    def __init__(self, path, what: str) -> None:
+        super().__init__(f"{path}: {what}")
+        self.path = str(path)
+        self.what = what
+
+
 class ResultMismatch(WorkloadError):
     """The variant's result disagrees with the float64 reference."""
 

@@ -313,7 +313,7 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         cache_variables={"JAX_COMPILATION_CACHE_DIR": "jax"},
         cache_settings={"JAX_ENABLE_COMPILATION_CACHE": "true", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
                         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"},
-        # every step compiles (and XLA autotunes its GEMMs: up to 25 s on an H100) in setup: a step's
+        # every step compiles (and XLA autotunes its GEMMs, docs/measurement.md) in setup: a step's
         # timed run stores the programs, its nsys and ncu runs load them; every cache entry is
         # kept, however quick its compile or small its size
         shared_compile_cache={"JAX_ENABLE_COMPILATION_CACHE": "true", "JAX_COMPILATION_CACHE_DIR": "{dir}",

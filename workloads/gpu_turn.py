@@ -21,9 +21,8 @@ split in two (:func:`split_cores`, which the pipeline does for one shared GPU; h
 siblings stay on one side): the process that holds the GPU measures on the holder's half alone, to
 its turn's end (:func:`use_holder_cores`), and every other process of the pipeline, analysis jobs
 included, runs on the other half. A step's run sets up on every core (``take_turn``'s
-``setup_on_every_core``), since nothing is measured then: on an H100, the float32 step's setup at
-8192, mostly XLA compiling its candidate GEMM kernels on a thread pool, took 28.4 s on eight cores
-and 19.3 s on sixteen. A job that holds the GPU throughout (the ceilings, most experiments) moves its
+``setup_on_every_core``), since nothing is measured then and a setup that compiles on a thread
+pool (XLA's autotuning) takes far longer on half the cores (docs/measurement.md). A job that holds the GPU throughout (the ceilings, most experiments) moves its
 whole process tree to the holder's half. A start-up timed from its launch (a cold/warm start, Warp's
 coldstart experiment) gets its turn from its parent before the launch (:func:`turn_for_child`) and
 runs whole on the holder's half too, until its measurement is over.

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import json
 import os
 import sys
 import time
@@ -239,11 +238,9 @@ def timed_calls(v, ph, rule: sampling.SamplingRule, l2_mode: str, *, scrubber=No
     Each sample: (cold-l2) the L2 scrub, timed apart; an NVML snapshot; the call between device
     events; a synchronize; a second snapshot. Only the events' interval is the sample. The
     snapshots read the energy counter only where the samples' own windows give the energy per
-    call: warm, with no energy burst to follow (``energy_burst_s`` 0). That read alone took ~3 ms
-    on an H100 (~4 ms on an H200), the rest of a snapshot microseconds, so reading it twice a
-    sample cut the samples a budget holds by an order of magnitude for sub-millisecond calls:
-    CuPy's cold-L2 runs at 1024 (H200, 17f318f) spent their 5 s budget on ~600 samples of ~8 ms
-    each, for calls of 0.02 ms. A warm run's burst gives its energy instead; no report reads a
+    call: warm, with no energy burst to follow (``energy_burst_s`` 0), because that read takes
+    milliseconds and would cut the samples a budget holds for sub-millisecond calls
+    (docs/measurement.md). A warm run's burst gives its energy instead; no report reads a
     cold-L2 run's energy (its "Warm and cold L2" section reads the times).
     ``scrubber`` and ``gpu`` default to the real ones; tests pass their own.
     """

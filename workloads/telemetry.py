@@ -12,15 +12,13 @@ the whole timed loop's energy (idle gaps between samples included) over its call
 samples are too short for the counter, ``burst`` holds the energy of calls run back to back for
 a second after them: the call's energy, measured (:func:`energy_per_call` picks).
 
-The counter holds the energy up to its last update, and updates only every ~100 ms (driver 580:
-97-103 ms apart on an H100, 80-120 ms on an H200, measured by polling it), so the difference
+The counter holds the energy up to its last update, and updates only every ~100 ms
+(docs/measurement.md gives the intervals measured), so the difference
 between two reads taken at arbitrary times covers the updates' window, not the reads': up to one
 update period off at each end, ±10% of a one-second burst. The burst therefore reads the counter
 in a thread of its own while the calls run (:class:`EnergyWatch`) and takes the mean power
-between two updates it saw inside the calls (:func:`burst_energy`). On an H200, five bursts of
-0.3 s for each of three steps: two reads spread 1.7-15% (one CuPy burst 33% above the others'
-median), the updates 0.7-2.3%; at 1 s both about 1%, the updates' energy 1-3% above the reads'
-(whose window can hold idle time from before the calls).
+between two updates it saw inside the calls (:func:`burst_energy`), which spread far less from
+burst to burst than two reads do (docs/measurement.md).
 """
 from __future__ import annotations
 
@@ -97,7 +95,7 @@ class Telemetry:
 
     def snapshot(self, energy: bool = True) -> dict | None:
         """The readings now; ``energy=False`` leaves the energy counter unread (``energy_mj`` None):
-        on an H100 that one read took 3.1 ms (median of 200), every other reading here about 2 us."""
+        that one read takes milliseconds, every other reading here microseconds (docs/measurement.md)."""
         if not self.available:
             return None
         n = self._nvml
@@ -144,7 +142,7 @@ class Telemetry:
 
 class EnergyWatch:
     """NVML's energy counter read over and over in a thread of its own, keeping (time, mJ) at each
-    change it sees: the updates' times within one read (~3 ms on an H100) of when they happened.
+    change it sees: the updates' times within one read (milliseconds) of when they happened.
     The read releases the GIL (a ctypes call), so the calls beside it in the main thread go on.
 
         with EnergyWatch(gpu.energy_mj) as watch:
@@ -203,13 +201,13 @@ def burst_energy(updates: list[tuple[float, int]], calls_start: float, calls_end
 
 
 #: the least number of samples across which the energy counter must have moved for the samples'
-#: own energy to be reported: NVML's counter advances in steps (~100 ms apart on an H100 and an H200), so a
+#: own energy to be reported: NVML's counter advances in steps ~100 ms apart, so a
 #: few ms-long samples may see none of them, and their sum would read 0 J
 MIN_ENERGY_STEPS = 10
 
 
 #: seconds of back-to-back calls whose energy the counter measures when the samples' own is too
-#: coarse (workloads.runner.energy_burst): ~10 of the counter's updates on an H100
+#: coarse (workloads.runner.energy_burst): ~10 of the counter's updates
 ENERGY_BURST_S = 1.0
 
 
@@ -222,7 +220,7 @@ def energy_per_call(t: dict | None) -> tuple[float | None, str]:
     back after the samples (nothing but the call and its synchronize between counter reads), else
     across the timed samples when the counter moved in enough of them; (None, why) when neither.
     A sample's window runs from one NVML read to the next and holds the host's share of the call too
-    (on an H100, JAX's 0.41 ms tf32 call read 0.71 J a sample); the timed loop's own energy
+    (docs/measurement.md: how much that adds); the timed loop's own energy
     (``loop_energy_per_call_j``) also holds the sampling rule's statistics: never the call's."""
     if not t or not t.get("available", True):
         return None, "NVML not recorded"

@@ -249,9 +249,7 @@ def run_setting(setting: str, args: argparse.Namespace, tmp: str) -> dict:
 def _run_without_nsys(setting, env, profile_cmd, child_cmd, child_json, crashes) -> dict:
     """A setting whose process crashed under nsys: once more without nsys, so that the record says
     whether the setting itself crashes (then the experiment fails) or only its run under nsys does.
-    With nsys 2025.3.1 and --cuda-memory-usage true, allocator_platform ended with exit status 139
-    in 3 of 3 attempts inside two full pipeline runs on an H100 and in 4 of 4 inside two on an H200
-    (run alone, once, it did not). Its time and JAX's own memory figures then come from this run,
+    allocator_platform crashes so under nsys in full pipeline runs (docs/measurement.md). Its time and JAX's own memory figures then come from this run,
     which the report does not compare with the nsys runs' times."""
     if os.path.exists(child_json):
         os.unlink(child_json)

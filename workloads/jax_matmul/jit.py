@@ -12,8 +12,8 @@ What does not change: the int32 dot is still XLA's own loop kernel (no cuBLAS, n
 PREDICTION: at N = 512 a call is one dispatch (XLA runs the program as one CUDA graph) plus the
 nine dots back to back on the GPU, ~0.16 ms of kernels: ~0.3 ms, an order of magnitude under the
 baseline; at N = 8192 the same int32 kernel time as the baseline (~0.8 s), so jit alone buys
-nothing there. (A development run on an H200 measured 0.36 ms and 902 ms; the pipeline runs this
-step at 512 only, rules/config.yaml.)
+nothing there. (docs/measurement.md gives the int32 loop's time at 8192; the pipeline runs this
+step at 512 only: variant_sizes in workloads/jax_matmul/profile.yaml.)
 """
 from workloads.jax_matmul.common import JittedLoop
 

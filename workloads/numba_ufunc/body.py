@@ -138,8 +138,8 @@ def gather_kernel():
 
 def gathered(d_src, flat_indices: np.ndarray) -> np.ndarray:
     """``d_src``'s elements at ``flat_indices``, gathered on the device and copied to the host: in
-    the profiled runs' sampled check 512 KiB cross instead of a 2 GiB array (copying the result and
-    the input whole held the GPU 0.8-1.8 s a run on an H100)."""
+    the profiled runs' sampled check 512 KiB cross instead of a 2 GiB array, which held the GPU for
+    seconds (docs/measurement.md)."""
     d_idx = cuda.to_device(np.ascontiguousarray(flat_indices, dtype=np.int64))
     d_out = cuda.device_array(d_idx.shape[0], dtype=d_src.dtype)
     blocks, threads = launch_config(d_idx.shape[0])

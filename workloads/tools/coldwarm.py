@@ -17,7 +17,7 @@ same private cache folders (see :mod:`workloads.tools.cold`):
    (nvcc's, NVRTC's cubins, XLA's), and turning the cache off could change nothing. The record
    then says so instead (``skipped``), with the cache's size after the cold run either way.
    ``--driver-cache-measured-on STEP`` leaves it out too: the pipeline measures the driver cache's
-   share once a recipe, on one step (rules/config.yaml: ``coldwarm_driver_cache_variant``), since the
+   share once a recipe, on one step (the recipe's profile.yaml: ``coldwarm_driver_cache_variant``), since the
    PTX the driver JIT-compiles is mostly its framework's and libraries', alike across the steps.
 
 Each record splits the time: interpreter start and suite import, setup (GPU library import,
