@@ -622,3 +622,17 @@ def test_a_report_with_only_the_breakdowns_elapsed_names_gets_the_same_unit():
             assert lim.unit is full.unit
             checked += 1
     assert checked >= 1
+
+
+def test_a_kernel_at_drams_peak_is_not_told_to_do_what_it_already_does():
+    """PyCUDA's float4 step and CuPy's fused step stream DRAM at over 80% of its peak: the advice is
+    fewer bytes, not the vector loads or the fusion they already have."""
+    vec = _step_c("pycuda_kernel", "vectorized", 268435456)
+    fused = _step_c("cupy_sqdiff", "fused", 16384)
+    assert vec.unit is Unit.DRAM and vec.pct_of_peak >= advice.DRAM_AT_PEAK_PCT
+    text = advice.next_move(vec, _framework_advice("pycuda"))
+    assert "practical peak" in text and "vector loads (" not in text
+    text = advice.next_move(fused, _framework_advice("cupy"))
+    assert "practical peak" in text and "instead of chained" not in text
+    # below the peak the access pattern is still the move
+    assert advice._dram_key(advice.DRAM_AT_PEAK_PCT - 20) == "DRAM"

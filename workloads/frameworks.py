@@ -202,6 +202,9 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         cuda_problem=_cupy_cuda_problem,
         howto_order=3,
         advice={
+            "DRAM at peak": "DRAM is at its practical peak: only fewer bytes help: float32 instead of float64 where "
+                            "accuracy allows, or the operations before and after this one fused into the same "
+                            "`cupy.fuse` function, so that their arrays never round-trip through memory",
             "DRAM": "one pass over the data: `cupy.fuse` or an `ElementwiseKernel` instead of chained array "
                     "operations (each writes a temporary), narrower dtypes where accuracy allows",
             "issue": "cheaper math per element in the fused kernel: `d * d` instead of `d ** 2` (a `pow` call), "
@@ -233,6 +236,8 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
                      "division on the approximate MUFU instructions), float32 data and math",
             "FP64": "float32 data and math (`float32` signatures), or `fastmath=True`",
             "XU": "`fastmath=True`: sin, exp, tanh, sqrt and division on the approximate MUFU instructions",
+            "DRAM at peak": "DRAM is at its practical peak: only fewer bytes help: float32 inputs and outputs, or the "
+                            "steps around this ufunc in the same `@cuda.jit` kernel so that their arrays stay in registers",
             "DRAM": "fewer bytes: float32 data, one `@vectorize` or `@cuda.jit` kernel for the whole expression",
             "latency": "`@vectorize` fixes one element per thread: a `@cuda.jit` kernel with a grid-stride loop "
                        "over several elements per thread keeps more loads in flight",
@@ -261,6 +266,9 @@ _BUILT_IN: Mapping[str, Framework] = MappingProxyType({f.name: f for f in (
         cuda_problem=_pycuda_cuda_problem,
         howto_order=2,
         advice={
+            "DRAM at peak": "DRAM is at its practical peak: vector loads and coalescing have nothing left to give; only "
+                            "fewer bytes help: a narrower type in the `SourceModule` kernel, or the passes before and "
+                            "after it fused into the same kernel",
             "DRAM": "vector loads (`double2`/`float4`) in the `SourceModule` kernel and one pass over the data",
             "latency": "several elements per thread (grid-stride loop) and vector loads in the `SourceModule` kernel",
             "grid": "size the grid to the device (the SM count times blocks per SM) with a grid-stride loop",

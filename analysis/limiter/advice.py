@@ -39,6 +39,9 @@ DEFAULT_ADVICE = {
     "launch/host": "fewer launches and less host work per call: fuse kernels, capture the call in a CUDA graph, "
                    "move allocation and Python out of the call",
     "DRAM": "move fewer bytes: fuse passes, narrower types, reuse data from cache or shared memory",
+    "DRAM at peak": "DRAM is at its practical peak, so the kernel's access pattern has nothing left to give: only "
+                    "moving fewer bytes helps (narrower types, or this pass fused with the passes before and after "
+                    "it in the program)",
     "L2": "improve locality so reuse hits in L1/shared memory (tiling, sorting by key), or cut L2 atomics",
     "L1/shared": "fewer L1/shared-memory wavefronts: vector loads, no bank conflicts, coalesced access",
     "issue": "fewer instructions per element: cheaper math (lower precision, fast intrinsics), less index "
@@ -92,6 +95,15 @@ def latency_key(lim: LaunchLimiter) -> str:
     return "latency"
 
 
+#: DRAM throughput (% of peak) from which a memory-bound kernel's access pattern (vector loads,
+#: coalescing, one pass) has nothing left to give: streaming kernels saturate a little above it
+DRAM_AT_PEAK_PCT = 80.0
+
+
+def _dram_key(pct_of_peak: float | None) -> str:
+    return "DRAM at peak" if pct_of_peak is not None and pct_of_peak >= DRAM_AT_PEAK_PCT else "DRAM"
+
+
 def advice_key(step: StepLimiter) -> str:
     if step.kind is Kind.NOT_PROFILED:
         return "not profiled"
@@ -102,6 +114,8 @@ def advice_key(step: StepLimiter) -> str:
         return "grid"
     if step.unit is not None and step.unit.is_tensor:
         return "tensor"
+    if step.unit is Unit.DRAM:
+        return _dram_key(step.pct_of_peak)
     if step.unit is not None and step.unit in _UNIT_KEYS:
         return _UNIT_KEYS[step.unit]
     return {Kind.HOST_LINK: "host link", Kind.LAUNCH_HOST: "launch/host"}.get(step.kind, "no counters")
@@ -114,6 +128,8 @@ def launch_advice_key(lim: LaunchLimiter, kernel_name: str = "") -> str:
         return "library" if is_library_kernel(kernel_name) else latency_key(lim)
     if lim.unit is not None and lim.unit.is_tensor:
         return "tensor"
+    if lim.unit is Unit.DRAM:
+        return _dram_key(lim.pct_of_peak)
     return _UNIT_KEYS.get(lim.unit, "issue")
 
 
