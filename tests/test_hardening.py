@@ -553,3 +553,38 @@ def test_a_reader_error_no_schema_caught_is_one_line_with_the_inputs(tmp_path, c
     monkeypatch.setenv("ANALYSIS_TRACEBACK", "1")
     with pytest.raises(KeyError):
         main(argv)
+
+
+#: each record kind's committed copies: every one the references and tests/data hold must pass its schema
+RECORD_GLOBS = {
+    "kernel-run.json": ["reports/reference/*/kernels/*/kernel-run.json*", "tests/data/**/kernel-run.json*"],
+    "a multi-process run record": ["reports/reference/*/nvtx_multiprocess/run.json*"],
+    "a cold-start record": ["reports/reference/*/coldstart/*.json*", "tests/data/**/coldstart/*.json*"],
+    "a ceilings record": ["reports/reference/*/ceilings.json*", "reports/reference/*/*/ceilings.json*",
+                          "tests/data/**/ceilings.json*"],
+    "a preflight record": ["reports/reference/*/preflight.json*", "tests/data/**/preflight.json*"],
+    "a profiled run's record": ["reports/reference/*/*/*/*/nsys-run.json*", "reports/reference/*/*/*/*/ncu-run.json*",
+                                "tests/data/**/n*/nsys-run.json*", "tests/data/**/n*/ncu-run.json*"],
+    "a timed run's record": ["reports/reference/*/*/*/*/timing.json*", "reports/reference/*/*/l2/*/*/timing-*.json*",
+                             "tests/data/**/timing.json*"],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RECORD_GLOBS))
+def test_every_committed_record_passes_its_schema(kind):
+    from analysis.records import load_record
+
+    paths = sorted({p for pattern in RECORD_GLOBS[kind] for p in REPO.glob(pattern)})
+    assert paths, kind
+    for path in paths:
+        load_record(str(path), kind)
+
+
+def test_the_cold_start_summary_passes_the_schema_the_index_reads_it_with(tmp_path):
+    from analysis.records import load_record
+
+    out = tmp_path / "coldstart.json"
+    records = sorted((H200 / "coldstart").glob("*.json"))
+    r = _analysis("coldstart", "--captures", H200, "--output", out, *records, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert len(load_record(str(out), "a cold-start summary")) == len(records)
