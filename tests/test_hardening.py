@@ -581,3 +581,24 @@ def test_the_cold_start_summary_passes_the_schema_the_index_reads_it_with(tmp_pa
     r = _analysis("coldstart", "--captures", H200, "--output", out, *records, timeout=300)
     assert r.returncode == 0, r.stderr
     assert len(load_record(str(out), "a cold-start summary")) == len(records)
+
+
+def test_the_next_pipeline_run_says_what_it_cleaned_up(tmp_path):
+    """Snakemake's onstart removes what a killed run left (a dead process' expanded capture in TMPDIR,
+    a half-written output in the work folder) and names it; a running process' files stay."""
+    work, tmpdir = tmp_path / "work", tmp_path / "tmp"
+    (work / "analysis").mkdir(parents=True)
+    tmpdir.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = [tmpdir / f"cookbook-{dead.pid}-x1.sqlite", work / "analysis" / f".s.json.{dead.pid}-0123456789ab.tmp"]
+    live = tmpdir / f"cookbook-{os.getpid()}-x2.sqlite"
+    for path in [*stale, live]:
+        path.write_text("left")
+    target = f"{work}/analysis/reference/numba_ufunc/baseline/n268435456.json"
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--config", f"work_dir={work}", "--", target],
+                       cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": str(tmpdir)})
+    assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
+    said = [line for line in r.stderr.splitlines() if line.startswith("cleaned up after an interrupted run")]
+    assert len(said) == 1 and "2 file(s)" in said[0] and all(str(p) in said[0] for p in stale), r.stderr[-2000:]
+    assert not any(p.exists() for p in stale) and live.exists()
