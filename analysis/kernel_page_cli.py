@@ -12,6 +12,7 @@ from analysis.markdown import write_page
 from analysis.outputs import check_targets, write_text_atomic
 from analysis.records import load_record
 
+
 def load_run(path: str) -> dict:
     """The capture's kernel-run.json, checked (analysis.records.KERNEL_RUN)."""
     return load_record(path, "kernel-run.json")

@@ -93,9 +93,9 @@ def clean_up(*output_folders: str, temp_folder: str | None = None) -> list[str]:
             continue  # another run cleaned it meanwhile
         removed.append(path)
     if removed:
-        total = sum(1 for _ in removed)
-        print(f"cleaned up after an interrupted run: {total} file(s) of processes that no longer run: "
-              + ", ".join(removed[:5]) + (f" and {total - 5} more" if total > 5 else ""), file=sys.stderr)
+        print(f"cleaned up after an interrupted run: {len(removed)} file(s) of processes that no longer run: "
+              + ", ".join(removed[:5]) + (f" and {len(removed) - 5} more" if len(removed) > 5 else ""),
+              file=sys.stderr)
     return removed
 
 

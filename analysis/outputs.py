@@ -8,7 +8,8 @@ job records).
   such as ``*.json`` never list it.
 - Only a regular file (or nothing) at the target is replaced: a symlink, directory or device there
   is refused with :class:`UnsafeOutputError` before anything is written (the rename would replace
-  the link or the device node itself).
+  the link or the device node itself); so is an output below a file, and a figure whose name does
+  not end in a format matplotlib writes (it takes the format from the suffix).
 """
 from __future__ import annotations
 

@@ -3,10 +3,18 @@ traceback; exports are opened read-only whatever their names hold; markdown name
 table; copy-captures deletes nothing outside its target."""
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
+import json
+import os
+import re
 import shutil
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -66,8 +74,6 @@ def test_an_export_is_opened_read_only(tmp_path):
     from analysis.nsys.trace import read_only_uri
 
     path = _gunzip(EXPORT_A, tmp_path / "x #1?.sqlite")
-    import sqlite3
-
     db = sqlite3.connect(read_only_uri(path), uri=True)
     try:
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
@@ -210,8 +216,6 @@ HOSTILE_NAME = "k|ernel\n# Injected heading\r\n| a | row |\x1b[31m\x00\u2028end\
 def _renamed_export(tmp_path, name):
     """A real export whose most frequent kernel's name is replaced by ``name`` (as a damaged or hostile
     program could name it)."""
-    import sqlite3
-
     path = _gunzip(EXPORT_A, tmp_path / "renamed.sqlite")
     db = sqlite3.connect(path)
     try:
@@ -230,8 +234,6 @@ def _table_lines_intact(md: str, columns: int) -> None:
     for line in lines:
         assert line.startswith("|") and line.endswith("|"), repr(line)
         # cells: split on pipes that are not escaped
-        import re
-
         assert len(re.split(r"(?<!\\)\|", line)) - 2 == columns, repr(line)
     assert not any(line.startswith("#") for line in lines)
 
@@ -261,7 +263,6 @@ def test_every_table_writer_cell_escapes_breaks_and_control_characters(backslash
 
 # --- every CLI: a record it cannot trust ends in one line naming the file and the field, exit 2 --------
 
-import json  # noqa: E402
 
 KERNEL_DIR = REPO / "reports" / "reference" / "h100" / "kernels" / "warp_sph_graph_get_acceleration"
 MULTI = H200 / "nvtx_multiprocess"
@@ -372,8 +373,6 @@ def test_a_type_damaged_record_ends_in_one_line_naming_the_file_and_field(tmp_pa
 
 def test_a_damaged_gpu_count_in_an_export_is_refused_in_one_line(tmp_path):
     """TARGET_INFO_GPU.smCount = 'x' made summarize-run raise TypeError."""
-    import sqlite3
-
     export = _gunzip(RUN_DIR / "nsys.sqlite.gz", tmp_path / "nsys.sqlite")
     db = sqlite3.connect(export)
     db.execute("UPDATE TARGET_INFO_GPU SET smCount = 'x'")
@@ -440,9 +439,6 @@ def test_an_output_whose_folder_is_a_file_is_refused_in_one_line(tmp_path, comma
 
 # --- interrupted runs: temporary files removed on every exit path, and after a kill by the next run ----
 
-import os  # noqa: E402
-import signal  # noqa: E402
-import time  # noqa: E402
 
 #: the largest committed export: its expansion and reading take long enough to be interrupted
 BIG_EXPORT = max(H200.rglob("nsys.sqlite.gz"), key=lambda p: p.stat().st_size)
@@ -488,9 +484,6 @@ def test_what_a_killed_command_left_is_removed_by_the_next_run_and_said(tmp_path
     partial.write_text("half")
     mine = work / f".other.md.{os.getpid()}-0123456789ab.tmp"  # a running writer's: kept
     mine.write_text("being written")
-    import contextlib
-    import io
-
     said = io.StringIO()
     with contextlib.redirect_stderr(said):
         removed = clean_up(str(work), temp_folder=str(tmp))
@@ -553,3 +546,59 @@ def test_a_reader_error_no_schema_caught_is_one_line_with_the_inputs(tmp_path, c
     monkeypatch.setenv("ANALYSIS_TRACEBACK", "1")
     with pytest.raises(KeyError):
         main(argv)
+
+
+#: each record kind's committed copies: every one the references and tests/data hold must pass its schema
+RECORD_GLOBS = {
+    "kernel-run.json": ["reports/reference/*/kernels/*/kernel-run.json*", "tests/data/**/kernel-run.json*"],
+    "a multi-process run record": ["reports/reference/*/nvtx_multiprocess/run.json*"],
+    "a cold-start record": ["reports/reference/*/coldstart/*.json*", "tests/data/**/coldstart/*.json*"],
+    "a ceilings record": ["reports/reference/*/ceilings.json*", "reports/reference/*/*/ceilings.json*",
+                          "tests/data/**/ceilings.json*"],
+    "a preflight record": ["reports/reference/*/preflight.json*", "tests/data/**/preflight.json*"],
+    "a profiled run's record": ["reports/reference/*/*/*/*/nsys-run.json*", "reports/reference/*/*/*/*/ncu-run.json*",
+                                "tests/data/**/n*/nsys-run.json*", "tests/data/**/n*/ncu-run.json*"],
+    "a timed run's record": ["reports/reference/*/*/*/*/timing.json*", "reports/reference/*/*/l2/*/*/timing-*.json*",
+                             "tests/data/**/timing.json*"],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RECORD_GLOBS))
+def test_every_committed_record_passes_its_schema(kind):
+    from analysis.records import load_record
+
+    paths = sorted({p for pattern in RECORD_GLOBS[kind] for p in REPO.glob(pattern)})
+    assert paths, kind
+    for path in paths:
+        load_record(str(path), kind)
+
+
+def test_the_cold_start_summary_passes_the_schema_the_index_reads_it_with(tmp_path):
+    from analysis.records import load_record
+
+    out = tmp_path / "coldstart.json"
+    records = sorted((H200 / "coldstart").glob("*.json"))
+    r = _analysis("coldstart", "--captures", H200, "--output", out, *records, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert len(load_record(str(out), "a cold-start summary")) == len(records)
+
+
+def test_the_next_pipeline_run_says_what_it_cleaned_up(tmp_path):
+    """Snakemake's onstart removes what a killed run left (a dead process' expanded capture in TMPDIR,
+    a half-written output in the work folder) and names it; a running process' files stay."""
+    work, tmpdir = tmp_path / "work", tmp_path / "tmp"
+    (work / "analysis").mkdir(parents=True)
+    tmpdir.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = [tmpdir / f"cookbook-{dead.pid}-x1.sqlite", work / "analysis" / f".s.json.{dead.pid}-0123456789ab.tmp"]
+    live = tmpdir / f"cookbook-{os.getpid()}-x2.sqlite"
+    for path in [*stale, live]:
+        path.write_text("left")
+    target = f"{work}/analysis/reference/numba_ufunc/baseline/n268435456.json"
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--config", f"work_dir={work}", "--", target],
+                       cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": str(tmpdir)})
+    assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
+    said = [line for line in r.stderr.splitlines() if line.startswith("cleaned up after an interrupted run")]
+    assert len(said) == 1 and "2 file(s)" in said[0] and all(str(p) in said[0] for p in stale), r.stderr[-2000:]
+    assert not any(p.exists() for p in stale) and live.exists()
