@@ -304,8 +304,10 @@ def test_ncu_rules_are_quoted_only_where_they_fit_the_limiter():
     assert not limiter.rule_consistent("HighPipeUtilization", memory)
     assert limiter.rule_consistent("HighPipeUtilization", compute)
     assert not limiter.rule_consistent("MemoryL2Compression", compute)
+    # L2 compression's knob (compressible allocations) is no Python framework's: never quoted
     l2 = _lim("cudf_groupby", "agg_all", 50000000, "static_kernel")
-    assert limiter.rule_consistent("MemoryL2Compression", l2)
+    assert not limiter.rule_consistent("MemoryL2Compression", l2)
+    assert not limiter.rule_consistent("MemoryL2Compression", memory)
 
 
 # --- declared beside measured -------------------------------------------------------------------

@@ -199,10 +199,11 @@ RULE_KINDS = {
     "SOLBottleneck": {Kind.COMPUTE, Kind.MEMORY, Kind.LATENCY},
 }
 
-#: rules whose message speaks of a unit the limiter must not contradict: HighPipeUtilization's
-#: "all compute pipelines are under-utilized" on a launch whose limiter is memory, and L2
-#: compression advice on a launch not bound at L2 or DRAM
-RULE_UNITS = {"MemoryL2Compression": {Unit.L2, Unit.DRAM}}
+#: rules whose message speaks of a unit the limiter must not contradict (HighPipeUtilization's
+#: "all compute pipelines are under-utilized" on a launch whose limiter is memory). L2 compression
+#: is never quoted: its knob, compressible allocations through the driver's virtual memory API, is
+#: no Python framework's to turn, so it reads as advice that does not apply
+RULE_UNITS: dict[str, set] = {"MemoryL2Compression": set()}
 
 
 def rule_consistent(rule: str, limiter: LaunchLimiter | None, kernel_name: str = "") -> bool:
