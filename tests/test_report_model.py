@@ -239,9 +239,9 @@ def test_ladder_compares_each_step_with_the_step_it_improves_on(page):
 @pytest.mark.parametrize("page", RECIPE_PAGES + [REPORTS / "h100" / p.name for p in RECIPE_PAGES],
                          ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_recipe_pages_keep_their_length_budget(page):
-    # the Warp page, with seven steps, both experiments' sections and its run's exact commands, takes
-    # 250 (H200 and H100 references of 2026-11-27)
-    assert len(page.read_text().splitlines()) <= 250
+    # the Warp page, with seven steps, both experiments' sections, its run's exact commands and the
+    # links to its kernel pages, is the longest
+    assert len(page.read_text().splitlines()) <= 260
 
 
 @pytest.mark.parametrize("page", ALL_PAGES, ids=lambda p: p.name)
