@@ -456,8 +456,8 @@ def read_process_ops(ex: Trace) -> tuple[ProcessOps, dict[int, int]]:
         kinds = np.unique(m["copy_kind"])
         unknown = [int(c) for c in kinds if int(c) not in labels]
         if unknown:
-            raise AnalysisInputError(ex.path, f"damaged export: CUPTI_ACTIVITY_KIND_MEMCPY holds copyKind {unknown[0]}, "
-                                              "which ENUM_CUDA_MEMCPY_OPER does not name")
+            raise AnalysisInputError(ex.path, f"damaged export: CUPTI_ACTIVITY_KIND_MEMCPY holds copyKind "
+                                              f"{unknown[0]}, which ENUM_CUDA_MEMCPY_OPER does not name")
         m["name"] = np.array([code(f"[CUDA memcpy {labels[int(c)]}]") for c in kinds],
                              np.int64)[np.searchsorted(kinds, m.pop("copy_kind"))] if len(kinds) else m.pop("copy_kind")
         parts.append((MEMCPY, m))

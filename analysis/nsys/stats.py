@@ -174,7 +174,8 @@ def cuda_gpu_kern_sum(ex: Trace) -> Report:
     k = columns.int_columns(ex, "CUPTI_ACTIVITY_KIND_KERNEL", ("demangledName", "start", "end"),
                             ("name", "start", "end"))
     _nonempty(ex, k["name"], "export holds no CUDA kernels: nothing ran on the GPU while nsys traced CUDA")
-    groups = _groups_by_name(ex, k.pop("name"), _durations(ex, "CUPTI_ACTIVITY_KIND_KERNEL", k.pop("start"), k.pop("end")))
+    durations = _durations(ex, "CUPTI_ACTIVITY_KIND_KERNEL", k.pop("start"), k.pop("end"))
+    groups = _groups_by_name(ex, k.pop("name"), durations)
     return _timed_rows(["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)",
                         "Max (ns)", "StdDev (ns)", "Name"], groups, lambda name: [name])
 

@@ -243,8 +243,8 @@ class Trace:
                 raise DamagedExport(self.path, f"damaged export: {table} row {rowid} {what} "
                                                f"(start {start}, end {end})")
         if {"CUPTI_ACTIVITY_KIND_MEMCPY", "ENUM_CUDA_MEMCPY_OPER"} <= self.tables:
-            unknown = self._query("SELECT rowid, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IS NULL OR copyKind NOT IN "
-                                  "(SELECT id FROM ENUM_CUDA_MEMCPY_OPER) LIMIT 1")
+            unknown = self._query("SELECT rowid, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IS NULL "
+                                  "OR copyKind NOT IN (SELECT id FROM ENUM_CUDA_MEMCPY_OPER) LIMIT 1")
             if unknown:
                 rowid, kind = unknown[0]
                 raise DamagedExport(self.path, f"damaged export: CUPTI_ACTIVITY_KIND_MEMCPY row {rowid} has copyKind "
