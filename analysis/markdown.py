@@ -639,7 +639,8 @@ def index_report(models: Sequence[rm.ReportModel], ceilings_record: dict, prefli
         "(Nsight Compute) from a cold start.",
         "",
         table(("recipe", "steps", "largest size", "fastest step", "median ms", "verdict vs baseline",
-               "time / minimum-work floor (resource)", "limited by (measured), time / its floor"), rows),
+               "time / minimum-work floor (resource)", "limited by (measured), time / its floor"), rows,
+              MAX_CELL_CHARS),
         "",
     ]
     if skipped:

@@ -16,7 +16,6 @@ import dataclasses
 import functools
 import heapq
 import os
-import re
 import zlib
 from typing import Sequence
 

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 from analysis import verdicts
 from analysis.floors import AT_RATE_FACTOR, Floor, floor
-from analysis.limiter import Kind, StepLimiter, Unit, fastest_steady_call, is_library_kernel
+from analysis.limiter import Kind, StepLimiter, Unit, fastest_steady_call
 from analysis.limiter import advice as limiter_advice
 from analysis.ncu import (COLLECTION_FULL, COLLECTION_METRICS, COLLECTION_SECTIONS, INSTRUMENTED_SECTIONS,
                           TENSOR_OPS_LEFT_OUT)

@@ -44,8 +44,8 @@ DEEP = os.environ.get("HYPOTHESIS_PROFILE") == "deep"
 
 
 #: what copy_checkout leaves out besides virtual environments: outputs and captures that only readers' tests read
-READER_FIXTURES = ("reports/reference/", "reports/figures/", "tests/data/thirdparty_h100/",
-                   "tests/data/ncu_lineinfo_pycuda_h200/", "tests/data/nsys_memory_h200/")
+READER_FIXTURES = ("reports/reference/", "reports/figures/", "reports/h100/figures/", "tests/data/thirdparty_h100/",
+                   "tests/data/ncu_lineinfo_pycuda_h200/", "tests/data/nsys_memory_h200/", "tests/data/aa_runs_h200/")
 
 
 def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str | tuple[str, ...] = ()
@@ -63,8 +63,8 @@ def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str
     # a virtual environment that .gitignore does not name is still one (it holds pyvenv.cfg)
     venvs = {p.parent.name for p in REPO.glob("*/pyvenv.cfg")}
     # the committed figures are outputs the pipeline draws again, never inputs; the third-party
-    # captures (6 MB) and the previous reference's captures (1.2 MB) are fixtures of the readers' tests,
-    # which read them in place
+    # captures, the previous reference's captures and the A/A timing records are fixtures of tests
+    # that read them in place
     files = [f for f in listed.stdout.split("\0") if f and not f.startswith(READER_FIXTURES)
              and f.split("/", 1)[0] not in venvs]
     if reference == "link":

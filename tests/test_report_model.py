@@ -212,7 +212,8 @@ def test_first_screen_holds_the_result_box_and_the_ladder(page):
     # against the baseline, or the first step run at the result's size where the baseline is not (JAX)
     against = _model(page.stem).result.baseline_label
     assert "> **Result at size" in first and f"**Best step against {against}:**" in first
-    assert "**What limits the last step" in first and "**Next thing to try:**" in first
+    # the box's limiter and advice are about the step it reports, named
+    assert f"**What limits `{_model(page.stem).result.best.variant}`:**" in first and "**Next thing to try:**" in first
     captured = _captured_variants(page.stem, _first_ladder_size(page.stem))
     # the whole ladder of the steps captured at its size, in the recipe's order, with one sentence per
     # step; the steps run at other sizes only are named as such

@@ -32,7 +32,6 @@ import heapq
 import io
 import json
 import math
-import re
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
@@ -592,7 +591,6 @@ def format_csv(header: Header, rows: Rows) -> str:
 
 #: longest Markdown cell: a name of megabytes (a damaged or hostile export) is cut, the CSV keeps it whole
 MAX_MD_CELL_CHARS = 300
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def format_md(header: Header, rows: Rows) -> str:

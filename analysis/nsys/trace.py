@@ -235,11 +235,16 @@ class Trace:
             # a value of the wrong type is the readers' to report (SQLite orders any text after any number);
             # a NULL end is an NVTX range never closed or a mark
             # (the comparisons first: the type test runs only on the rare row they pick)
-            bad = self._query(f"SELECT rowid, start, end FROM {table} WHERE (start < 0 OR end < start OR end < 0) "
-                              "AND typeof(start) = 'integer' AND typeof(end) IN ('integer', 'null') LIMIT 1")
+            # a negative timestamp alone is real: nsys counts from the session's start, and an NVTX
+            # range a program opened before it starts before zero (tests/data/thirdparty_h100/jax_prog);
+            # an int64 wrap shows as an end before its start
+            # an int64 wrap shows as an end before its start, or as a duration no capture lasts (2^62 ns:
+            # 146 years; SQLite turns the overflowing difference into a float, which still compares)
+            bad = self._query(f"SELECT rowid, start, end FROM {table} WHERE (end < start OR end - start > {1 << 62}) "
+                              "AND typeof(start) = 'integer' AND typeof(end) = 'integer' LIMIT 1")
             if bad:
                 rowid, start, end = bad[0]
-                what = "ends before it starts" if start >= 0 and end >= 0 else "has a negative timestamp"
+                what = "ends before it starts" if end < start else "has a duration beyond int64"
                 raise DamagedExport(self.path, f"damaged export: {table} row {rowid} {what} "
                                                f"(start {start}, end {end})")
         if {"CUPTI_ACTIVITY_KIND_MEMCPY", "ENUM_CUDA_MEMCPY_OPER"} <= self.tables:
