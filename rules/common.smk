@@ -7,9 +7,9 @@ import os
 import shlex
 import sys
 
-from analysis import layout
-from analysis import ncu as ncu_reader
-from analysis.gzfiles import existing_capture
+from analysis.common import layout
+from analysis.readers import ncu as ncu_reader
+from analysis.common.gzfiles import existing_capture
 from workloads.frameworks import framework as FRAMEWORK, nsys_nvtx_flags
 from workloads.registry import BY_NAME as RECIPES, facts_for_run
 
@@ -101,7 +101,7 @@ onstart:
     # after `snakemake profile_all` re-ran the preflight and, as every GPU job reads its record, the
     # whole pipeline
     from workloads.tools.preflight import TARGETS_VARIABLE
-    from analysis.leftovers import clean_up
+    from analysis.common.leftovers import clean_up
 
     os.environ[TARGETS_VARIABLE] = " ".join(requested_targets())
     # what a killed run left: expanded captures in TMPDIR, half-written outputs (said on stderr)
@@ -186,7 +186,7 @@ def run_dir(root, w, v, s):
     return layout.run_dir(root, w, v, s)
 
 
-# one live run folder, as a pattern of the rules' wildcards (analysis/layout.py names its files)
+# one live run folder, as a pattern of the rules' wildcards (analysis/common/layout.py names its files)
 LIVE_RUN = run_dir(CAPTURES, "{workload}", "{variant}", "{size}")
 
 
@@ -350,7 +350,7 @@ def run_inputs(wc):
     # reference captures keep the SQLite export and the ncu report gzipped
     gz = "" if wc.set == "live" else layout.GZIP_SUFFIX
     files = {
-        # a reference keeps the timed record gzipped too (analysis.gzfiles.kept_gzipped); older ones plain
+        # a reference keeps the timed record gzipped too (analysis.common.gzfiles.kept_gzipped); older ones plain
         "timing": f"{d}/{layout.TIMING}" if wc.set == "live" else existing_capture(d, layout.TIMING) or f"{d}/{layout.TIMING}",
         "sqlite": f"{d}/{layout.NSYS_EXPORT}{gz}",
         "nsys_run": f"{d}/{layout.NSYS_RUN}",
@@ -412,7 +412,7 @@ wildcard_constraints:
 
 def reference_ceilings(workload):
     """The ceilings a reference workload's floors use: those of its own run when it was merged in
-    from a partial run (analysis.captures.merge_reference), else the reference's."""
+    from a partial run (analysis.readers.captures.merge_reference), else the reference's."""
     own = f"{REF_DIR}/{workload}/{layout.CEILINGS}"
     return own if os.path.exists(own) else f"{REF_DIR}/{layout.CEILINGS}"
 
@@ -576,7 +576,7 @@ def measurement_env(wc):
 
 # --- reports (rules/report.smk): one rule per product, {set} = live | reference -----------------
 
-from analysis.report_sections import declared_figures, declared_inputs
+from analysis.report.report_sections import declared_figures, declared_inputs
 
 #: figure file name -> the workload whose report's sections write it (Recipe.sections' FIGURES)
 SECTION_FIGURES = {f: w for w in RECIPES for f in declared_figures(RECIPES[w])}
@@ -596,7 +596,7 @@ def report_inputs(wc):
     files = {
         "analyses": analyses(wc.set, w),
         "ceilings": f"{CAPTURES}/ceilings.json" if live else reference_ceilings(w),
-        # what the recipe's sections read (analysis/sections/<recipe>_<section>.py: INPUTS)
+        # what the recipe's sections read (analysis/report/sections/<recipe>_<section>.py: INPUTS)
         "sections": [f"{root}/{p}" for p in declared_inputs(RECIPES[w], with_experiments=has_experiments(wc.set, w))],
         # the tool versions the report's provenance shows
         "preflight": f"{CAPTURES if live else REF_DIR}/preflight.json",

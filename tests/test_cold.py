@@ -473,7 +473,7 @@ def test_with_turns_jobs_run_at_once_but_hold_the_gpu_one_after_the_other(tmp_pa
     # nothing is left behind for the records
     assert not list((work / "gpu-turns").glob("turn-*"))
     # the reader agrees: three jobs at once, never two on the GPU
-    from analysis import gpu_jobs as reader
+    from analysis.model import gpu_jobs as reader
 
     s = reader.summarize(reader.load_gpu_jobs(str(work / "gpu-jobs")))
     assert s.max_concurrent == 3 and s.overlaps == []
@@ -571,10 +571,10 @@ def test_a_step_measurement_runs_take_turns_and_cold_warm_starts_take_theirs_bef
 
 def test_ncu_runs_collect_the_full_set_or_sections_on_full_variants_and_the_page_metrics_elsewhere(tmp_path):
     """rules/config.yaml: a step in its recipe's ``ncu.full_variants`` gets the recipe's own sections
-    (cuDF: the full set less the instrumented ones, analysis.ncu.INSTRUMENTED_SECTIONS) or else
+    (cuDF: the full set less the instrumented ones, analysis.readers.ncu.INSTRUMENTED_SECTIONS) or else
     ncu_profile's set; every other step collects only the metrics the page reads, and each ncu run
     makes one call of the computation."""
-    from analysis.ncu import INSTRUMENTED_SECTIONS, analysis_metrics, metrics_only_args, tensor_ops_metrics
+    from analysis.readers.ncu import INSTRUMENTED_SECTIONS, analysis_metrics, metrics_only_args, tensor_ops_metrics
 
     lines = _planned_shell_lines(tmp_path, ["results/captures/cudf_groupby/agg_all/n50000000/ncu-run.json",
                                             "results/captures/numba_ufunc/fastmath/n268435456/ncu-run.json",

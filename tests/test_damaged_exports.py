@@ -9,12 +9,12 @@ import sqlite3
 
 import pytest
 
-from analysis.__main__ import main
-from analysis.errors import AnalysisInputError, DamagedExport
-from analysis.ncu import read_launches
-from analysis.ncu_source import read_kernel_profile
-from analysis.nsys import stats as nsys_stats
-from analysis.nsys.trace import Trace
+from analysis.cli.main import main
+from analysis.common.errors import AnalysisInputError, DamagedExport
+from analysis.readers.ncu import read_launches
+from analysis.readers.ncu_source import read_kernel_profile
+from analysis.readers.nsys import stats as nsys_stats
+from analysis.readers.nsys.trace import Trace
 
 from conftest import REPO
 

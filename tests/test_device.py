@@ -60,7 +60,7 @@ def test_every_recipe_names_a_framework_with_a_record():
 
 
 def test_the_framework_records_import_no_gpu_package():
-    code = ("import sys, workloads.frameworks, workloads.provenance, workloads.tools.cold, analysis.kernel_page\n"
+    code = ("import sys, workloads.frameworks, workloads.provenance, workloads.tools.cold, analysis.report.kernel_page\n"
             "print(sorted(m for m in ('cupy', 'numba', 'pycuda', 'warp', 'jax', 'cudf', 'rmm') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from analysis.__main__ import build_parser
+from analysis.cli.main import build_parser
 from workloads import runner
 from workloads.registry import RECIPES
 

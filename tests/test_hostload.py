@@ -79,7 +79,7 @@ def test_timed_and_profiled_runs_record_the_load_of_their_measured_window(tmp_pa
 def test_the_rests_on_cell_ends_with_the_cpu_load_and_says_when_it_was_not_recorded():
     import dataclasses
 
-    from analysis import markdown
+    from analysis.report import markdown
     from test_report_model import _model
 
     step = _model("cupy_sqdiff").ladder[4096][0]

@@ -15,8 +15,8 @@ import pytest
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 jax = pytest.importorskip("jax")
 
-from analysis.gzfiles import plain_file  # noqa: E402
-from analysis.sections import jax_matmul_readers as readers  # noqa: E402
+from analysis.common.gzfiles import plain_file  # noqa: E402
+from analysis.report.sections import jax_matmul_readers as readers  # noqa: E402
 from workloads import profiler_range  # noqa: E402
 from workloads.contract import WorkloadError, check_result  # noqa: E402
 from workloads.jax_backend import HostClockPair  # noqa: E402
@@ -254,7 +254,7 @@ def test_a_setting_whose_process_crashes_under_nsys_runs_once_without_nsys(tmp_p
     the record says so: no nsys columns, its time not compared with the runs under nsys. A setting
     whose process crashes without nsys too fails the experiment with one error, and no
     allocator.json."""
-    from analysis.sections import jax_matmul_allocator
+    from analysis.report.sections import jax_matmul_allocator
 
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
     monkeypatch.setenv("COOKBOOK_CUDA_DRIVER_LIBRARY", "libcuda-not-here.so.1")
@@ -427,7 +427,7 @@ def test_compute_calls_find_the_kernels_inside_each_range():
 
 
 def test_readers_name_what_is_missing(tmp_path):
-    from analysis.errors import AnalysisInputError
+    from analysis.common.errors import AnalysisInputError
 
     with pytest.raises(AnalysisInputError, match="no NVTX range"):
         readers.compute_calls(reference_trace(REFERENCE / "cupy_sqdiff/baseline/n4096/nsys.sqlite.gz"), "jax_matmul", "bf16")
@@ -556,7 +556,7 @@ def test_the_tf32_ceiling_spot_values_are_the_float64_product_of_the_steps_input
 
 
 def test_tf32_work_is_measured_against_the_tf32_gemm_ceiling():
-    from analysis import floors
+    from analysis.model import floors
 
     w = RECIPE.variant_class("tf32")(size=8192).work().as_dict()
     ceil = {"d2d_copy": {"gb_per_s": 3000.0}, "tf32_gemm": {"tflop_per_s": 400.0}}

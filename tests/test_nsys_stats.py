@@ -17,11 +17,11 @@ import sqlite3
 
 import pytest
 
-from analysis.nsys import stats as nsys_stats
-from analysis.__main__ import main
-from analysis.errors import AnalysisInputError, DamagedExport, NoDataInExport
-from analysis.nsys.trace import Trace, NvtxRange
-from analysis.nsys import columns as cols
+from analysis.readers.nsys import stats as nsys_stats
+from analysis.cli.main import main
+from analysis.common.errors import AnalysisInputError, DamagedExport, NoDataInExport
+from analysis.readers.nsys.trace import Trace, NvtxRange
+from analysis.readers.nsys import columns as cols
 
 from conftest import REPO, reference_runs, reference_trace
 
@@ -306,8 +306,8 @@ def test_start_end_ranges_have_their_style(tmp_path):
 
 
 def test_only_the_nsys_package_reads_the_export_tables():
-    """Every read of an nsys export goes through analysis/nsys/ (one Trace, one place for its quirks)."""
+    """Every read of an nsys export goes through analysis/readers/nsys/ (one Trace, one place for its quirks)."""
     names = re.compile(r"CUPTI_ACTIVITY|NVTX_EVENTS|StringIds")
     readers = {str(p.relative_to(REPO)) for top in ("analysis", "workloads") for p in (REPO / top).rglob("*.py")
                if names.search(p.read_text())}
-    assert readers and {p for p in readers if not p.startswith("analysis/nsys/")} == set()
+    assert readers and {p for p in readers if not p.startswith("analysis/readers/nsys/")} == set()

@@ -74,7 +74,7 @@ def test_a_run_gives_its_turn_back_only_when_it_holds_a_tenth_of_the_gpu_or_less
 def test_the_job_record_says_which_turns_ended_before_their_process(tmp_path):
     """workloads.tools.gpu_jobs copies the run's word that it gave the GPU back early into the job's
     record, which the record schema accepts."""
-    from analysis.gpu_jobs import RECORD_SCHEMA
+    from analysis.model.gpu_jobs import RECORD_SCHEMA
     from workloads.tools.gpu_jobs import _read_turns
 
     prefix = tmp_path / "turns"

@@ -282,7 +282,7 @@ def test_coldstart_deletes_only_its_own_cache_folders(tmp_path, monkeypatch, dri
 
 
 def test_coldstart_section_leaves_out_a_state_that_was_not_run():
-    from analysis.sections import warp_sph_coldstart as section
+    from analysis.report.sections import warp_sph_coldstart as section
 
     run = {"variant": "baseline", "phases": {"time_to_first_result_s": 2.0}, "binaries": ["a.cubin"],
            "module_loads": [{"module": "m", "ms": 5.0, "how": "compiled"}]}

@@ -279,7 +279,7 @@ class Recipe:
     #: ``workloads/<name>/exp_<experiment>.py``, run as ``python -m workloads.<name>.exp_<experiment>
     #: --out-dir DIR --nsys NSYS --ncu NCU --python PYTHON``
     experiments: tuple[str, ...] = ()
-    #: parts the recipe adds to its report: modules ``analysis/sections/<name>_<section>.py``, each with
+    #: parts the recipe adds to its report: modules ``analysis/report/sections/<name>_<section>.py``, each with
     #: ``render(workload_root, figure_dir) -> str`` (pure functions of the recipe's capture folder)
     sections: tuple[str, ...] = ()
     #: the compute calls run inside cuProfilerStart/Stop (workloads/profiler_range.py), and nsys

@@ -3,8 +3,8 @@
 A recipe names its framework (``Recipe.framework``); everything that depends on the framework reads
 it from :data:`FRAMEWORKS`: the distributions provenance records (:mod:`workloads.provenance`), the
 caches a cold start empties (:mod:`workloads.tools.cold`), the ncu kernel-name pattern and line
-information switches (:mod:`workloads.tools.kernel_profile`, :mod:`analysis.kernel_page`), the timer
-reports name (:mod:`analysis.markdown`), the environment the profilers need
+information switches (:mod:`workloads.tools.kernel_profile`, :mod:`analysis.report.kernel_page`), the timer
+reports name (:mod:`analysis.report.markdown`), the environment the profilers need
 (``rules/profile.smk``) and how ``--device cpu`` / ``--device cuda`` are honoured
 (:mod:`workloads.runner`).
 
@@ -85,7 +85,7 @@ class Framework:
     kernel_cache_variable: str | None = None
     #: kernel-page table: the order frameworks are listed in (None: not listed)
     howto_order: int | None = None
-    #: the next thing to try, in this framework's own terms, by advice key (analysis.limiter.advice:
+    #: the next thing to try, in this framework's own terms, by advice key (analysis.model.limiter.advice:
     #: "DRAM", "L2", "issue", "FP64", "XU", "tensor", "grid", "waves", "registers", "latency",
     #: "host link", "launch/host", ...); a key left out gets the advice module's default
     advice: Mapping[str, str] = dataclasses.field(default_factory=dict)

@@ -46,7 +46,7 @@ import sys
 import time
 from typing import Iterator
 
-from analysis.outputs import write_json_atomic
+from analysis.common.outputs import write_json_atomic
 from workloads import settings
 from workloads.contract import WorkloadError
 

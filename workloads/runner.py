@@ -38,7 +38,7 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis import outputs
+from analysis.common import outputs
 from workloads import annotate, frameworks, gpu_turn, hostload, hostmath, l2, provenance, sampling, settings, sources, telemetry
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
@@ -168,7 +168,7 @@ def framework_device_problem(recipe: Recipe, device: str) -> str | None:
 
 
 def write_json_atomic(path: str, record: dict) -> None:
-    """Write JSON so that a reader never sees a half-written file (analysis/outputs.py)."""
+    """Write JSON so that a reader never sees a half-written file (analysis/common/outputs.py)."""
     outputs.write_json_atomic(path, record, indent=2)
 
 
@@ -404,7 +404,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
     gpu_turn.measure_on_holder_cores()
     setup_done = time.time_ns()
     record: dict = {
-        # analysis.timed_record.SCHEMA_VERSION reads it; records without the field are version 1
+        # analysis.model.timed_record.SCHEMA_VERSION reads it; records without the field are version 1
         "schema_version": 2,
         "workload": recipe.name,
         "variant": v.name,

@@ -23,7 +23,7 @@ setting the environment, the calls' times (host timer with block_until_ready), J
 ``memory_stats()`` of the device, the driver's used memory (cuMemGetInfo) after setup and after the
 calls, the relative error of the step's sampled check (its seeded rows; its timed run checks every
 element), and the nsys command. The analysis
-(``analysis/sections/jax_matmul_allocator.py``) reads peak GPU memory from the exports.
+(``analysis/report/sections/jax_matmul_allocator.py``) reads peak GPU memory from the exports.
 
     python -m workloads.jax_matmul.exp_allocator --out-dir DIR --nsys NSYS --ncu NCU --python PYTHON
 
@@ -306,7 +306,7 @@ def _profile_once(setting, args, env, profile_cmd, child_cmd, child_json, rep_pr
         if e.returncode != 0 or not os.path.exists(sqlite):
             entry["nsys_error"] = f"nsys export exited with {e.returncode}: {_tail(e.stdout + e.stderr, 1500)}"
         else:
-            from analysis.nsys.trace import MEMORY_CAPTURE_TABLES, missing_tables  # noqa: PLC0415
+            from analysis.readers.nsys.trace import MEMORY_CAPTURE_TABLES, missing_tables  # noqa: PLC0415
 
             missing = missing_tables(sqlite, MEMORY_CAPTURE_TABLES)
             if missing:

@@ -130,7 +130,7 @@ NO_PTX_JIT = ("the CUDA driver's compute cache was empty after the cold run: the
               "so turning it off could change nothing")
 
 
-#: the table's short form of that reason (analysis.markdown.coldstart_section)
+#: the table's short form of that reason (analysis.report.markdown.coldstart_section)
 NO_PTX_JIT_SHORT = "no PTX JIT"
 
 

@@ -49,11 +49,11 @@ import time
 from pathlib import Path
 from typing import Iterator, Mapping, MutableMapping, Sequence
 
-from analysis.outputs import write_json_atomic
+from analysis.common.outputs import write_json_atomic
 from workloads import gpu_turn, settings
 from workloads.provenance import git_commit, tool_output
 
-#: the format of a job record; analysis/gpu_jobs.py refuses others
+#: the format of a job record; analysis/model/gpu_jobs.py refuses others
 RECORD_VERSION = 1
 RECORDS_FOLDER = "gpu-jobs"
 #: where a job's runs write their turns until the job's record collects them (under the work folder)

@@ -1,6 +1,6 @@
 """Profile one kernel of one workload variant under Nsight Compute, with line information.
 
-The capture behind a kernel page (analysis/kernel_page.py): the kernel's metrics and its hottest
+The capture behind a kernel page (analysis/report/kernel_page.py): the kernel's metrics and its hottest
 source lines, with the source imported into the report.
 
     python -m workloads.tools.kernel_profile --workload warp_sph --variant baseline \\
@@ -169,8 +169,8 @@ def run(args: argparse.Namespace) -> int:
         what = ("it wrote a report, so the workload failed after the kernel was profiled" if report.exists()
                 else "it wrote no report: the workload or ncu failed")
         return _fail(3, f"ncu exited with status {rc}: {what}; the output above says why")
-    from analysis.errors import AnalysisInputError  # noqa: PLC0415
-    from analysis.ncu_source import kernel_names  # noqa: PLC0415
+    from analysis.common.errors import AnalysisInputError  # noqa: PLC0415
+    from analysis.readers.ncu_source import kernel_names  # noqa: PLC0415
 
     if not report.exists():
         return _fail(4, f"no kernel matched: ncu profiled nothing for -k regex:{pattern} inside "

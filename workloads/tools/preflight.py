@@ -9,7 +9,7 @@ preflight leaves nothing behind that looks valid.
 It also learns whether Nsight Compute may read the GPU's performance counters (one empty kernel
 under ncu, workloads.tools.counter_probe) and records it under ``counters``: where they are
 refused (ERR_NVGPUCTRPERM) or ncu is switched off (``--ncu none``), the pipeline runs without
-counters (no ncu rule; the reports use analysis.no_counters) and says so once, with the fix.
+counters (no ncu rule; the reports use analysis.model.no_counters) and says so once, with the fix.
 """
 from __future__ import annotations
 

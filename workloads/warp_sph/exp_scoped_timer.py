@@ -21,7 +21,7 @@ one ``ScopedTimer`` and one NVTX range (domain ``cookbook.warp_sph``, message
 
 So one process gives both numbers for the same launches: Warp's event times in
 ``scoped_timer.json`` and nsys' CUPTI kernel records in ``nsys.sqlite``; the report section
-``analysis/sections/warp_sph_timers.py`` pairs them by frame (NVTX range) and activity name.
+``analysis/report/sections/warp_sph_timers.py`` pairs them by frame (NVTX range) and activity name.
 Files: ``scoped_timer.json``, ``nsys.sqlite`` (and ``nsys.nsys-rep``, which the reference copy
 does not keep).
 """
