@@ -13,7 +13,7 @@ import pytest
 from analysis.model import noise
 from analysis.cli.main import main
 from analysis.model.compare import _order, compare_folders
-from analysis.model.compare import markdown as compare_markdown
+from analysis.report.compare_text import markdown as compare_markdown
 from analysis.common.gzfiles import existing_capture
 from analysis.model.run_summary import load_json
 
@@ -188,7 +188,7 @@ def test_each_side_names_its_measured_limiter_and_a_change_is_flagged(tmp_path):
 
 
 def test_an_uncertain_step_over_processes_says_what_its_processes_can_resolve(tmp_path):
-    from analysis.model.compare import markdown
+    from analysis.report.compare_text import markdown
 
     base, cand = tmp_path / "base", tmp_path / "cand"
     _scaled_runs(base, (1.00, 1.01, 0.99))

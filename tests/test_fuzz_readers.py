@@ -22,6 +22,7 @@ from analysis.model import breakdown
 
 from analysis.report import multiprocess, perfetto
 from analysis.readers.nsys import stats as nsys_stats
+from analysis.report import stats_text
 from analysis.common.errors import AnalysisInputError
 from analysis.readers.ncu import NCU_REP_MAGIC, read_launches
 from analysis.readers.nsys.trace import SQLITE_MAGIC, Trace
@@ -105,7 +106,7 @@ def _read_everything(path: str) -> None:
             result = _either(fn, ex)
             if result is not None:
                 header, rows = result
-                for fmt in nsys_stats.FORMATS.values():
+                for fmt in stats_text.FORMATS.values():
                     assert isinstance(fmt(header, rows), str)
         # the columnar readers under run summaries, and the Perfetto trace
         for fn in (breakdown.gpu_time, breakdown.range_gpu_time, breakdown.copy_throughput, breakdown.allocations,

@@ -18,6 +18,7 @@ import sqlite3
 import pytest
 
 from analysis.readers.nsys import stats as nsys_stats
+from analysis.report import stats_text
 from analysis.cli.main import main
 from analysis.common.errors import AnalysisInputError, DamagedExport, NoDataInExport
 from analysis.readers.nsys.trace import Trace, NvtxRange
@@ -44,7 +45,7 @@ def _theirs(run, report: str) -> str:
 def _mine(run, report: str) -> str:
     """Our CSV of ``report``: once per run and report (two tests compare it), from the export opened
     once per session (conftest.reference_trace) rather than unpacked again for each report."""
-    return nsys_stats.format_csv(*nsys_stats.REPORTS[report](reference_trace(run / "nsys.sqlite.gz")))
+    return stats_text.format_csv(*nsys_stats.REPORTS[report](reference_trace(run / "nsys.sqlite.gz")))
 
 
 def _parse(text: str) -> tuple[list[str], list[list[str]]]:
@@ -147,12 +148,12 @@ def test_cli_json_and_md(capsys):
 
 
 def test_md_escapes_pipes():
-    md = nsys_stats.format_md(["Count", "Name"], [[1, "a|b"], [2, None]])
+    md = stats_text.format_md(["Count", "Name"], [[1, "a|b"], [2, None]])
     assert md.splitlines() == ["| Count | Name |", "|---:|---|", "| 1 | a\\|b |", "| 2 |  |"]
 
 
 def test_csv_quotes_names_with_commas():
-    text = nsys_stats.format_csv(["Avg (ns)", "Name"], [[decimal.Decimal("1.5"), 'f(a, "b")']])
+    text = stats_text.format_csv(["Avg (ns)", "Name"], [[decimal.Decimal("1.5"), 'f(a, "b")']])
     assert text == 'Avg (ns),Name\n1.5,"f(a, ""b"")"\n'
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from analysis.cli.main import main
 from analysis.readers.nsys import stats as nsys_stats
+from analysis.report import stats_text
 from analysis.readers.nsys.trace import Trace
 
 from conftest import REPO
@@ -52,7 +53,7 @@ def test_every_report_of_both_programs_has_rows():
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_report_equals_nsys_stats(program, report):
     """Same header, same rows in the same order, numbers within test_nsys_stats' acceptance rules."""
-    my_header, my_rows = _parse(nsys_stats.format_csv(*nsys_stats.REPORTS[report](_trace(program))))
+    my_header, my_rows = _parse(stats_text.format_csv(*nsys_stats.REPORTS[report](_trace(program))))
     their_header, their_rows = _parse(_theirs(program, report))
     assert my_header == their_header
     assert [row[-1] for row in my_rows] == [row[-1] for row in their_rows]  # names, in nsys' order

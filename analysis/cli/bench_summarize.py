@@ -25,12 +25,13 @@ import time
 
 from analysis.readers.nsys.synthetic import build
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_SOURCE = REPO / "reports" / "reference" / "h200" / "cupy_sqdiff" / "baseline" / "n16384" / "nsys.sqlite.gz"
 SUITE_DOMAIN = "cookbook"
 
 def measure(export: str, workload: str, variant: str) -> dict:
     """Time the summary path on ``export`` in this process; peak RSS is this process's."""
+    # imported here so that the measured process's peak RSS includes the readers it loads
     from analysis.readers.nsys import stats as nsys_stats
     from analysis.readers.nsys.trace import Trace
     from analysis.model.run_summary import summarize_nsys

@@ -11,23 +11,26 @@ import sys
 
 from analysis.report.markdown import write_page
 from analysis.common.outputs import write_text_atomic
+from analysis.model import compare
+from analysis.model import noise
+from analysis.model import verdicts
+from analysis.common.errors import AnalysisInputError
+from analysis.report import compare_text, cross_gpu
 
 
 def cmd_compare(a) -> int:
     # here, not at the top: `python -m analysis` imports every command's module to build its parser
-    from analysis.model import compare
-    from analysis.model import noise  # noqa: PLC0415
 
     model = noise.load_noise(a.noise) if a.noise else None
     c = compare.compare_folders(a.base, a.cand, noise_model=model, within_run=a.within_run)
-    md = compare.markdown(c)
+    md = compare_text.markdown(c)
     if a.output_md:
         write_page(a.output_md, md)
     if a.output_json:
         write_text_atomic(a.output_json, json.dumps(c.as_dict(), indent=1, sort_keys=True) + "\n")
     if not a.output_md:
         print(md, end="")
-    print(f"compare: {compare.summary_line(c)}", file=sys.stderr)
+    print(f"compare: {compare_text.summary_line(c)}", file=sys.stderr)
     if c.gpu_models_differ:
         print(f"compare: different GPU models ({c.base_machine['gpu']} / {c.cand_machine['gpu']}): a cross-GPU "
               f"comparison, not a regression test; see python -m analysis cross-gpu (exit {EXIT_CROSS_GPU})",
@@ -45,9 +48,6 @@ EXIT_CROSS_GPU = 3
 
 
 def cmd_noise(a) -> int:
-    from analysis.model import noise
-    from analysis.model import verdicts  # noqa: PLC0415
-    from analysis.common.errors import AnalysisInputError  # noqa: PLC0415
 
     runs = {}
     for item in a.runs:
@@ -62,10 +62,8 @@ def cmd_noise(a) -> int:
 
 
 def cmd_cross_gpu(a) -> int:
-    from analysis.model import compare
 
     # two GPUs' own intervals: the between-run spread of one GPU's runs says nothing of the other's
-    from analysis.report import cross_gpu  # noqa: PLC0415
     write_page(a.output_md, cross_gpu.markdown(compare.compare_folders(a.base, a.cand, within_run=True)))
     print(f"wrote {a.output_md}")
     return 0

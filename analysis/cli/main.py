@@ -22,26 +22,22 @@ import os
 import signal
 import sys
 
-from analysis.readers import captures
-
+from analysis.cli import coldstart_cli, compare_cli, kernel_page_cli, multiprocess_cli, ncu_cli, stats_cli
 from analysis.common import layout, leftovers
-from analysis.cli import coldstart_cli, stats_cli
-from analysis.cli import multiprocess_cli
-from analysis.report import kernel_page, perfetto
-from analysis.cli import kernel_page_cli, ncu_cli
-from analysis.cli import compare_cli
-from analysis.report import diagnose
 from analysis.common.errors import AnalysisInputError
 from analysis.common.outputs import check_figure_target, check_target, check_targets, write_text_atomic
+from analysis.model import gpu_jobs, l2_modes
 from analysis.model.records import load_record
 from analysis.model.run_summary import load_json, load_summary, summarize_run
+from analysis.readers import captures
+from analysis.report import diagnose, gpu_jobs_markdown, kernel_page, markdown, perfetto, report_model, report_sections
+from workloads.registry import BY_NAME
 
 
 
 
 def _load_summaries(paths: list[str]) -> list[dict]:
     """The run summaries, checked (field types, and a registered workload and variant)."""
-    from workloads.registry import BY_NAME
 
     summaries = []
     for path in paths:
@@ -55,7 +51,6 @@ def _load_summaries(paths: list[str]) -> list[dict]:
 
 
 def _by_size(summaries: list[dict], workload: str) -> dict[int, list[dict]]:
-    from workloads.registry import BY_NAME
 
     order = BY_NAME[workload].variants
     out: dict[int, list[dict]] = {}
@@ -87,16 +82,14 @@ def _gpu_job_records(folder: str | None) -> list[dict]:
 
     if not folder or not glob.glob(os.path.join(folder, "*.json")):
         return []
-    from analysis.model import gpu_jobs
 
     latest = gpu_jobs.split_runs(gpu_jobs.load_gpu_jobs(folder))[-1]
     return [load_json(j.path) for j in sorted(latest, key=lambda j: j.started_ns)]
 
 
 def cmd_report(a) -> None:
-    from analysis.report import figures, markdown, report_model, report_sections
-    from analysis.report import roofline  # matplotlib: only the commands that draw
-    from workloads.registry import BY_NAME
+    # matplotlib: imported only by the commands that draw, not by every `python -m analysis`
+    from analysis.report import figures, roofline
 
     recipe = BY_NAME[a.workload]
     by_size = _by_size(_load_summaries(a.summaries), a.workload)
@@ -134,7 +127,6 @@ def cmd_report(a) -> None:
     md = markdown.workload_report(model, names)
     l2_section = None
     if a.l2_runs:
-        from analysis.model import l2_modes
 
         l2_section = l2_modes.section(l2_modes.rows([load_record(p, "a timed run's record") for p in a.l2_runs],
                                                     ceilings_record["ceilings"],
@@ -162,8 +154,6 @@ def cmd_report(a) -> None:
 
 
 def cmd_index(a) -> None:
-    from analysis.report import markdown, report_model
-    from workloads.registry import BY_NAME
 
     # the run's small records first, then the summaries
     ceilings = load_record(a.ceilings, "a ceilings record")
@@ -204,9 +194,7 @@ def cmd_copy_captures(a) -> None:
 
 
 def cmd_gpu_jobs(a) -> None:
-    from analysis.report import figures, gpu_jobs_markdown
-    from analysis.model import gpu_jobs
-    from analysis.report import markdown  # matplotlib: only the commands that draw
+    from analysis.report import figures  # matplotlib: only the commands that draw
 
     runs = [gpu_jobs.summarize(r) for r in gpu_jobs.split_runs(gpu_jobs.load_gpu_jobs(a.records))]
     latest = runs[-1]

@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from analysis.readers.nsys import stats as nsys_stats
+from analysis.report import stats_text
 from analysis.common.errors import NoDataInExport
 
 
@@ -15,7 +16,7 @@ def cmd_stats(a: argparse.Namespace) -> int:
         # what nsys stats does: an empty report, and a line on stderr saying why
         print(f"SKIPPED: {e}", file=sys.stderr)
         return 0
-    sys.stdout.write(nsys_stats.FORMATS[a.format](header, rows))
+    sys.stdout.write(stats_text.FORMATS[a.format](header, rows))
     return 0
 
 
@@ -27,7 +28,7 @@ def add_parser(subparsers) -> None:
                     "export alone (.sqlite, or gzipped .sqlite.gz).")
     s.add_argument("--report", required=True, choices=list(nsys_stats.REPORTS), metavar="NAME",
                    help=f"one of: {', '.join(nsys_stats.REPORTS)}")
-    s.add_argument("--format", choices=list(nsys_stats.FORMATS), default="csv",
+    s.add_argument("--format", choices=list(stats_text.FORMATS), default="csv",
                    help="csv (as nsys writes it, the default), json or md")
     s.add_argument("export", metavar="FILE.sqlite[.gz]", help="an nsys SQLite export (nsys export --type sqlite)")
     s.set_defaults(func=cmd_stats)

@@ -11,6 +11,7 @@ import zlib
 from typing import Iterator
 
 from analysis.common.errors import AnalysisInputError
+from analysis.common.leftovers import remove_at_exit, temp_prefix
 
 #: capture files the reference keeps gzipped: the binary captures, and the text records that grow
 #: with the samples (a timed record with NVML telemetry per sample is 0.1-0.4 MB; ncu's raw page
@@ -42,7 +43,6 @@ def text_capture_exists(path: str) -> bool:
 
 def gunzip_to_temp(path: str, suffix: str) -> str:
     """Expand ``path`` into a new temporary file and return its name; the caller deletes it."""
-    from analysis.common.leftovers import remove_at_exit, temp_prefix  # noqa: PLC0415
 
     # the name carries the process id: the next run removes it if this process is killed
     fd, tmp = tempfile.mkstemp(suffix=suffix, prefix=temp_prefix())

@@ -34,6 +34,7 @@ import numpy as np
 
 from analysis.common.errors import AnalysisInputError
 from analysis.model.run_summary import check_json, load_json
+from analysis.model import verdicts
 
 NOISE_FILE = "noise.json"
 WIDTH_RESAMPLES = 999
@@ -110,7 +111,6 @@ def within_halfwidth_of(pairs) -> float:
     """The half-width (log scale) of a step's within-run interval that its comparisons reach or stay
     under 90% of the time: the WIDTH_QUANTILE over the A/A pairs ``(base samples, candidate samples)``,
     at the verdicts' confidence (fewer resamples: the edges move by well under 1%)."""
-    from analysis.model import verdicts  # noqa: PLC0415 - verdicts imports scipy lazily, so does this
 
     widths = []
     for base, cand in pairs:

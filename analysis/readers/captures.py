@@ -9,6 +9,7 @@ import sys
 from analysis.common import layout
 from analysis.common.errors import AnalysisInputError
 from analysis.common.gzfiles import gzip_copy, kept_gzipped
+from workloads.registry import BY_NAME
 
 #: what a reference keeps: small raw captures. The .nsys-rep files are large and the
 #: SQLite export holds what the analysis reads. SQLite and ncu reports are gzipped (5-10x smaller).
@@ -129,7 +130,6 @@ def merge_reference(src: str, dst: str, workloads: list[str]) -> list[str]:
     dst = _checked_reference(dst, "merge into")
     if not os.path.isdir(dst):
         raise AnalysisInputError(dst, "no reference to merge into; copy a whole run first (replace_reference)")
-    from workloads.registry import BY_NAME  # noqa: PLC0415 - the recipes' definitions only
 
     if not workloads:
         raise AnalysisInputError(dst, "no workload to merge named")

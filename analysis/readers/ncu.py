@@ -20,7 +20,10 @@ from typing import Any
 
 from analysis.common.errors import AnalysisInputError
 from analysis.common.gzfiles import open_capture_text, plain_file, text_capture_exists
-from analysis.readers.ncu_child import import_ncu_report, read_report
+from analysis.readers.ncu_child import NCU_REP_MAGIC, import_ncu_report, read_report
+from analysis.readers.ncu_metrics import METRICS
+from analysis.readers.ncu_metrics import FALLBACK_METRICS, STALL_METRICS
+from analysis.readers.ncu_metrics import TENSOR_PRECISIONS
 
 #: the metrics every summary carries, named as ncu names them
 SUMMARY_METRICS = (
@@ -87,7 +90,6 @@ FLOP_METRICS = (
 def _limiter_metrics() -> tuple[str, ...]:
     # analysis.model.limiter owns the names it classifies launches by; imported late (it imports nothing
     # from here, but keeping the reader importable on its own costs nothing)
-    from analysis.readers.ncu_metrics import METRICS
 
     return METRICS
 
@@ -108,7 +110,6 @@ def read_metrics() -> tuple[str, ...]:
     report holds them, the warp stall reasons and the breakdown's names in reports of other sets
     (analysis.readers.ncu_metrics.STALL_METRICS, FALLBACK_METRICS; never asked for by the metrics-only
     collection)."""
-    from analysis.readers.ncu_metrics import FALLBACK_METRICS, STALL_METRICS
 
     extra = REPLAY_METRICS + STALL_METRICS + FALLBACK_METRICS
     return analysis_metrics() + tuple(m for m in extra if m not in analysis_metrics())
@@ -122,7 +123,6 @@ def tensor_ops_metrics() -> tuple[str, ...]:
     """The tensor-core operation counts by input precision and their peaks (analysis.model.limiter's
     TENSOR_PRECISIONS): what names the precision of a tensor-pipe limiter and places tensor-core work
     on the roofline. The tensor pipe's own activity is another metric, collected either way."""
-    from analysis.readers.ncu_metrics import TENSOR_PRECISIONS
 
     return tuple(m for _, ops, peaks in TENSOR_PRECISIONS for m in (ops, *peaks))
 
@@ -143,8 +143,6 @@ def metrics_only_args(tensor_ops: bool = True) -> list[str]:
     return ["--metrics", ",".join(names), *(a for s in METRICS_ONLY_SECTIONS for a in ("--section", s))]
 
 
-#: first bytes of every .ncu-rep file
-NCU_REP_MAGIC = b"NVR\x00"
 
 #: unit -> factor to the suite's unit (time: ns; bytes: bytes)
 _UNIT_SCALE = {

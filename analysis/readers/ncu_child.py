@@ -31,9 +31,13 @@ from typing import Any
 from analysis.common.errors import AnalysisInputError
 from analysis.common.gzfiles import plain_file
 
+#: first bytes of every .ncu-rep file
+NCU_REP_MAGIC = b"NVR\x00"
+
+
 #: the directory holding the ``analysis`` package, put first on the child's sys.path so that it
 #: imports this very package whatever its working directory holds
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: the child's extras/python directory (empty: the pip package)
 _EXTRAS_ENV = "ANALYSIS_NCU_REPORT_EXTRAS"
 #: seconds one report may take; a damaged report can make the native reader spin
@@ -162,8 +166,6 @@ def read_isolated(task: str, path: str, plain: str, *args: str) -> Any:
     except ImportError as e:
         raise AnalysisInputError(path, str(e)) from None
     if task in _READS_MAGIC_FIRST:
-        from analysis.readers.ncu import NCU_REP_MAGIC  # noqa: PLC0415 - analysis.readers.ncu imports this module
-
         with open(plain, "rb") as f:
             head = f.read(len(NCU_REP_MAGIC))
         if not head.startswith(NCU_REP_MAGIC):

@@ -21,9 +21,11 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from analysis.model.compare import Comparison, StepComparison, nearest_ceilings, only_on_one_side
+from analysis.model.compare import Comparison, StepComparison, nearest_ceilings
+from analysis.report.compare_text import only_on_one_side
 from analysis.model.run_summary import load_json
 from analysis.model.limiter import Kind, Unit
+from analysis.report.markdown import provenance_table, table
 
 #: how far a speedup may sit from the rate ratio and still be said to scale with it: the rate
 #: ceilings themselves are medians of one run per GPU, and a step at 90% of a rate tracks it loosely
@@ -108,7 +110,6 @@ def _gpu(preflight: dict, root: str) -> str:
 
 
 def markdown(c: Comparison) -> str:
-    from analysis.report.markdown import provenance_table, table
 
     steps = cross_steps(c)
     pre_a, pre_b = _preflight(c.base_root), _preflight(c.cand_root)

@@ -26,6 +26,10 @@ from analysis.common.errors import AnalysisInputError
 from analysis.model.limiter import Kind, LaunchLimiter, Unit, classify_launch
 from analysis.model.limiter.advice import is_library_kernel, rule_consistent
 from analysis.readers.ncu import NAMES_FROM_REPORT_MODULE, Finding, Launch, read_launches
+from analysis.model.limiter import kernel_key
+from analysis.readers.nsys import Trace
+from analysis.readers.nsys import columns as cols
+from analysis.common.outputs import write_text_atomic
 
 FORMATS = ("md", "json", "csv")
 #: ncu rule findings the markdown shows per launch
@@ -260,9 +264,6 @@ def diagnose_trace(nsys_path: str, launches: Sequence[LaunchDiagnosis]) -> tuple
     (:func:`analysis.model.limiter.kernel_key`: nsys and ncu print C++ names differently)."""
     import numpy as np
 
-    from analysis.model.limiter import kernel_key
-    from analysis.readers.nsys import Trace
-    from analysis.readers.nsys import columns as cols
 
     with Trace(nsys_path) as ex:
         ops = cols.read_ops(ex)
@@ -330,7 +331,7 @@ def trace_records(s: TraceShares) -> list[dict[str, Any]]:
 # --- output ---------------------------------------------------------------------------------------
 
 def _short(name: str, limit: int = 60) -> str:
-    from analysis.report.figures import short_kernel_name
+    from analysis.report.figures import short_kernel_name  # figures imports matplotlib: only when a table is written
 
     s = short_kernel_name(name)
     return s if len(s) <= limit else s[:limit - 1] + "…"
@@ -339,7 +340,6 @@ def _short(name: str, limit: int = 60) -> str:
 def _key(name: str, limit: int = 90) -> str:
     """A trace kernel's name as nsys and ncu share it (no namespaces or return type), cut to ``limit``:
     the short name alone repeats across template instances."""
-    from analysis.model.limiter import kernel_key
 
     s = kernel_key(name)
     return s if len(s) <= limit else s[:limit - 1] + "…"
@@ -486,7 +486,6 @@ def run(ncu_path: str, nsys_path: str | None = None, fmt: str = "md", raw_page: 
 
 
 def cmd_diagnose(a) -> int:
-    from analysis.common.outputs import write_text_atomic
 
     text = run(a.report, a.nsys, a.format, a.raw_page)
     if a.output:

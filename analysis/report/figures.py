@@ -11,6 +11,7 @@ import matplotlib.ticker  # noqa: E402
 
 from analysis.model.gpu_jobs import gpu_label_order  # noqa: E402
 from analysis.common.outputs import save_figure_atomic  # noqa: E402
+from analysis.report import roofline
 
 # Stable colours per kind of GPU time, as Nsight Systems draws them (kernels blue, copies red...)
 KIND_COLORS = {"kernel": "#4c72b0", "memcpy": "#c44e52", "memset": "#dd8452", "idle": "#cccccc"}
@@ -259,7 +260,6 @@ def roofline_figure(summaries_by_size: dict[int, Sequence[dict]], ceilings: dict
     """The recipe's hierarchical roofline (analysis.report.roofline): each profiled kernel at its own
     measured FLOPs and its bytes per memory level, under the device's peaks and the measured rates;
     False, and nothing written, where no kernel has floating-point work to place."""
-    from analysis.report import roofline
 
     return roofline.figure(summaries_by_size, ceilings, path, title)
 

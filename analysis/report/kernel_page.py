@@ -10,6 +10,7 @@ from analysis.readers.ncu_source import KernelProfile, SourceLine
 from workloads import frameworks
 from workloads.provenance import gpu_slug
 from analysis.report import mdtext
+from analysis.common.errors import AnalysisInputError
 
 #: what the common PC-sampling states mean (ncu's "Warp State" names, without the prefix)
 STALL_MEANING = {
@@ -313,7 +314,6 @@ def kernel_runs_of(workload: str, workload_root: str | None) -> list[tuple[str, 
     or a live run's), by page name. A record that does not parse is a typed error naming it."""
     import json
 
-    from analysis.common.errors import AnalysisInputError
 
     if not workload_root:
         return []

@@ -11,7 +11,8 @@ from analysis.model import verdicts
 from analysis.common.outputs import write_text_atomic
 from workloads import sources, telemetry
 from workloads.registry import BY_NAME
-from analysis.report import mdtext
+from analysis.report.mdtext import table
+from analysis.model.limiter import MISMATCH_FACTOR
 
 NCU_COLUMNS = (
     ("gpu__time_duration.sum", "duration µs", lambda v: f"{v / 1e3:.1f}"),
@@ -89,16 +90,6 @@ def fold_long_lines(text: str, limit: int = MAX_LINE_CHARS) -> str:
 def write_page(path: str, text: str) -> None:
     """Write a markdown page atomically, its long lines folded (:func:`fold_long_lines`)."""
     write_text_atomic(path, fold_long_lines(text))
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[object]], max_cell: int | None = None) -> str:
-    def cell(x: object) -> str:
-        # the cells carry the page's own markdown (code spans, emphasis): a backslash is the writer's
-        return mdtext.cell(x, max_cell, backslash=False)
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def _gpu_name(prov: dict) -> str:
@@ -386,7 +377,6 @@ def size_details(m: rm.ReportModel, size: int) -> list[str]:
              f"{rm.KERNELS_PER_STEP} longest, its other kernels summed in the last row):", "",
              kernels_table(m.kernels[size]), ""]
     if m.work_checks.get(size):
-        from analysis.model.limiter import MISMATCH_FACTOR  # noqa: PLC0415
         body += ["**Declared work beside what ncu measured** (per steady call; flagged when more than "
                  f"{MISMATCH_FACTOR}× apart):", "",
                  table(("step", "kernel time profiled", "declared MB", "DRAM MB (ncu)", "measured / declared",

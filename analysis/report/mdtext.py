@@ -3,6 +3,8 @@ cells: the one escaping every table writer uses, so that no name can end a cell,
 table, or start a heading of its own."""
 from __future__ import annotations
 
+from typing import Sequence
+
 #: line and paragraph breaks (a row of a markdown table ends at any of them): shown as a space
 _BREAKS = {c: " " for c in ("\n", "\r", "\t", "\v", "\f", "\x85", "\u2028", "\u2029", "\x1c", "\x1d", "\x1e")}
 #: the other control characters, shown as their Unicode control pictures (␀ ␁ … ␟ ␡) or as \\uXXXX
@@ -24,3 +26,14 @@ def cell(value: object, max_chars: int | None = None, backslash: bool = True) ->
         if text.count("`") % 2:
             text += "`"
     return text
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]], max_cell: int | None = None) -> str:
+    """The page's markdown table: ``header`` and ``rows``, each cell escaped by :func:`cell`."""
+    def page_cell(x: object) -> str:
+        # the cells carry the page's own markdown (code spans, emphasis): a backslash is the writer's
+        return cell(x, max_cell, backslash=False)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(page_cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)

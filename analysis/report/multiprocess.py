@@ -16,7 +16,6 @@ import dataclasses
 import functools
 import heapq
 import os
-import re
 import zlib
 from typing import Sequence
 
@@ -29,6 +28,7 @@ from analysis.report import mdtext
 from analysis.readers.nsys.trace import NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, Interval, Trace
 from workloads.annotate import (DOMAIN, MARK_COLOR, PHASE_COLORS, THIRDPARTY_COLOR, THIRDPARTY_DOMAIN,
                                 parse_range_name)
+from analysis.report.report_model import describe_commit, packages_text
 
 _ID_BITS = 24
 _ID_MASK = (1 << _ID_BITS) - 1
@@ -411,7 +411,6 @@ def _provenance_lines(run: dict | None) -> list[str]:
                 "packages are unknown.", ""]
     prov = run["provenance"]
     gpus = prov.get("gpus") or []
-    from analysis.report.report_model import describe_commit, packages_text
 
     commit = describe_commit(prov)
     rows = [("GPU", gpus[0]["name"] if gpus else "not recorded"), ("driver", prov.get("driver_version")),

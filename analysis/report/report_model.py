@@ -19,12 +19,19 @@ from typing import Callable, Sequence
 
 from analysis.model import verdicts
 from analysis.model.floors import AT_RATE_FACTOR, Floor, floor
-from analysis.model.limiter import Kind, StepLimiter, Unit, fastest_steady_call, is_library_kernel
+from analysis.model.limiter import Kind, StepLimiter, Unit, fastest_steady_call
+from analysis.model.limiter import is_library_kernel  # noqa: F401 - tests read it here
 from analysis.model.limiter import advice as limiter_advice
 from analysis.readers.ncu import (COLLECTION_FULL, COLLECTION_METRICS, COLLECTION_SECTIONS, INSTRUMENTED_SECTIONS,
                           TENSOR_OPS_LEFT_OUT)
 from analysis.model.run_summary import PHASES as RUN_PHASES
 from workloads import sources
+from workloads import frameworks
+from analysis.model import limiter
+from analysis.model.limiter import kernel_key
+from analysis.model.limiter import host_time
+from analysis.model import no_counters
+from analysis.report import no_counters_text
 
 CUDA_EVENTS = "CUDA events"
 
@@ -38,7 +45,6 @@ def ratio_text(x: float) -> str:
 
 
 def timer_of(framework: str) -> str:
-    from workloads import frameworks  # noqa: PLC0415 - the records import no GPU package
     return frameworks.framework(framework).timer
 
 
@@ -262,7 +268,6 @@ def measured_limiter(run: dict, fl: Floor, runs: Sequence[dict] = (), ceilings: 
     """The step's limiter from measurement (analysis.model.limiter.step: the timed call against nsys' busy
     time, then ncu's speed-of-light breakdown of its kernels, borrowed from a step whose launches
     match), with its source and the next thing to try in the framework's terms."""
-    from analysis.model import limiter  # noqa: PLC0415
 
     step = limiter.step_limiter(run, limiter.pool_of(runs or [run]), ceilings)
     if step.kind is Kind.NOT_PROFILED:
@@ -295,7 +300,6 @@ def _first_sentence(text: str) -> str:
 
 def _kernel_ms_per_call(run: dict, names: Sequence[str]) -> float:
     """nsys time per call of the kernels named (in ncu's or nsys' form: matched by kernel key)."""
-    from analysis.model.limiter import kernel_key  # noqa: PLC0415
     wanted = {kernel_key(n) for n in names}
     calls = len(run["nsys"]["calls"]) or 1
     return sum(k["total_ns"] for k in run["nsys"]["compute_kernels"] if kernel_key(k["name"]) in wanted) / calls / 1e6
@@ -373,7 +377,6 @@ def ms_text(x: float) -> str:
 
 
 def _timed_idle_ms(run: dict) -> float:
-    from analysis.model.limiter import host_time  # noqa: PLC0415
     return host_time(run).idle_ms
 
 
@@ -409,7 +412,6 @@ def evidence_limiter(run: dict, fl: Floor, runs: Sequence[dict], ceilings: dict,
                      framework_advice: dict | None = None) -> StepLimiter:
     """A recipe without any ncu profile (counters refused, or ncu=none): the limiter as far as the
     trace and the declared work reach (analysis.model.no_counters), labelled so."""
-    from analysis.model import no_counters  # noqa: PLC0415
 
     step = no_counters.step_limiter(run, ceilings)
     source = ("nsys, measured without counters" if step.kind is not Kind.NO_COUNTERS
@@ -426,7 +428,6 @@ VERDICTS_WANTED = ("all", "result", "none")
 
 
 def _framework_advice(recipe) -> dict:
-    from workloads import frameworks  # noqa: PLC0415 - the records import no GPU package
     try:
         return dict(frameworks.framework(recipe.framework).advice)
     except (frameworks.UnknownFramework, AttributeError):
@@ -434,7 +435,6 @@ def _framework_advice(recipe) -> dict:
 
 
 def limiter_pool(runs: Sequence[dict]) -> list:
-    from analysis.model import limiter  # noqa: PLC0415
     return limiter.pool_of(runs)
 
 
@@ -443,7 +443,6 @@ def minimum_work_floor(run: dict, ceilings: dict, pool: Sequence = ()) -> Floor:
     the whole call and measured fewer DRAM bytes than declared beyond the mismatch factor (an
     L2-resident working set, reuse the declaration does not count), the device-memory term rests
     on the measured bytes and says so."""
-    from analysis.model import limiter  # noqa: PLC0415
     fl = floor(run["work"], ceilings)
     check = limiter.work_check(run, pool) if pool else None
     if check is None or not check.measured_bytes_below_declared():
@@ -610,7 +609,6 @@ NCU_RULE_MIN_PCT = 5.0
 def hot_launch(run: dict) -> dict | None:
     """The run's own profiled launch of the kernel that holds the most of its nsys kernel time (the
     first profiled launch where nsys names none of them)."""
-    from analysis.model import limiter  # noqa: PLC0415
     if not run.get("ncu"):
         return None
     if not run.get("nsys"):  # no trace to rank the kernels by time
@@ -624,7 +622,6 @@ def ncu_rule_rows(runs: Sequence[dict]) -> tuple:
     """ncu's rules on each variant's hot launch (:func:`hot_launch`), only those consistent with that
     launch's measured limiter (analysis.model.limiter.rule_consistent): (rule, {variant: estimated speedup
     %, "flagged" or None}, the variant it flags most, its message there)."""
-    from analysis.model import limiter  # noqa: PLC0415
     # a step profiled for the page's metrics alone has no rule results: it is no column ("—" would
     # say that ncu did not flag it)
     variants = [r for r in runs if r["ncu"] and ncu_collection(r)[0] != COLLECTION_METRICS]
@@ -774,7 +771,6 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
     ceilings = ceilings_record["ceilings"]
     timer = timer_of(recipe.framework)
     sizes = tuple(sorted(by_size))
-    from analysis.model import no_counters  # noqa: PLC0415
 
     counters = no_counters.recipe_has_counters(by_size)
     # the result box is the largest size's: with "result", the other sizes need no verdict
@@ -809,11 +805,11 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
         ncu_rules={s: ncu_rule_rows(ladder_runs(recipe, by_size[s])) for s in sizes},
         seed_split=split, ceilings=rates, provenance=provenance(by_size, tools),
         commands=cmds, commands_note=note,
-        ncu_coverage=ncu_coverage(by_size) if counters else no_counters.coverage_line(tools),
+        ncu_coverage=ncu_coverage(by_size) if counters else no_counters_text.coverage_line(tools),
         no_counters={} if counters else {
             s: tuple(["What limits each step, as far as the evidence without counters reaches, and the next move:", "",
-                      *no_counters.limiter_lines(ladder_runs(recipe, by_size[s]), ceilings), "",
-                      *no_counters.size_section(ladder_runs(recipe, by_size[s]), ceilings, s)])
+                      *no_counters_text.limiter_lines(ladder_runs(recipe, by_size[s]), ceilings), "",
+                      *no_counters_text.size_section(ladder_runs(recipe, by_size[s]), ceilings, s)])
             for s in sizes},
         work_checks={s: work_check_rows(ladder_runs(recipe, by_size[s])) for s in sizes})
 
@@ -874,7 +870,6 @@ def collection_text(by_size: dict[int, Sequence[dict]]) -> str:
 
 def ncu_coverage(by_size: dict[int, Sequence[dict]]) -> str:
     """Which variants ran under Nsight Compute, at which sizes, and what stands for the others."""
-    from analysis.model import limiter  # noqa: PLC0415
 
     if not any(r.get("ncu") for runs in by_size.values() for r in runs):
         return "No step ran under Nsight Compute."
@@ -911,7 +906,6 @@ def _mb(value: float | None) -> str:
 def work_check_rows(runs: Sequence[dict]) -> tuple[tuple[str, ...], ...]:
     """Declared work (the minimum bytes and FLOPs) beside what ncu measured per steady call, and the
     effective rate (declared bytes over the median) beside the DRAM throughput the kernels achieved."""
-    from analysis.model import limiter  # noqa: PLC0415
 
     pool = limiter.pool_of(runs)
     rows = []

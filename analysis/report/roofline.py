@@ -195,7 +195,7 @@ def figure(by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title:
     import matplotlib.ticker
     from matplotlib.lines import Line2D
 
-    from analysis.report.figures import _save
+    from analysis.report.figures import _save  # figures imports this module (its roofline_figure)
 
     compute, memory = roofs(r, ceilings)
     side = _not_drawn(r)

@@ -23,6 +23,7 @@ import statistics
 from typing import Iterable, Sequence
 
 from analysis.model.limiter.launch import Kind, LaunchLimiter, Unit, classify_launch
+from analysis.model import floors
 
 #: Copies over the host link taking at least half of the timed call set its time: the kernels
 #: could be infinitely fast and the call would still take that long.
@@ -240,7 +241,6 @@ def _link_floor_ns(run: dict, ceilings: dict | None) -> tuple[float, str] | None
     """The call's declared host-link bytes at the measured pinned rates (the two directions overlap)."""
     if not ceilings:
         return None
-    from analysis.model import floors  # noqa: PLC0415 - floors imports nothing from here
 
     try:
         fl = floors.floor(run["work"], ceilings)

@@ -16,6 +16,7 @@ from analysis.report.markdown import table
 from analysis.readers.nsys import Trace
 from analysis.model.run_summary import captured_in_range, load_json
 from analysis.report.sections import jax_matmul_readers as readers
+from workloads.jax_matmul import RECIPE as R
 
 RECIPE = "jax_matmul"
 
@@ -29,7 +30,6 @@ DISPATCH_BOUND_BUSY = 0.5
 
 def summarize(workload_root: str) -> list[dict]:
     """One row per (variant, size) run folder: medians over the steady calls (pure: files -> numbers)."""
-    from workloads.jax_matmul import RECIPE as R  # the variants' order
 
     folders = readers.run_folders(workload_root)
     rows = []
