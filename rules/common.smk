@@ -49,9 +49,9 @@ CAPTURES = f"{WORK}/captures"
 REF_DIR = config["reference"]["dir"].rstrip("/")
 # GPU job records of a reference run, when the reference has them (rules/report.smk: gpu_jobs)
 REF_GPU_JOBS = [d for d in [config["reference"].get("gpu_jobs")] if d and glob.glob(f"{d}/*.json")]
-# Every profiled process starts with fresh, private cache folders (see workloads/tools/cold.py)
+# Every profiled process starts with fresh, private cache folders (see workloads/harness/cold.py)
 # (quoted here: rules paste it into their shell command as it is)
-COLD = shlex.join([PYTHON, "-m", "workloads.tools.cold", "--work-dir", WORK, "--gpus", str(config["gpus"])])
+COLD = shlex.join([PYTHON, "-m", "workloads.harness.cold", "--work-dir", WORK, "--gpus", str(config["gpus"])])
 # with --use-conda: the environment file of the CUDA major version the driver runs
 CONDA_ENV = f"../{config['conda_env']}"
 
@@ -59,8 +59,9 @@ CONDA_ENV = f"../{config['conda_env']}"
 def _split_cores_for_one_gpu():
     """On a machine with one GPU that the runs share: the run holding the GPU gets half the cores to
     itself, and Snakemake with every other job it starts keeps to the other half
-    (workloads.gpu_turn.split_cores), so that no job's host work slows a measured run."""
-    from workloads import gpu_turn, settings
+    (workloads.harness.gpu_turn.split_cores), so that no job's host work slows a measured run."""
+    from workloads import settings
+    from workloads.harness import gpu_turn
     from workloads.tools.gpu_jobs import physical_gpus
 
     if config["gpus"] != 1 or not physical_gpus():
@@ -100,7 +101,7 @@ onstart:
     # a param of the rule, which Snakemake compares with the last run's: `snakemake capture_reference`
     # after `snakemake profile_all` re-ran the preflight and, as every GPU job reads its record, the
     # whole pipeline
-    from workloads.tools.preflight import TARGETS_VARIABLE
+    from workloads.harness.preflight import TARGETS_VARIABLE
     from analysis.common.leftovers import clean_up
 
     os.environ[TARGETS_VARIABLE] = " ".join(requested_targets())
@@ -133,7 +134,7 @@ def say_what_profile_all_skips(wc):
     if _SKIPS_SAID:
         return []
     _SKIPS_SAID.append(True)
-    from workloads.tools.preflight import recipe_availability
+    from workloads.harness.preflight import recipe_availability
 
     skipped = {w: why for w, why in recipe_availability().items()
                if why and w in WORKLOADS and (ONLY is None or w in ONLY)}
@@ -496,7 +497,7 @@ REFERENCE_KERNEL_PAGES = sorted(REFERENCE_KERNEL_DIRS)
 def step_cold(wc, profiler=None):
     """The cold wrapper (COLD) for one of a step's measurement runs (timed, timed_l2, nsys, ncu):
     with ``--turns`` (on one GPU the run takes the GPU only from its setup until its memory is freed or its exit,
-    workloads/gpu_turn.py: other runs' imports and profiler start-up and shutdown go on beside it),
+    workloads/harness/gpu_turn.py: other runs' imports and profiler start-up and shutdown go on beside it),
     and ``--shared-cache <recipe>`` when the recipe's framework compiles outside what its runs
     measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp; PyCUDA's
     nvcc), so that a program is compiled once per pipeline run, not once per process. The

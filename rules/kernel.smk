@@ -33,7 +33,7 @@ rule kernel_capture:
     params:
         python=PYTHON,
         ncu=NCU,
-        # the cold runs' cache root, as every profiled run has (workloads/tools/cold.py)
+        # the cold runs' cache root, as every profiled run has (workloads/harness/cold.py)
         work=lambda wc: WORK,
         gpus=config["gpus"],
         args=kernel_profile_args,

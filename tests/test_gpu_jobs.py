@@ -121,6 +121,8 @@ def test_command_is_named_by_recipe_variant_and_size_under_any_tool():
     raw = {r["tag"]: r for r in _raw(SLURM)}
     assert raw["ncu"]["argv"][0] == "ncu"
     assert gpu_jobs.describe_command(raw["ncu"]["argv"]).count("/") == 2
+    assert gpu_jobs.describe_command(["python", "-m", "workloads.harness.ceilings", "--output", "x"]) == "harness.ceilings"
+    # the records of runs before the harness package keep their module's name
     assert gpu_jobs.describe_command(["python", "-m", "workloads.tools.ceilings", "--output", "x"]) == "tools.ceilings"
     assert gpu_jobs.describe_command(["python", "-c", "pass"]) == "python"
 

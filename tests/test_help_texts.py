@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from analysis.cli.main import build_parser
-from workloads import runner
+from workloads.harness import runner
 from workloads.registry import RECIPES
 
 

@@ -1,4 +1,4 @@
-"""How busy the CPU cores were while a run measured (workloads/hostload.py), read from Linux's
+"""How busy the CPU cores were while a run measured (workloads/harness/hostload.py), read from Linux's
 /proc/stat, recorded by timed and nsys runs and shown in the step's "rests on" cell."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads import gpu_turn, hostload
+from workloads.harness import gpu_turn, hostload
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not os.path.exists(hostload.PROC_STAT), reason="needs Linux's /proc/stat")

@@ -440,7 +440,7 @@ def test_readers_name_what_is_missing(tmp_path):
 # --- the ceilings this recipe is measured against (the GPU parts run in the pipeline) -------------
 
 def test_the_gemm_ceilings_spot_check_is_the_exact_product():
-    from workloads.tools import ceilings
+    from workloads.harness import ceilings
 
     n = 96
     a = (np.arange(n * n) % ceilings.GEMM_INPUT_MODULUS).reshape(n, n).astype(np.float64)
@@ -451,7 +451,7 @@ def test_the_gemm_ceilings_spot_check_is_the_exact_product():
 
 
 def test_fma_kernels_differ_only_in_type_and_function():
-    from workloads.tools import ceilings
+    from workloads.harness import ceilings
 
     fp64, fp32 = ceilings.fma_source("fp64_fma"), ceilings.fma_source("fp32_fma")
     assert "@" not in fp64 + fp32
@@ -545,7 +545,7 @@ def test_tf32_program_for_a_gpu_names_the_tf32_algorithm_and_the_cpu_program_def
 
 
 def test_the_tf32_ceiling_spot_values_are_the_float64_product_of_the_steps_inputs():
-    from workloads.tools import ceilings
+    from workloads.harness import ceilings
 
     n = 96
     a = common.float_values(n, ceilings.TF32_INPUT_DIVISOR)

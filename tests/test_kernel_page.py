@@ -142,7 +142,7 @@ def test_names_and_paths_as_the_page_shows_them():
     ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"), ("NVIDIA A100-SXM4-80GB", "a100"),
     ("NVIDIA GeForce RTX 4090", "rtx4090"), ("Tesla V100-SXM2-16GB", "v100"), ("NVIDIA L40S", "l40s")])
 def test_reference_folder_of_a_gpu_comes_from_its_name(name, slug):
-    from workloads.provenance import gpu_slug
+    from workloads.harness.provenance import gpu_slug
 
     assert gpu_slug(name) == slug
 

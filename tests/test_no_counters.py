@@ -20,7 +20,7 @@ from analysis.model.limiter import advice
 from analysis.common.gzfiles import existing_capture
 from analysis.readers.nsys.trace import Trace
 from analysis.model.run_summary import load_json
-from workloads.tools import preflight
+from workloads.harness import preflight
 
 from conftest import REFERENCE
 from test_preflight_and_pipeline import _repo_copy

@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Write a workload's report and figures from the summaries of its runs "
                                    "(python -m analysis summarize-run), against the ceilings measured in the same run.")
     s.add_argument("--workload", required=True, help="the recipe's name, e.g. cupy_sqdiff")
-    s.add_argument("--ceilings", required=True, help="ceilings.json of the run (workloads.tools.ceilings)")
+    s.add_argument("--ceilings", required=True, help="ceilings.json of the run (workloads.harness.ceilings)")
     s.add_argument("--out-dir", required=True, help="folder for <workload>.md; the figures go to its figures/")
     s.add_argument("--captures", help="the workload's capture folder, for the recipe's own report sections")
     s.add_argument("--preflight", help="the run's preflight.json: the Nsight Systems and Compute versions")

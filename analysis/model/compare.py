@@ -33,7 +33,7 @@ from analysis.common.errors import AnalysisInputError
 from analysis.common.gzfiles import existing_capture
 from analysis.model.floors import floor
 from analysis.model.timed_record import load_ceilings, load_timed
-from workloads.telemetry import energy_per_call
+from workloads.harness.telemetry import energy_per_call
 from analysis.model.run_summary import summarize_run
 from workloads.registry import BY_NAME
 

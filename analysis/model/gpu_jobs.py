@@ -6,7 +6,7 @@ Reads the records :mod:`workloads.tools.gpu_jobs` writes, one JSON file per job,
 
 A job *holds* its GPU from its start to its end, except a measurement run (or an experiment whose
 processes do) that takes turns on a GPU it shares with other jobs (``assigned_by: turns``,
-:mod:`workloads.gpu_turn`): that one holds it only during the turns its record lists
+:mod:`workloads.harness.gpu_turn`): that one holds it only during the turns its record lists
 (``gpu_turns``), and its imports and the profiler's start and finish run beside another job's turn
 by design. Two jobs *overlap* when the times they hold
 the GPU intersect on one host. An overlap on one physical GPU (same UUID) is a *shared GPU*: two
@@ -53,16 +53,16 @@ RECORD_SCHEMA = {
         "slurm_job_id": _TEXT_OR_NULL,
         "git_commit": _TEXT_OR_NULL,
         "killed_by": _TEXT_OR_NULL,
-        # a job that held the GPU throughout ran on these CPU cores alone (workloads.gpu_turn.split_cores)
+        # a job that held the GPU throughout ran on these CPU cores alone (workloads.harness.gpu_turn.split_cores)
         "cpu_cores": {"type": "string"},
         "gpu_turns": {"type": "array", "items": {
             "type": "object", "required": ["started_unix_ns", "ended_unix_ns"],
             "properties": {"started_unix_ns": _NS, "ended_unix_ns": _NS, "waited_s": {"type": "number"},
                            # the process died before writing its end: the end is a bound (gpu_jobs._read_turns)
                            "end_unknown": {"type": "boolean"},
-                           # the run gave the GPU back before its exit (workloads.gpu_turn.release_turn)
+                           # the run gave the GPU back before its exit (workloads.harness.gpu_turn.release_turn)
                            "released_before_exit": {"type": "boolean"},
-                           # the CPU cores the run measured on with the GPU (workloads.gpu_turn.split_cores)
+                           # the CPU cores the run measured on with the GPU (workloads.harness.gpu_turn.split_cores)
                            "cpu_cores": {"type": "string"},
                            # and those it set up on, every core of the split (gpu_turn.take_turn)
                            "setup_cpu_cores": {"type": "string"},

@@ -1,6 +1,6 @@
 """Warm against cold L2: the same step timed twice at a size whose working set fits in L2, once with
 samples back to back (``warm``) and once with L2 scrubbed before each sample (``cold-l2``, outside
-the timed window: workloads/l2.py). Pure functions of the two timed records and the run's ceilings.
+the timed window: workloads/harness/l2.py). Pure functions of the two timed records and the run's ceilings.
 
 The minimum-work floor is set by the device-to-device copy rate, a device-memory (DRAM) rate: it is
 the floor of the cold-L2 time, where every byte of the call comes from device memory. Warm samples

@@ -19,7 +19,7 @@ _NUMBER_OR_NULL = {"type": ["number", "null"]}
 _TEXTS = {"type": "array", "items": _TEXT}
 _TEXT_MAP = {"type": "object", "additionalProperties": _TEXT}
 
-#: workloads/provenance.py's record of where a capture was made: every field may be missing (an
+#: workloads/harness/provenance.py's record of where a capture was made: every field may be missing (an
 #: older suite, a host without a GPU), none may be of another type
 PROVENANCE = {
     "type": "object",
@@ -105,7 +105,7 @@ _RATE = {
     "anyOf": [{"required": ["gb_per_s"]}, {"required": ["tflop_per_s"]}],
 }
 
-#: workloads/tools/ceilings.py's device ceilings
+#: workloads/harness/ceilings.py's device ceilings
 CEILINGS = {
     "type": "object",
     "required": ["ceilings"],
@@ -115,7 +115,7 @@ CEILINGS = {
 
 _TOOL = {"type": "object", "properties": {"version": _TEXT_OR_NULL, "executable": _TEXT_OR_NULL}}
 
-#: workloads/tools/preflight.py's record: tool versions, counters, recipes skipped
+#: workloads/harness/preflight.py's record: tool versions, counters, recipes skipped
 PREFLIGHT = {
     "type": "object",
     "required": ["provenance"],

@@ -398,7 +398,7 @@ def summarize_run(run_dir: str) -> dict:
         "sampling": timing.get("sampling"),
         "l2_mode": timing.get("l2_mode"),
         "telemetry": {k: v for k, v in (timing.get("telemetry") or {}).items() if k != "per_sample"} or None,
-        # how busy the run's own CPU cores and the others were while it was timed (workloads/hostload.py)
+        # how busy the run's own CPU cores and the others were while it was timed (workloads/harness/hostload.py)
         "host_load": timing.get("host_load"),
         "nsys_provenance": nsys_run.get("provenance"),
         # the trace holds only the calls (a capture range), or the whole process

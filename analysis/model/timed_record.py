@@ -1,4 +1,4 @@
-"""A timed step's record (``timing.json``, written by workloads/runner.py), read and checked before any
+"""A timed step's record (``timing.json``, written by workloads/harness/runner.py), read and checked before any
 verdict rests on it.
 
 The runner writes ``schema_version`` (:data:`SCHEMA_VERSION`); records written before the field existed
@@ -14,7 +14,7 @@ import math
 from analysis.common.errors import AnalysisInputError, UnknownSchemaVersion
 from analysis.model.run_summary import check_json, load_json
 
-#: the version workloads/runner.py writes; 1: records without the field
+#: the version workloads/harness/runner.py writes; 1: records without the field
 SCHEMA_VERSION = 2
 KNOWN_VERSIONS = (1, 2)
 

@@ -8,7 +8,7 @@ import shlex
 
 from analysis.readers.ncu_source import KernelProfile, SourceLine
 from workloads import frameworks
-from workloads.provenance import gpu_slug
+from workloads.harness.provenance import gpu_slug
 from analysis.report import mdtext
 from analysis.common.errors import AnalysisInputError
 

@@ -9,7 +9,8 @@ from typing import Sequence
 from analysis.report import report_model as rm
 from analysis.model import verdicts
 from analysis.common.outputs import write_text_atomic
-from workloads import sources, telemetry
+from workloads import sources
+from workloads.harness import telemetry
 from workloads.registry import BY_NAME
 from analysis.report.mdtext import table
 from analysis.model.limiter import MISMATCH_FACTOR

@@ -120,7 +120,7 @@ class Step:
     nsys_calls: int = 0
     telemetry: dict | None = None
     #: how busy the timed run's own CPU cores and the others were while it measured
-    #: (workloads/hostload.py; None in older captures)
+    #: (workloads/harness/hostload.py; None in older captures)
     host_load: dict | None = None
 
     @property

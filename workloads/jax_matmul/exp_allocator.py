@@ -28,7 +28,7 @@ element), and the nsys command. The analysis
     python -m workloads.jax_matmul.exp_allocator --out-dir DIR --nsys NSYS --ncu NCU --python PYTHON
 
 In the pipeline each setting's process waits for its turn on the GPU before JAX touches it
-(``Recipe.experiments_in_turns``, ``workloads/gpu_turn.py``): what it measures (the calls' times, the
+(``Recipe.experiments_in_turns``, ``workloads/harness/gpu_turn.py``): what it measures (the calls' times, the
 memory held) starts after the wait, and its start-up and nsys's report go on beside other runs.
 
 The settings load the programs from the recipe's shared compile cache, which the step's timed run
@@ -61,7 +61,7 @@ import numpy as np
 
 from workloads import frameworks
 from workloads.contract import WorkloadError, check_result
-from workloads.runner import at_least, timed_step, write_json_atomic
+from workloads.harness.runner import at_least, timed_step, write_json_atomic
 
 RECIPE_NAME = "jax_matmul"
 EXPERIMENT = "allocator"
@@ -129,7 +129,9 @@ def run_child(variant: str, size: int, warmup: int, repeats: int, setting: str) 
     """One setting, in this process (its environment already set): setup, calls, memory, check."""
     import jax
 
-    from workloads import annotate, gpu_turn, provenance
+    from workloads import annotate
+
+    from workloads.harness import gpu_turn, provenance
     from workloads.jax_matmul import RECIPE
 
     v = RECIPE.variant_class(variant)(size=size)
@@ -371,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{entry['wall_s']:.1f} s, {entry['sqlite'] or 'no export: ' + entry['nsys_error'][:200]}",
                       flush=True)
                 entries.append(entry)
-        from workloads import provenance
+        from workloads.harness import provenance
 
         record = {"recipe": RECIPE_NAME, "experiment": EXPERIMENT, "variant": args.variant, "size": args.size,
                   "warmup": args.warmup, "repeats": args.repeats, "settings": entries,

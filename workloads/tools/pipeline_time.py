@@ -10,7 +10,7 @@ The records say when each job started and ended and what it ran, so the tables a
 wall times: a job's setup (imports, input generation, the float64 check) counts with its
 measurement, which is what a budget has to pay for. *Wall* is the first job's start to the last
 job's end; *GPU held* is how long a job held its GPU: the whole job, or, for a measurement run that
-takes turns on a shared GPU (workloads.gpu_turn), its turn, from its setup until its memory is freed or its exit; *GPU busy*
+takes turns on a shared GPU (workloads.harness.gpu_turn), its turn, from its setup until its memory is freed or its exit; *GPU busy*
 is the union of those times (jobs on several GPUs overlap). What lies outside them on one GPU is
 Snakemake, analysis, scheduling, and the imports and profiler start and finish of runs waiting for
 their turn.

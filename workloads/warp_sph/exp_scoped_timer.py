@@ -37,9 +37,9 @@ import sys
 import tempfile
 from typing import Sequence
 
-from workloads import provenance
+from workloads.harness import provenance
 from workloads.contract import WorkloadError
-from workloads.runner import write_json_atomic
+from workloads.harness.runner import write_json_atomic
 
 #: the NVTX domain of the experiment's per-frame ranges
 NVTX_DOMAIN = "cookbook.warp_sph"

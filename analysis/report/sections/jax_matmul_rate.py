@@ -1,5 +1,5 @@
 """Report section: the float steps' matmul rate at the largest size, against the ceilings measured
-in the same run (workloads.tools.ceilings).
+in the same run (workloads.harness.ceilings).
 
 Two rates per variant: the largest product's kernel alone (2 N^3 FLOPs over the duration nsys
 recorded for the call's longest kernel, the N-side product), and the whole loop as timed (the
@@ -36,7 +36,7 @@ def summarize(workload_root: str) -> list[dict]:
     folders = readers.run_folders(workload_root)
     ceil = readers.ceilings(workload_root)
     if "fp16_gemm" not in ceil:
-        raise AnalysisInputError(workload_root, "the run's ceilings.json has no fp16_gemm (workloads.tools.ceilings "
+        raise AnalysisInputError(workload_root, "the run's ceilings.json has no fp16_gemm (workloads.harness.ceilings "
                                                 "measures it)")
     rows = []
     for variant, (key, like_key) in CEILING_OF.items():

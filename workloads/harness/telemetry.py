@@ -58,7 +58,7 @@ class Telemetry:
             return cls(reason=f"NVML did not start: {e}")
         try:
             if pci_bus_id is None:
-                from workloads.l2 import cuda_pci_bus_id as pci_bus_id
+                from workloads.harness.l2 import cuda_pci_bus_id as pci_bus_id
             handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id())
         except Exception as e:  # no CUDA driver, or NVML does not know the bus id: record why
             return cls(reason=f"the GPU of this process was not found in NVML: {e}")
@@ -207,7 +207,7 @@ MIN_ENERGY_STEPS = 10
 
 
 #: seconds of back-to-back calls whose energy the counter measures when the samples' own is too
-#: coarse (workloads.runner.energy_burst): ~10 of the counter's updates
+#: coarse (workloads.harness.runner.energy_burst): ~10 of the counter's updates
 ENERGY_BURST_S = 1.0
 
 
@@ -235,7 +235,7 @@ def energy_per_call(t: dict | None) -> tuple[float | None, str]:
 def summarize(per_sample: list[dict], loop_energy_mj: tuple[int | None, int | None], calls: int,
               burst: dict | None = None, sample_energy_read: bool = True) -> dict:
     """The record's telemetry: per-sample snapshots, and what the reports show; ``burst``: the
-    energy of calls run back to back after the samples (workloads.runner.energy_burst);
+    energy of calls run back to back after the samples (workloads.harness.runner.energy_burst);
     ``sample_energy_read``: whether the snapshots around each sample read the energy counter."""
     def values(key):
         return [s[side][key] for s in per_sample for side in ("before", "after")

@@ -1,7 +1,7 @@
 """A measurement run's turn on a GPU it shares with other runs of the pipeline.
 
 On a one-GPU machine the pipeline lets several of a step's measurement runs (timed, nsys, ncu)
-start at once (``workloads.tools.cold --turns``): each one's interpreter start, imports and the
+start at once (``workloads.harness.cold --turns``): each one's interpreter start, imports and the
 profiler's own start and finish then happen beside another run's GPU work, and only the part that
 uses the GPU takes turns. The wrapper names the lock file in ``COOKBOOK_GPU_TURN_LOCK``; the run
 takes it (an exclusive ``flock``) before its setup touches the GPU and keeps it until the process
@@ -429,7 +429,7 @@ def live_children(pid: int) -> list[int]:
 def release_turn(held_bytes: int | None, total_bytes: int | None) -> dict | None:
     """Give the GPU's turn back before the process exits when the process holds at most
     :data:`RELEASE_MAX_HELD_FRACTION` of the GPU's memory (``held_bytes`` of ``total_bytes``, NVML's
-    figures: :func:`workloads.telemetry.process_gpu_memory`) and has no live child process (one it
+    figures: :func:`workloads.harness.telemetry.process_gpu_memory`) and has no live child process (one it
     started could still use the GPU). Call it only once the process will use the GPU no more. Returns what was decided, for the run's record (``released``, ``held_bytes``,
     and ``reason`` where the turn is kept), or None when the run holds no turn."""
     global _held

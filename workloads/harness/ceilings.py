@@ -1,6 +1,6 @@
 """Measure the device's ceilings in the same pipeline run as the workloads.
 
-    python -m workloads.tools.ceilings --output results/captures/ceilings.json
+    python -m workloads.harness.ceilings --output results/captures/ceilings.json
 
 Datasheet numbers are leads; reports compare each variant with what this card
 delivered today:
@@ -30,8 +30,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from workloads import annotate, provenance
-from workloads.runner import at_least, write_json_atomic
+from workloads import annotate
+
+from workloads.harness import provenance
+from workloads.harness.runner import at_least, write_json_atomic
 
 
 def _median_time_ms(launch: Callable[[], None], warmup: int, repeats: int) -> tuple[float, float]:
@@ -259,7 +261,7 @@ def measure(nbytes: int, warmup: int, repeats: int) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workloads.tools.ceilings", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m workloads.harness.ceilings", description=__doc__.split("\n")[0])
     p.add_argument("--output", required=True)
     p.add_argument("--bytes", type=at_least(1), default=2 << 30, help="buffer size (default 2 GiB: far beyond L2)")
     p.add_argument("--warmup", type=at_least(0), default=3)

@@ -8,9 +8,9 @@ Two modes:
     nsys and ncu: short, annotated, verified.
 ``timed``
     setup, ``--warmup`` calls, then timed calls (device events) until the median's
-    interval is narrow enough or the budget is spent (``workloads/sampling.py``;
-    ``--repeats N``: exactly N), with NVML telemetry around each (``workloads/telemetry.py``)
-    and the L2 mode of ``--l2`` (``workloads/l2.py``); samples, median and spread go to
+    interval is narrow enough or the budget is spent (``workloads/harness/sampling.py``;
+    ``--repeats N``: exactly N), with NVML telemetry around each (``workloads/harness/telemetry.py``)
+    and the L2 mode of ``--l2`` (``workloads/harness/l2.py``); samples, median and spread go to
     ``--output`` as JSON with provenance. The result of the last timed call is checked too.
 ``first``
     setup and one call, timestamped on the wall clock: with the launch time that
@@ -39,7 +39,8 @@ from typing import Sequence
 import numpy as np
 
 from analysis.common import outputs
-from workloads import annotate, frameworks, gpu_turn, hostload, hostmath, l2, provenance, sampling, settings, sources, telemetry
+from workloads import annotate, frameworks, hostmath, settings, sources
+from workloads.harness import gpu_turn, hostload, l2, provenance, sampling, telemetry
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
 
 
@@ -315,7 +316,7 @@ def _capture_range(recipe: Recipe):
 
 def free_device_and_end_turn(v: Variant) -> dict | None:
     """Free the variant's device memory (``teardown``, then its framework's cached blocks) and give
-    the GPU's turn back if the process now holds little of it (:func:`workloads.gpu_turn.release_turn`);
+    the GPU's turn back if the process now holds little of it (:func:`workloads.harness.gpu_turn.release_turn`);
     what was decided, or None without a turn. After it the process uses the GPU no more, and its
     host work shares the cores with the next run's (:func:`workloads.hostmath.share_cores`)."""
     v.teardown()
@@ -331,7 +332,7 @@ def free_device_and_end_turn(v: Variant) -> dict | None:
 def _check(v: Variant, recipe: Recipe, ph, how: str = "full") -> tuple[float, dict, dict | None]:
     """The relative error of the last result, what was compared (every element, or the variant's
     seeded sample: :meth:`Variant.sampled_result` against :meth:`Variant.reference_at`), and the
-    GPU turn's end (:func:`workloads.gpu_turn.release_turn`).
+    GPU turn's end (:func:`workloads.harness.gpu_turn.release_turn`).
 
     Once the result is on the host, and with it the host copy of any input drawn on the device
     (:meth:`Variant.keep_reference_inputs`), the variant frees the device (``teardown`` and its
@@ -390,7 +391,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
     v.prepare_host(args.check)
     wall_s["prepare_host"] = time.perf_counter() - t0
     # from here to the process's exit this run uses the GPU: on a GPU shared by the pipeline's
-    # runs, wait for its turn (a no-op otherwise; workloads/gpu_turn.py)
+    # runs, wait for its turn (a no-op otherwise; workloads/harness/gpu_turn.py)
     turn = gpu_turn.take_turn(f"{recipe.name}/{v.name} size {v.size}", setup_on_every_core=True)
     problem = framework_device_problem(recipe, args.device)
     if problem is not None:
@@ -421,7 +422,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         if turn.get("cpu_cores"):
             # the CPU cores this run had to itself while it held the GPU (gpu_turn.split_cores)
             record["gpu_turn_cpu_cores"] = turn["cpu_cores"]
-    # how busy this run's cores and the others are while it measures (workloads/hostload.py); a
+    # how busy this run's cores and the others are while it measures (workloads/harness/hostload.py); a
     # cold/warm start holds the GPU from its launch and records none (nothing read before its first call)
     load = None if args.mode == "first" else hostload.HostLoad()
     if load is not None:

@@ -128,7 +128,7 @@ def collect(extra_packages: Iterable[str] = ()) -> dict:
         "python": platform.python_version(),
         "git_commit": git_commit(),
         "packages": {n: package_version(n) for n in names},
-        # fresh caches (cold), or a recipe's shared compiled programs (workloads/tools/cold.py)
+        # fresh caches (cold), or a recipe's shared compiled programs (workloads/harness/cold.py)
         "compile_cache": frameworks.compile_cache_settings(os.environ),
         **gpu_info(),
         **cuda_versions(),

@@ -1,6 +1,6 @@
 """Check, before any profiling, that a GPU, nsys and ncu are there; record their versions.
 
-    python -m workloads.tools.preflight --nsys nsys --ncu ncu --output results/preflight.json
+    python -m workloads.harness.preflight --nsys nsys --ncu ncu --output results/preflight.json
 
 Exits 2 with one message naming everything that is missing and how to point
 the suite at it. Writes its JSON only when everything is present, so a failed
@@ -22,9 +22,11 @@ import subprocess
 import sys
 from typing import Sequence
 
-from workloads import gpu_turn, provenance, settings
+from workloads import settings
+
+from workloads.harness import gpu_turn, provenance
 from workloads.registry import RECIPES
-from workloads.runner import write_json_atomic
+from workloads.harness.runner import write_json_atomic
 from workloads.tools import gpu_jobs
 
 #: the targets the user asked Snakemake for, space-separated (set by the pipeline's onstart)
@@ -165,7 +167,7 @@ def counters_note(counters: dict) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workloads.tools.preflight", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m workloads.harness.preflight", description=__doc__.split("\n")[0])
     p.add_argument("--nsys", required=True, help="Nsight Systems executable to check (a path or a name on PATH)")
     p.add_argument("--ncu", required=True, help="Nsight Compute executable to check (a path or a name on PATH)")
     p.add_argument("--output", required=True, help="JSON record to write when everything is present")

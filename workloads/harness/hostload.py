@@ -1,7 +1,7 @@
 """How busy the machine's CPU cores were while a run measured: the run's own cores and the others.
 
 A launch-bound step's time is the host's, and the pipeline's other jobs (imports, checks, profiler
-reports, analysis) run beside it on the other cores (``workloads/gpu_turn.py: split_cores``), with
+reports, analysis) run beside it on the other cores (``workloads/harness/gpu_turn.py: split_cores``), with
 which it shares the memory bus and the last-level cache. So the timed and nsys runs record, for
 their measured window, the busy share of their own cores and of the others, read from Linux's
 ``/proc/stat`` (busy = every state but idle and iowait), and the reports show it beside the step's
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 
-from workloads.gpu_turn import core_text
+from workloads.harness.gpu_turn import core_text
 
 PROC_STAT = "/proc/stat"
 #: /proc/stat's per-CPU columns that are not work: idle and iowait

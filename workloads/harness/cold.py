@@ -1,6 +1,6 @@
 """Run a command cold: every JIT and driver cache points at a fresh, private folder.
 
-    python -m workloads.tools.cold --work-dir results -- nsys profile ... python -m workloads.X ...
+    python -m workloads.harness.cold --work-dir results -- nsys profile ... python -m workloads.X ...
 
 The caches are redirected through each library's own setting (never by
 deleting a user's real cache), so two runs in parallel never share one. The
@@ -16,7 +16,7 @@ needs a program compiles it and the others load it. Every other cache is still f
 Deleting ``<work-dir>/cache/shared`` between runs is always safe.
 
 ``--turns`` (a step's timed, nsys and ncu runs, on one GPU): the wrapper does not hold the GPU;
-the workload inside takes it from its setup until its memory is freed or its exit (``workloads/gpu_turn.py``), so that
+the workload inside takes it from its setup until its memory is freed or its exit (``workloads/harness/gpu_turn.py``), so that
 several such commands start and finish beside each other while one uses the GPU.
 
 The command runs in its own process group, launched by a keeper process forked from this
@@ -50,7 +50,9 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from workloads import frameworks, gpu_turn
+from workloads import frameworks
+
+from workloads.harness import gpu_turn
 from workloads.tools.gpu_jobs import LockFolderError, gpu_job
 from workloads.work_dir import system_folder_problem
 
@@ -256,7 +258,7 @@ def run_command(cmd: Sequence[str], env: Mapping[str, str], record: dict, label:
     ``record["returncode"]`` and, when a signal was forwarded, ``record["killed_by"]``. Its stderr
     passes through; after a failure the exit status and the tail of the stderr are repeated as the
     last lines. ``handed``: a GPU turn taken for the command
-    (:func:`workloads.gpu_turn.turn_for_child`), passed to it at its launch and let go here right
+    (:func:`workloads.harness.gpu_turn.turn_for_child`), passed to it at its launch and let go here right
     after. The command is launched by a keeper process (:class:`_Keeper`) that survives a SIGKILL of
     this one: it then kills the command's tree, waits for it, writes ``record`` (a
     :class:`~workloads.tools.gpu_jobs.JobRecord`) and calls ``on_orphaned``, holding the GPU's lock
@@ -379,7 +381,7 @@ def run_cold(cmd: Sequence[str], work_dir: str, tag: str, keep: bool = False, gp
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workloads.tools.cold", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m workloads.harness.cold", description=__doc__.split("\n")[0])
     p.add_argument("--work-dir", required=True, help="the suite's work folder (caches go in <work-dir>/cache)")
     p.add_argument("--tag", default="run", help="prefix of the run's cache folder")
     p.add_argument("--keep", action="store_true", help="keep the cache folder (to inspect it)")
@@ -391,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "PyCUDA, cuDF) with the other runs given this KEY, in <work-dir>/cache/shared/KEY (one recipe's timed and ncu runs)")
     p.add_argument("--turns", action="store_true",
                    help="one GPU: do not hold it for the whole command; the workload run inside takes it for its "
-                        "GPU part (workloads.gpu_turn), so that several such jobs start and finish beside each other")
+                        "GPU part (workloads.harness.gpu_turn), so that several such jobs start and finish beside each other")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the command")
     args = p.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -411,13 +413,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(str(e))
     if shutil.which(cmd[0]) is None:
         # refused before any lock or record: Popen's FileNotFoundError would end in a traceback
-        print(f"workloads.tools.cold: {cmd[0]}: no such program (not a file, or not executable, or not on PATH)",
+        print(f"workloads.harness.cold: {cmd[0]}: no such program (not a file, or not executable, or not on PATH)",
               file=sys.stderr)
         return 2
     try:
         return run_cold(cmd, args.work_dir, args.tag, args.keep, args.gpus, args.shared_cache, args.turns)
     except (gpu_turn.CoreSplitError, gpu_turn.LockFileError, LockFolderError) as e:
-        print(f"workloads.tools.cold: {e}", file=sys.stderr)
+        print(f"workloads.harness.cold: {e}", file=sys.stderr)
         return 2
 
 
