@@ -7,9 +7,9 @@ import os
 import shlex
 import sys
 
-from analysis import layout
-from analysis import ncu as ncu_reader
-from analysis.gzfiles import existing_capture
+from analysis.common import layout
+from analysis.readers import ncu as ncu_reader
+from analysis.common.gzfiles import existing_capture
 from workloads.frameworks import framework as FRAMEWORK, nsys_nvtx_flags
 from workloads.registry import BY_NAME as RECIPES, facts_for_run
 
@@ -49,9 +49,9 @@ CAPTURES = f"{WORK}/captures"
 REF_DIR = config["reference"]["dir"].rstrip("/")
 # GPU job records of a reference run, when the reference has them (rules/report.smk: gpu_jobs)
 REF_GPU_JOBS = [d for d in [config["reference"].get("gpu_jobs")] if d and glob.glob(f"{d}/*.json")]
-# Every profiled process starts with fresh, private cache folders (see workloads/tools/cold.py)
+# Every profiled process starts with fresh, private cache folders (see workloads/harness/cold.py)
 # (quoted here: rules paste it into their shell command as it is)
-COLD = shlex.join([PYTHON, "-m", "workloads.tools.cold", "--work-dir", WORK, "--gpus", str(config["gpus"])])
+COLD = shlex.join([PYTHON, "-m", "workloads.harness.cold", "--work-dir", WORK, "--gpus", str(config["gpus"])])
 # with --use-conda: the environment file of the CUDA major version the driver runs
 CONDA_ENV = f"../{config['conda_env']}"
 
@@ -59,8 +59,9 @@ CONDA_ENV = f"../{config['conda_env']}"
 def _split_cores_for_one_gpu():
     """On a machine with one GPU that the runs share: the run holding the GPU gets half the cores to
     itself, and Snakemake with every other job it starts keeps to the other half
-    (workloads.gpu_turn.split_cores), so that no job's host work slows a measured run."""
-    from workloads import gpu_turn, settings
+    (workloads.harness.gpu_turn.split_cores), so that no job's host work slows a measured run."""
+    from workloads import settings
+    from workloads.harness import gpu_turn
     from workloads.tools.gpu_jobs import physical_gpus
 
     if config["gpus"] != 1 or not physical_gpus():
@@ -100,8 +101,8 @@ onstart:
     # a param of the rule, which Snakemake compares with the last run's: `snakemake capture_reference`
     # after `snakemake profile_all` re-ran the preflight and, as every GPU job reads its record, the
     # whole pipeline
-    from workloads.tools.preflight import TARGETS_VARIABLE
-    from analysis.leftovers import clean_up
+    from workloads.harness.preflight import TARGETS_VARIABLE
+    from analysis.common.leftovers import clean_up
 
     os.environ[TARGETS_VARIABLE] = " ".join(requested_targets())
     # what a killed run left: expanded captures in TMPDIR, half-written outputs (said on stderr)
@@ -133,7 +134,7 @@ def say_what_profile_all_skips(wc):
     if _SKIPS_SAID:
         return []
     _SKIPS_SAID.append(True)
-    from workloads.tools.preflight import recipe_availability
+    from workloads.harness.preflight import recipe_availability
 
     skipped = {w: why for w, why in recipe_availability().items()
                if why and w in WORKLOADS and (ONLY is None or w in ONLY)}
@@ -186,7 +187,7 @@ def run_dir(root, w, v, s):
     return layout.run_dir(root, w, v, s)
 
 
-# one live run folder, as a pattern of the rules' wildcards (analysis/layout.py names its files)
+# one live run folder, as a pattern of the rules' wildcards (analysis/common/layout.py names its files)
 LIVE_RUN = run_dir(CAPTURES, "{workload}", "{variant}", "{size}")
 
 
@@ -350,7 +351,7 @@ def run_inputs(wc):
     # reference captures keep the SQLite export and the ncu report gzipped
     gz = "" if wc.set == "live" else layout.GZIP_SUFFIX
     files = {
-        # a reference keeps the timed record gzipped too (analysis.gzfiles.kept_gzipped); older ones plain
+        # a reference keeps the timed record gzipped too (analysis.common.gzfiles.kept_gzipped); older ones plain
         "timing": f"{d}/{layout.TIMING}" if wc.set == "live" else existing_capture(d, layout.TIMING) or f"{d}/{layout.TIMING}",
         "sqlite": f"{d}/{layout.NSYS_EXPORT}{gz}",
         "nsys_run": f"{d}/{layout.NSYS_RUN}",
@@ -412,7 +413,7 @@ wildcard_constraints:
 
 def reference_ceilings(workload):
     """The ceilings a reference workload's floors use: those of its own run when it was merged in
-    from a partial run (analysis.captures.merge_reference), else the reference's."""
+    from a partial run (analysis.readers.captures.merge_reference), else the reference's."""
     own = f"{REF_DIR}/{workload}/{layout.CEILINGS}"
     return own if os.path.exists(own) else f"{REF_DIR}/{layout.CEILINGS}"
 
@@ -496,7 +497,7 @@ REFERENCE_KERNEL_PAGES = sorted(REFERENCE_KERNEL_DIRS)
 def step_cold(wc, profiler=None):
     """The cold wrapper (COLD) for one of a step's measurement runs (timed, timed_l2, nsys, ncu):
     with ``--turns`` (on one GPU the run takes the GPU only from its setup until its memory is freed or its exit,
-    workloads/gpu_turn.py: other runs' imports and profiler start-up and shutdown go on beside it),
+    workloads/harness/gpu_turn.py: other runs' imports and profiler start-up and shutdown go on beside it),
     and ``--shared-cache <recipe>`` when the recipe's framework compiles outside what its runs
     measure (Framework.shared_compile_cache: JAX, up to 25 s per process otherwise; Warp; PyCUDA's
     nvcc), so that a program is compiled once per pipeline run, not once per process. The
@@ -576,7 +577,7 @@ def measurement_env(wc):
 
 # --- reports (rules/report.smk): one rule per product, {set} = live | reference -----------------
 
-from analysis.report_sections import declared_figures, declared_inputs
+from analysis.report.report_sections import declared_figures, declared_inputs
 
 #: figure file name -> the workload whose report's sections write it (Recipe.sections' FIGURES)
 SECTION_FIGURES = {f: w for w in RECIPES for f in declared_figures(RECIPES[w])}
@@ -596,7 +597,7 @@ def report_inputs(wc):
     files = {
         "analyses": analyses(wc.set, w),
         "ceilings": f"{CAPTURES}/ceilings.json" if live else reference_ceilings(w),
-        # what the recipe's sections read (analysis/sections/<recipe>_<section>.py: INPUTS)
+        # what the recipe's sections read (analysis/report/sections/<recipe>_<section>.py: INPUTS)
         "sections": [f"{root}/{p}" for p in declared_inputs(RECIPES[w], with_experiments=has_experiments(wc.set, w))],
         # the tool versions the report's provenance shows
         "preflight": f"{CAPTURES if live else REF_DIR}/preflight.json",

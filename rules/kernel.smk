@@ -1,6 +1,6 @@
 # One kernel of one workload variant under ncu, with line information and the sources imported, and
 # its page: key metrics and the hottest source lines (workloads/tools/kernel_profile.py,
-# analysis/kernel_page.py).
+# analysis/report/kernel_page.py).
 #
 #   snakemake kernel_page --config kernel_workload=warp_sph kernel_variant=baseline kernel_name=get_acceleration
 #   snakemake kernel_page --config ... kernel_line_directives=False   # Warp: lines of the generated CUDA-C
@@ -33,7 +33,7 @@ rule kernel_capture:
     params:
         python=PYTHON,
         ncu=NCU,
-        # the cold runs' cache root, as every profiled run has (workloads/tools/cold.py)
+        # the cold runs' cache root, as every profiled run has (workloads/harness/cold.py)
         work=lambda wc: WORK,
         gpus=config["gpus"],
         args=kernel_profile_args,

@@ -1,5 +1,5 @@
 # GPU rules: preflight, ceilings, and per (workload, variant, size) the timed run, the nsys capture
-# and the ncu capture. Each run starts cold (workloads.tools.cold: fresh cache folders).
+# and the ncu capture. Each run starts cold (workloads.harness.cold: fresh cache folders).
 
 
 # a checkpoint: whether ncu may read counters (its JSON's "counters") decides, once it has run,
@@ -23,7 +23,7 @@ checkpoint preflight:
     # the message goes to the log only: Snakemake shows a failed job's log once (show-failed-logs in
     # the profiles), also when the job ran on a cluster node
     shell:
-        "{params.python:q} -m workloads.tools.preflight --nsys {params.nsys:q} --ncu {params.ncu:q}"
+        "{params.python:q} -m workloads.harness.preflight --nsys {params.nsys:q} --ncu {params.ncu:q}"
         " --output {output:q} > {log:q} 2>&1"
 
 
@@ -46,7 +46,7 @@ rule ceilings:
     conda:
         CONDA_ENV
     shell:
-        "{params.cold} --tag ceilings -- {params.python:q} -m workloads.tools.ceilings --output {output:q}"
+        "{params.cold} --tag ceilings -- {params.python:q} -m workloads.harness.ceilings --output {output:q}"
         " > {log:q} 2>&1"
 
 
@@ -96,7 +96,7 @@ rule timed:
 
 rule timed_l2:
     """A step timed at a size whose working set fits in L2: samples back to back (warm), or with L2
-    scrubbed before each (cold-l2, workloads/l2.py). No profiler; the report compares the two."""
+    scrubbed before each (cold-l2, workloads/harness/l2.py). No profiler; the report compares the two."""
     input:
         rules.preflight.output,
         rules.ceilings.output,

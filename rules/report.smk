@@ -5,7 +5,7 @@
 
 # the figures `python -m analysis report` draws for each workload: figures/<workload>_<name>.png
 REPORT_FIGURES = ["ladder", "busy", "timeline"]
-# drawn only where ncu profiled a floating-point kernel (analysis.roofline: an empty chart is not
+# drawn only where ncu profiled a floating-point kernel (analysis.report.roofline: an empty chart is not
 # written), so no declared output: `publish` copies it with the page, or removes a stale copy
 OPTIONAL_FIGURES = ["roofline"]
 REPORTS = f"{WORK}/reports"
@@ -16,7 +16,7 @@ wildcard_constraints:
 
 
 rule report:
-    """One workload's page; its recipe's sections read the inputs they declare (analysis/sections)."""
+    """One workload's page; its recipe's sections read the inputs they declare (analysis/report/sections)."""
     input:
         unpack(report_inputs),
     output:

@@ -92,7 +92,7 @@ def reference_runs(with_nsys_stats: bool = False) -> list[pathlib.Path]:
 
 def reference_ceilings(workload: str | None = None) -> dict:
     """The reference's ``ceilings.json`` record a workload's steps are measured against: the workload's
-    own where it has one (a workload merged in from a later run keeps its own: analysis.layout), else
+    own where it has one (a workload merged in from a later run keeps its own: analysis.common.layout), else
     the run's, at the reference's top level."""
     own = REFERENCE / workload / "ceilings.json" if workload else None
     return json.loads((own if own is not None and own.exists() else REFERENCE / "ceilings.json").read_text())
@@ -132,7 +132,7 @@ _OPEN_TRACES: dict[pathlib.Path, object] = {}
 def reference_trace(path: pathlib.Path):
     """A committed export, opened once per test session (unpacking a .gz export costs time);
     tests must not change it: a test that damages an export works on its own copy."""
-    from analysis.nsys import Trace
+    from analysis.readers.nsys import Trace
 
     path = pathlib.Path(path)
     if path not in _OPEN_TRACES:
@@ -143,7 +143,7 @@ def reference_trace(path: pathlib.Path):
 @functools.lru_cache(maxsize=None)
 def summary_of(run: pathlib.Path) -> dict:
     """``summarize_run`` of a reference run folder, computed once per test session."""
-    from analysis.run_summary import summarize_run
+    from analysis.model.run_summary import summarize_run
 
     return summarize_run(str(run))
 
@@ -167,7 +167,7 @@ def _committed_ncu_reports_read_once():
     kept, and files outside the committed captures (damaged copies, fuzz inputs) are always read."""
     import pickle
 
-    from analysis import ncu_child
+    from analysis.readers import ncu_child
 
     read = ncu_child.read_isolated
 

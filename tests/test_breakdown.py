@@ -1,4 +1,4 @@
-"""analysis.breakdown and the columnar reader under it, on the real captures: the numbers agree with
+"""analysis.model.breakdown and the columnar reader under it, on the real captures: the numbers agree with
 nsys' own (`nsys stats` CSVs) and with the record readers, and say what the variants do."""
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import sqlite3
 import numpy as np
 import pytest
 
-from analysis import breakdown
-from analysis.nsys import stats as nsys_stats
-from analysis.nsys import columns as cols
-from analysis.errors import AnalysisInputError
-from analysis.nsys.trace import ALLOCATION_APIS, Trace, api_family
+from analysis.model import breakdown
+from analysis.readers.nsys import stats as nsys_stats
+from analysis.readers.nsys import columns as cols
+from analysis.common.errors import AnalysisInputError
+from analysis.readers.nsys.trace import ALLOCATION_APIS, Trace, api_family
 
 from conftest import REFERENCE, nsys_stats_rows, reference_runs, reference_trace
 

@@ -14,9 +14,9 @@ import zlib
 
 import pytest
 
-from analysis.errors import AnalysisInputError
-from analysis.ncu import NCU_REP_MAGIC, read_launches
-from analysis.ncu_source import kernel_names, read_kernel_profile
+from analysis.common.errors import AnalysisInputError
+from analysis.readers.ncu import NCU_REP_MAGIC, read_launches
+from analysis.readers.ncu_source import kernel_names, read_kernel_profile
 
 from conftest import DEEP, REPO
 from test_fuzz_readers import _read_everything
@@ -93,7 +93,7 @@ def test_crash_inside_ncu_report_is_a_typed_error(tmp_path):
 
 
 def test_reader_module_is_checked_once_and_named():
-    from analysis.ncu_child import reader_module
+    from analysis.readers.ncu_child import reader_module
     module = reader_module()
     assert reader_module() is module  # checked once per process
     assert str(module).startswith("ncu_report ") and os.path.exists(module.file)
@@ -102,7 +102,7 @@ def test_reader_module_is_checked_once_and_named():
 def test_kernel_page_on_a_damaged_kernel_report_names_the_file_and_metric(tmp_path, capsys):
     """Twelve flipped bits that leave a source-counter instance without a value: the page's sums
     raised TypeError (ncu_source.py, issue 20); now the metric is named."""
-    from analysis.__main__ import main
+    from analysis.cli.main import main
 
     source = REPO / "reports/reference/h200/kernels/warp_sph_baseline_get_acceleration/kernel.ncu-rep.gz"
     data = bytearray(_plain_bytes(source))

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from workloads.tools.cold import CACHE_VARIABLES, UnsafePathError, cache_root, fresh_cache_env, safe_rmtree
+from workloads.harness.cold import CACHE_VARIABLES, UnsafePathError, cache_root, fresh_cache_env, safe_rmtree
 
 from conftest import REPO
 
@@ -69,7 +69,7 @@ def test_two_concurrent_cold_runs_stay_apart(tmp_path):
     """Two runs started together see different caches, and both folders are gone afterwards."""
     probe = ("import json, os, sys, time; time.sleep(0.5); "
              "json.dump({v: os.environ[v] for v in %r}, open(sys.argv[1], 'w'))" % sorted(CACHE_VARIABLES))
-    procs = [subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path),
+    procs = [subprocess.Popen([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path),
                                "--tag", "par", "--", sys.executable, "-c", probe, str(tmp_path / f"env{i}.json")],
                               cwd=REPO) for i in range(2)]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
@@ -80,7 +80,7 @@ def test_two_concurrent_cold_runs_stay_apart(tmp_path):
 
 
 def test_cold_run_passes_the_exit_status_through(tmp_path):
-    rc = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--",
+    rc = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path), "--",
                          sys.executable, "-c", "raise SystemExit(7)"], cwd=REPO).returncode
     assert rc == 7
 
@@ -133,7 +133,7 @@ def _probe_gpu(tmp_path, i, env):
     code = ("import os, sys, time; time.sleep(0.6); "
             "open(sys.argv[1], 'w').write(os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')); "
             "open(sys.argv[1] + '.order', 'w').write(os.environ.get('CUDA_DEVICE_ORDER', 'unset'))")
-    return subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--gpus", "2",
+    return subprocess.Popen([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path), "--gpus", "2",
                              "--", sys.executable, "-c", code, str(tmp_path / f"gpu{i}.txt")], cwd=REPO, env=env)
 
 
@@ -155,7 +155,7 @@ def test_with_one_gpu_two_jobs_let_through_at_once_take_turns(tmp_path):
     """--resources gpu=2 without --config gpus=2: both would use GPU 0; the second waits."""
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     code = "import time; time.sleep(0.6)"
-    procs = [subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--gpus", "1",
+    procs = [subprocess.Popen([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path), "--gpus", "1",
                                "--", sys.executable, "-c", code], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     errs = [p.communicate(timeout=60)[1] for p in procs]
@@ -189,7 +189,7 @@ def test_a_gpu_chosen_by_the_scheduler_is_kept(tmp_path):
 
 
 def test_a_failing_job_is_recorded_with_its_exit_status(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--tag", "nsys",
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path), "--tag", "nsys",
                         "--", sys.executable, "-c", "raise SystemExit(3)"], cwd=REPO, timeout=60)
     assert r.returncode == 3
     [record] = _job_records(tmp_path)
@@ -245,7 +245,7 @@ def test_a_signal_to_the_wrapper_stops_the_job_before_the_gpu_is_let_go(tmp_path
             f"signal.signal({int(sig)}, bye)\n"
             f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
             "time.sleep(30)\n")
-    wrapper = subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path),
+    wrapper = subprocess.Popen([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path),
                                 "--tag", "sig", "--", sys.executable, "-c", code], cwd=REPO, env=env,
                                stderr=subprocess.PIPE, text=True)
     assert _wait_for(pid_file.exists), "the command did not start"
@@ -271,7 +271,7 @@ def test_a_signal_to_the_wrapper_stops_the_job_before_the_gpu_is_let_go(tmp_path
 def test_a_sigkilled_wrapper_takes_its_command_with_it(tmp_path):
     pid_file = tmp_path / "child.pid"
     code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(30)"
-    wrapper = subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path),
+    wrapper = subprocess.Popen([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path),
                                 "--", sys.executable, "-c", code], cwd=REPO)
     assert _wait_for(pid_file.exists)
     child = int(pid_file.read_text())
@@ -282,7 +282,7 @@ def test_a_sigkilled_wrapper_takes_its_command_with_it(tmp_path):
 
 def test_a_failing_command_leaves_its_status_and_stderr_tail_last(tmp_path):
     code = "import sys; print('x' * 10000, file=sys.stderr); print('the real cause', file=sys.stderr); sys.exit(9)"
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--tag", "exp",
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path), "--tag", "exp",
                         "--", sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 9
     last = r.stderr.rstrip().splitlines()[-4:]
@@ -292,7 +292,7 @@ def test_a_failing_command_leaves_its_status_and_stderr_tail_last(tmp_path):
 @pytest.mark.parametrize("tag", ["../../x", "a/b", "..", "", "-x", "x y"])
 def test_a_tag_that_is_not_one_folder_name_is_refused_before_anything_runs(tmp_path, tag):
     marker = tmp_path / "ran"
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path / "w"), "--tag", tag,
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path / "w"), "--tag", tag,
                         "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--tag" in r.stderr and not marker.exists()
@@ -306,7 +306,7 @@ def test_a_cache_root_that_is_a_symlink_is_refused_before_anything_runs(tmp_path
     work.mkdir()
     (work / "cache").symlink_to(elsewhere)
     marker = tmp_path / "ran"
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(work),
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(work),
                         "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "symlink" in r.stderr and not marker.exists()
@@ -323,7 +323,7 @@ def test_a_steps_runs_share_the_compile_cache_they_are_given_and_nothing_else(tm
              % sorted({*CACHE_VARIABLES, "JAX_ENABLE_COMPILATION_CACHE", "JAX_COMPILATION_CACHE_DIR"}))
 
     def run(name, *shared):
-        rc = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--tag", name,
+        rc = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path), "--tag", name,
                              *shared, "--", sys.executable, "-c", probe, str(tmp_path / f"{name}.json"), name],
                             cwd=REPO, timeout=60).returncode
         assert rc == 0
@@ -354,7 +354,7 @@ def test_a_steps_runs_share_the_compile_cache_they_are_given_and_nothing_else(tm
 
 
 def test_a_shared_cache_key_that_is_not_one_folder_name_is_refused(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path),
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path),
                         "--shared-cache", "../x", "--", sys.executable, "-c", "pass"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--shared-cache '../x'" in r.stderr and not (tmp_path / "cache").exists()
@@ -401,7 +401,7 @@ def test_jax_warp_and_pycuda_runs_get_their_recipes_shared_folder_except_nsys_ru
     for workload, variant in (("jax_matmul", "float32"), ("warp_sph", "pruned"), ("pycuda_kernel", "baseline"),
                               ("cudf_groupby", "agg_all")):
         runs = [c for c in commands if f"workloads.{workload} " in c and f"--variant {variant} " in c
-                and "workloads.tools.cold " in c]
+                and "workloads.harness.cold " in c]
         assert {c.split("--tag ")[1].split()[0] for c in runs} == {"timed", "nsys", "ncu"}
         assert all(f"--shared-cache {workload} " in c for c in runs)
         shared += runs
@@ -430,7 +430,7 @@ def test_jax_warp_and_pycuda_runs_get_their_recipes_shared_folder_except_nsys_ru
     # starts run as a user's would, and no other recipe's run gets the setting
     jax = {c.split("--tag ")[1].split()[0]: c for c in commands if "workloads.jax_matmul " in c and "--tag " in c}
     assert {"timed", "nsys", "ncu"} <= set(jax) and all(
-        "XLA_PYTHON_CLIENT_PREALLOCATE=false " in jax[t].split("-m workloads.tools.cold")[0] for t in ("timed", "nsys", "ncu"))
+        "XLA_PYTHON_CLIENT_PREALLOCATE=false " in jax[t].split("-m workloads.harness.cold")[0] for t in ("timed", "nsys", "ncu"))
     assert sum("XLA_PYTHON_CLIENT_PREALLOCATE" in c for c in commands) == 3
 
 
@@ -446,7 +446,7 @@ _TURN_CHILD = ("import os, sys, time; time.sleep({before}); b = {barrier!r}\n"
 
 def _cold_turns(work_dir, before, inside, env, *extra, barrier="", count=0):
     code = _TURN_CHILD.format(before=before, inside=inside, barrier=str(barrier), count=count)
-    return subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(work_dir), "--gpus", "1",
+    return subprocess.Popen([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(work_dir), "--gpus", "1",
                              *extra, "--", sys.executable, "-c", code],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -473,7 +473,7 @@ def test_with_turns_jobs_run_at_once_but_hold_the_gpu_one_after_the_other(tmp_pa
     # nothing is left behind for the records
     assert not list((work / "gpu-turns").glob("turn-*"))
     # the reader agrees: three jobs at once, never two on the GPU
-    from analysis import gpu_jobs as reader
+    from analysis.model import gpu_jobs as reader
 
     s = reader.summarize(reader.load_gpu_jobs(str(work / "gpu-jobs")))
     assert s.max_concurrent == 3 and s.overlaps == []
@@ -515,7 +515,7 @@ def test_a_turn_whose_process_died_ends_when_the_jobs_next_turn_starts(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     take = "from workloads import gpu_turn; import os, time; gpu_turn.take_turn('p'); time.sleep(0.2)"
     script = f"{sys.executable} -c \"{take}; os._exit(0)\"; sleep 0.5; {sys.executable} -c \"{take}\""
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--gpus", "1",
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path), "--gpus", "1",
                         "--turns", "--", "sh", "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stderr
@@ -528,7 +528,7 @@ def test_a_turn_whose_process_died_ends_when_the_jobs_next_turn_starts(tmp_path)
 
 def test_a_run_that_fails_before_its_turn_records_none(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--gpus", "1",
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path), "--gpus", "1",
                         "--turns", "--", sys.executable, "-c", "raise SystemExit(3)"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 3
@@ -562,7 +562,7 @@ def test_a_step_measurement_runs_take_turns_and_cold_warm_starts_take_theirs_bef
                                             "results/captures/cupy_sqdiff/fused/n16384/ncu-run.json",
                                             "results/captures/coldstart/cupy_sqdiff_fused.json"])
     commands = [line for line in lines if "workloads.cupy_sqdiff " in line]
-    cold = [c for c in commands if "workloads.tools.cold " in c]
+    cold = [c for c in commands if "workloads.harness.cold " in c]
     assert {c.split("--tag ")[1].split()[0] for c in cold} == {"timed", "nsys", "ncu"}
     assert all(" --turns " in c for c in cold)
     warm = [c for c in commands if "workloads.tools.coldwarm" in c]
@@ -571,10 +571,10 @@ def test_a_step_measurement_runs_take_turns_and_cold_warm_starts_take_theirs_bef
 
 def test_ncu_runs_collect_the_full_set_or_sections_on_full_variants_and_the_page_metrics_elsewhere(tmp_path):
     """rules/config.yaml: a step in its recipe's ``ncu.full_variants`` gets the recipe's own sections
-    (cuDF: the full set less the instrumented ones, analysis.ncu.INSTRUMENTED_SECTIONS) or else
+    (cuDF: the full set less the instrumented ones, analysis.readers.ncu.INSTRUMENTED_SECTIONS) or else
     ncu_profile's set; every other step collects only the metrics the page reads, and each ncu run
     makes one call of the computation."""
-    from analysis.ncu import INSTRUMENTED_SECTIONS, analysis_metrics, metrics_only_args, tensor_ops_metrics
+    from analysis.readers.ncu import INSTRUMENTED_SECTIONS, analysis_metrics, metrics_only_args, tensor_ops_metrics
 
     lines = _planned_shell_lines(tmp_path, ["results/captures/cudf_groupby/agg_all/n50000000/ncu-run.json",
                                             "results/captures/numba_ufunc/fastmath/n268435456/ncu-run.json",

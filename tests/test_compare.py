@@ -10,12 +10,12 @@ import shutil
 
 import pytest
 
-from analysis import noise
-from analysis.__main__ import main
-from analysis.compare import _order, compare_folders
-from analysis.compare import markdown as compare_markdown
-from analysis.gzfiles import existing_capture
-from analysis.run_summary import load_json
+from analysis.model import noise
+from analysis.cli.main import main
+from analysis.model.compare import _order, compare_folders
+from analysis.report.compare_text import markdown as compare_markdown
+from analysis.common.gzfiles import existing_capture
+from analysis.model.run_summary import load_json
 
 from conftest import reference_runs
 
@@ -145,8 +145,8 @@ def test_several_processes_per_step_make_the_process_the_unit(tmp_path):
 
 
 def test_clock_ranges_that_do_not_overlap_are_flagged():
-    from analysis.compare import Step, StepComparison
-    from analysis.verdicts import compare
+    from analysis.model.compare import Step, StepComparison
+    from analysis.model.verdicts import compare
 
     def step(clocks):
         return Step("jax_matmul", "bf16", 8192, "x", [1.0, 1.1, 1.2], None, clocks, None)
@@ -188,7 +188,7 @@ def test_each_side_names_its_measured_limiter_and_a_change_is_flagged(tmp_path):
 
 
 def test_an_uncertain_step_over_processes_says_what_its_processes_can_resolve(tmp_path):
-    from analysis.compare import markdown
+    from analysis.report.compare_text import markdown
 
     base, cand = tmp_path / "base", tmp_path / "cand"
     _scaled_runs(base, (1.00, 1.01, 0.99))

@@ -15,8 +15,8 @@ import pytest
 
 pd = pytest.importorskip("pandas")
 
-from analysis.errors import AnalysisInputError  # noqa: E402
-from analysis.sections import cudf_groupby_nvtx as section  # noqa: E402
+from analysis.common.errors import AnalysisInputError  # noqa: E402
+from analysis.report.sections import cudf_groupby_nvtx as section  # noqa: E402
 from workloads.contract import ResultMismatch, WorkloadError, check_result  # noqa: E402
 from workloads.cudf_backend import HostEventPair, frame_library  # noqa: E402
 from workloads.cudf_groupby import RECIPE  # noqa: E402
@@ -166,7 +166,7 @@ def test_importing_the_recipe_and_its_section_needs_no_gpu_library():
     code = ("import sys, importlib\n"
             "from workloads.cudf_groupby import RECIPE\n"
             "for v in RECIPE.variants: RECIPE.variant_class(v)\n"
-            "import workloads.cudf_groupby.common, analysis.sections.cudf_groupby_nvtx\n"
+            "import workloads.cudf_groupby.common, analysis.report.sections.cudf_groupby_nvtx\n"
             "print(sorted(m for m in ('rmm', 'cudf', 'cupy', 'pylibcudf') if m in sys.modules))\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -270,10 +270,10 @@ def test_cudf_pool_step_installs_an_rmm_pool():
 def _sync_and_copies(variant: str, call: int) -> dict:
     """The synchronizing CUDA calls and cudaMemcpyAsync calls of one steady compute call, by API and by
     the innermost cuDF range around them ('runner' outside every cuDF range), and the longest copy."""
-    from analysis import layout
-    from analysis.breakdown import is_hot_range, synchronization
-    from analysis.nsys.columns import is_sync_api
-    from analysis.nsys.trace import api_family
+    from analysis.common import layout
+    from analysis.model.breakdown import is_hot_range, synchronization
+    from analysis.readers.nsys.columns import is_sync_api
+    from analysis.readers.nsys.trace import api_family
 
     from conftest import reference_trace
 

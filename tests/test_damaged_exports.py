@@ -9,12 +9,13 @@ import sqlite3
 
 import pytest
 
-from analysis.__main__ import main
-from analysis.errors import AnalysisInputError, DamagedExport
-from analysis.ncu import read_launches
-from analysis.ncu_source import read_kernel_profile
-from analysis.nsys import stats as nsys_stats
-from analysis.nsys.trace import Trace
+from analysis.cli.main import main
+from analysis.common.errors import AnalysisInputError, DamagedExport
+from analysis.readers.ncu import read_launches
+from analysis.readers.ncu_source import read_kernel_profile
+from analysis.readers.nsys import stats as nsys_stats
+from analysis.report import stats_text
+from analysis.readers.nsys.trace import Trace
 
 from conftest import REPO
 
@@ -120,11 +121,11 @@ def test_an_unknown_copy_kind_is_named_not_reported_as_no_copies(tmp_path, capsy
 def test_markdown_cells_escape_line_breaks_and_cap_long_names():
     header = ["Time (%)", "Name"]
     rows = [[None, "kernel\n# injected heading\r|x"], [None, "k" * 10_000_000]]
-    text = nsys_stats.format_md(header, rows)
+    text = stats_text.format_md(header, rows)
     lines = text.splitlines()
     assert len(lines) == 4 and not any(line.startswith("#") for line in lines)
-    assert "kernel # injected heading \\|x" in lines[2]  # breaks made spaces (analysis.mdtext)
-    assert len(lines[3]) < nsys_stats.MAX_MD_CELL_CHARS + 20 and lines[3].endswith("… |")
+    assert "kernel # injected heading \\|x" in lines[2]  # breaks made spaces (analysis.report.mdtext)
+    assert len(lines[3]) < stats_text.MAX_MD_CELL_CHARS + 20 and lines[3].endswith("… |")
 
 
 # --- Nsight Compute reports -------------------------------------------------------------------

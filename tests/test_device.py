@@ -1,4 +1,4 @@
-"""The runner's --device switch and the one-line refusals (workloads/runner.py, workloads/frameworks.py).
+"""The runner's --device switch and the one-line refusals (workloads/harness/runner.py, workloads/frameworks.py).
 
 Every recipe run by hand on a machine without a GPU (this one, in CI) says in one line what is
 missing and how to run its CPU path, with exit status 2 and no traceback; --device cpu runs the CPU
@@ -60,7 +60,7 @@ def test_every_recipe_names_a_framework_with_a_record():
 
 
 def test_the_framework_records_import_no_gpu_package():
-    code = ("import sys, workloads.frameworks, workloads.provenance, workloads.tools.cold, analysis.kernel_page\n"
+    code = ("import sys, workloads.frameworks, workloads.harness.provenance, workloads.harness.cold, analysis.report.kernel_page\n"
             "print(sorted(m for m in ('cupy', 'numba', 'pycuda', 'warp', 'jax', 'cudf', 'rmm') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -70,8 +70,8 @@ def test_the_framework_records_import_no_gpu_package():
 def test_a_run_records_whether_it_compiled_afresh_or_loaded_a_steps_shared_programs(tmp_path):
     """Provenance: a cold run has JAX's cache on in its private folder; a run given a step's shared
     folder says where."""
-    from workloads import provenance
-    from workloads.tools.cold import fresh_cache_env
+    from workloads.harness import provenance
+    from workloads.harness.cold import fresh_cache_env
 
     env, run_dir = fresh_cache_env(tmp_path, "t", {"HOME": "/root"})
     cold = frameworks.compile_cache_settings(env)
@@ -114,7 +114,7 @@ FAKE_MAIN = '''\
 import sys
 
 from workloads.fake_axpy import RECIPE
-from workloads.runner import main
+from workloads.harness.runner import main
 
 sys.exit(main(RECIPE))
 '''

@@ -1,4 +1,4 @@
-"""`python -m analysis diagnose` (analysis/diagnose.py) on real captures: a PyTorch program's (H100,
+"""`python -m analysis diagnose` (analysis/report/diagnose.py) on real captures: a PyTorch program's (H100,
 tests/data/thirdparty_h100) and the recipes' (H200 reference)."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from analysis import diagnose
-from analysis.errors import AnalysisInputError
+from analysis.report import diagnose
+from analysis.common.errors import AnalysisInputError
 
 from conftest import REFERENCE, REPO
 
@@ -175,8 +175,8 @@ def test_an_unreadable_report_is_a_typed_error(tmp_path):
 
 
 def test_ncu_rules_quoted_fit_the_limiter_and_spare_library_launch_shapes():
-    from analysis.limiter.advice import RULE_KINDS
-    from analysis.ncu import read_launches
+    from analysis.model.limiter.advice import RULE_KINDS
+    from analysis.readers.ncu import read_launches
 
     # a launch profiled with the full set, so with ncu's rule results (the metrics-only steps have none)
     vectorized = REFERENCE / "pycuda_kernel" / "vectorized" / "n268435456" / "ncu.ncu-rep.gz"

@@ -9,12 +9,12 @@ import sqlite3
 
 import pytest
 
-from analysis import breakdown, findings
-from analysis.gzfiles import existing_capture
-from analysis.ncu import read_launches, read_raw_csv
-from analysis.nsys.trace import Trace
-from analysis.nsys import columns as cols
-from analysis.run_summary import summarize_nsys
+from analysis.model import breakdown, findings
+from analysis.common.gzfiles import existing_capture
+from analysis.readers.ncu import read_launches, read_raw_csv
+from analysis.readers.nsys.trace import Trace
+from analysis.readers.nsys import columns as cols
+from analysis.model.run_summary import summarize_nsys
 
 from conftest import REFERENCE, reference_runs, summary_of
 

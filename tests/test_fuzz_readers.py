@@ -18,11 +18,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import breakdown, multiprocess, perfetto
-from analysis.nsys import stats as nsys_stats
-from analysis.errors import AnalysisInputError
-from analysis.ncu import NCU_REP_MAGIC, read_launches
-from analysis.nsys.trace import SQLITE_MAGIC, Trace
+from analysis.model import breakdown
+
+from analysis.report import multiprocess, perfetto
+from analysis.readers.nsys import stats as nsys_stats
+from analysis.report import stats_text
+from analysis.common.errors import AnalysisInputError
+from analysis.readers.ncu import NCU_REP_MAGIC, read_launches
+from analysis.readers.nsys.trace import SQLITE_MAGIC, Trace
 
 from conftest import REFERENCE, REPO, reference_runs
 
@@ -103,7 +106,7 @@ def _read_everything(path: str) -> None:
             result = _either(fn, ex)
             if result is not None:
                 header, rows = result
-                for fmt in nsys_stats.FORMATS.values():
+                for fmt in stats_text.FORMATS.values():
                     assert isinstance(fmt(header, rows), str)
         # the columnar readers under run summaries, and the Perfetto trace
         for fn in (breakdown.gpu_time, breakdown.range_gpu_time, breakdown.copy_throughput, breakdown.allocations,
@@ -264,8 +267,8 @@ def test_expanded_copy_of_a_gzipped_export_never_outlives_its_trace(tmp_path):
     temp.mkdir()
     program = (
         "import gc, os, sys\n"
-        "from analysis.errors import AnalysisInputError\n"
-        "from analysis.nsys.trace import Trace\n"
+        "from analysis.common.errors import AnalysisInputError\n"
+        "from analysis.readers.nsys.trace import Trace\n"
         "closed = Trace(sys.argv[1]); closed.close()\n"
         "dropped = Trace(sys.argv[1]); del dropped; gc.collect()\n"
         "assert os.listdir(sys.argv[3]) == [], os.listdir(sys.argv[3])\n"

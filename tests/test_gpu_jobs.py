@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis import gpu_jobs
-from analysis.errors import AnalysisInputError
-from analysis.gpu_jobs_markdown import gpu_jobs_report
+from analysis.model import gpu_jobs
+from analysis.common.errors import AnalysisInputError
+from analysis.report.gpu_jobs_markdown import gpu_jobs_report
 from workloads.registry import BY_NAME, recipe_facts
 from workloads.tools.gpu_jobs import GpuCountError, check_gpu_count, parse_gpu_list
 
@@ -121,6 +121,8 @@ def test_command_is_named_by_recipe_variant_and_size_under_any_tool():
     raw = {r["tag"]: r for r in _raw(SLURM)}
     assert raw["ncu"]["argv"][0] == "ncu"
     assert gpu_jobs.describe_command(raw["ncu"]["argv"]).count("/") == 2
+    assert gpu_jobs.describe_command(["python", "-m", "workloads.harness.ceilings", "--output", "x"]) == "harness.ceilings"
+    # the records of runs before the harness package keep their module's name
     assert gpu_jobs.describe_command(["python", "-m", "workloads.tools.ceilings", "--output", "x"]) == "tools.ceilings"
     assert gpu_jobs.describe_command(["python", "-c", "pass"]) == "python"
 
@@ -220,7 +222,7 @@ def test_a_record_with_a_wrong_field_type_names_the_file_and_field(tmp_path, cap
     (tmp_path / src.name).write_text(json.dumps(record))
     with pytest.raises(AnalysisInputError, match=rf"{src.name}.*field {field}"):
         gpu_jobs.load_gpu_jobs(str(tmp_path))
-    from analysis.__main__ import main
+    from analysis.cli.main import main
     assert main(["gpu-jobs", "--records", str(tmp_path), "--output", str(tmp_path / "o.md"),
                  "--figure", str(tmp_path / "o.png")]) == 2
     assert src.name in capsys.readouterr().err and not (tmp_path / "o.md").exists()

@@ -1,7 +1,7 @@
 """One measurement on a GPU at a time, per physical GPU, per host (issue 48, item 5).
 
 Each test simulates one of the campaign's gaps with the suite's own wrapper
-(``workloads.tools.cold``) around small Python commands: a GPU named by hand, two work folders, a
+(``workloads.harness.cold``) around small Python commands: a GPU named by hand, two work folders, a
 SIGKILLed wrapper with a program under a launcher (as under nsys or ncu), a child forked before the
 turn is given back, and a device check before the turn. There is no GPU here: nvidia-smi is a fake
 that lists two GPUs, as the real one does (``--query-gpu=index,uuid,pci.bus_id,name,driver_version``).
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads import gpu_turn
+from workloads.harness import gpu_turn
 from workloads.tools import gpu_jobs
 
 from conftest import REPO
@@ -76,7 +76,7 @@ def fake_gpus(tmp_path):
 
 def _cold(work_dir: Path, env: dict, code: str, *args: str, extra: tuple[str, ...] = (), tag: str = "run",
           **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(work_dir), "--tag", tag,
+    return subprocess.Popen([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(work_dir), "--tag", tag,
                              *extra, "--", sys.executable, "-c", code, *args],
                             cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, **popen)
 
@@ -263,7 +263,7 @@ def test_a_lock_file_that_is_a_symlink_is_refused_and_the_cli_says_so_in_one_lin
     assert not (tmp_path / "victim").exists()
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     env.update(PATH=os.defpath, **{gpu_jobs.LOCK_DIR_VARIABLE: str(folder)})  # no nvidia-smi: GPU index 0
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path / "w"), "--",
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path / "w"), "--",
                         sys.executable, "-c", "pass"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "a symlink, refused" in r.stderr and "Traceback" not in r.stderr
 
@@ -334,7 +334,7 @@ def test_the_wrapper_kills_and_waits_for_what_its_command_left_running(tmp_path,
 
 def test_a_command_that_cannot_start_is_one_line_and_exit_2_before_any_lock(tmp_path, fake_gpus):
     """A program that does not exist is refused before the GPU is locked or a job recorded."""
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path / "w"), "--",
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path / "w"), "--",
                         str(tmp_path / "nonexistent")], cwd=REPO, env=fake_gpus, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and "no such program" in r.stderr and "Traceback" not in r.stderr
@@ -346,7 +346,7 @@ def test_a_command_that_cannot_start_is_one_line_and_exit_2_before_any_lock(tmp_
 
 _FORKED = textwrap.dedent("""\
     import os, sys
-    from workloads import gpu_turn
+    from workloads.harness import gpu_turn
     if sys.argv[3] == "no-check":
         gpu_turn.live_children = lambda pid: []  # the other guard alone: the lock is closed, not unlocked
     gpu_turn.take_turn("probe")
@@ -386,7 +386,8 @@ def test_a_child_forked_before_the_turn_is_given_back_keeps_the_gpu_locked_until
 def test_the_device_check_before_the_turn_neither_imports_jax_nor_asks_its_backend():
     code = textwrap.dedent("""\
         import sys
-        from workloads import frameworks, runner
+        from workloads import frameworks
+        from workloads.harness import runner
         from workloads.registry import RECIPES
         asked = []
         frameworks.driver_problem = lambda: None  # a host whose driver lists a GPU
@@ -427,7 +428,7 @@ def test_a_sigterm_for_the_keeper_ends_the_command_before_the_keeper_lets_go(tmp
 def test_the_preflights_counter_probe_holds_the_gpus_lock_around_its_kernel(tmp_path, fake_gpus, monkeypatch):
     """The preflight's one kernel under ncu is a GPU job too: it runs only while it holds the lock of
     the GPU it runs on (CUDA's device 0 in PCI bus order: nvidia-smi's GPU 0)."""
-    from workloads.tools import preflight
+    from workloads.harness import preflight
 
     monkeypatch.setenv("PATH", fake_gpus["PATH"])
     lock = gpu_jobs.lock_path(UUIDS[0])

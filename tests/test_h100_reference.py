@@ -12,11 +12,13 @@ import sys
 
 import pytest
 
-from analysis import compare, cross_gpu
-from analysis.captures import copy_captures
-from analysis.errors import AnalysisInputError
-from analysis.ncu import read_raw_csv
-from analysis.run_summary import load_json, summarize_run
+from analysis.model import compare
+
+from analysis.report import cross_gpu
+from analysis.readers.captures import copy_captures
+from analysis.common.errors import AnalysisInputError
+from analysis.readers.ncu import read_raw_csv
+from analysis.model.run_summary import load_json, summarize_run
 from tests.conftest import copy_checkout
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -104,7 +106,7 @@ def test_dram_bound_steps_scale_with_the_measured_bandwidth_ratio():
 def test_an_issue_bound_gemm_is_placed_on_the_fp32_rate():
     """JAX float32 at 8192: cuBLAS' SIMT SGEMM is bound by the issue slots (87%), which the FP32 FMA
     loop measures: the step is placed on that rate, matched by (kind, unit), never by label text."""
-    from analysis.limiter import Kind, Unit
+    from analysis.model.limiter import Kind, Unit
 
     x = _cross_steps()[("jax_matmul", "float32", 8192)]
     assert x.resource is not None and x.resource.startswith("FP32 FMA rate")

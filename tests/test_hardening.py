@@ -71,7 +71,7 @@ def test_an_export_whose_name_holds_uri_characters_is_read_as_itself(tmp_path, n
 
 
 def test_an_export_is_opened_read_only(tmp_path):
-    from analysis.nsys.trace import read_only_uri
+    from analysis.readers.nsys.trace import read_only_uri
 
     path = _gunzip(EXPORT_A, tmp_path / "x #1?.sqlite")
     db = sqlite3.connect(read_only_uri(path), uri=True)
@@ -199,7 +199,7 @@ def test_a_failed_copy_keeps_the_old_reference_whole(tmp_path):
 
 
 def test_the_swap_is_atomic_where_the_system_has_renameat2(tmp_path):
-    from analysis.captures import _exchange
+    from analysis.readers.captures import _exchange
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
@@ -251,7 +251,7 @@ def test_stats_md_keeps_a_hostile_kernel_name_in_its_cell(tmp_path):
 
 @pytest.mark.parametrize("backslash", [True, False])
 def test_every_table_writer_cell_escapes_breaks_and_control_characters(backslash):
-    from analysis import markdown, mdtext
+    from analysis.report import markdown, mdtext
 
     text = mdtext.cell(HOSTILE_NAME, backslash=backslash)
     assert "\n" not in text and "\r" not in text and "\x1b" not in text and "\x00" not in text
@@ -471,7 +471,7 @@ def test_a_stopped_command_removes_its_expanded_capture(tmp_path, sig):
 
 
 def test_what_a_killed_command_left_is_removed_by_the_next_run_and_said(tmp_path):
-    from analysis.leftovers import clean_up
+    from analysis.common.leftovers import clean_up
 
     proc, tmp = _start_reading(tmp_path)
     proc.kill()
@@ -514,7 +514,7 @@ def _fields(record, depth=2, path=()):
 def test_every_field_of_a_cold_start_record_given_a_wrong_type_ends_in_one_line_or_a_page(tmp_path, capsys):
     """The campaign's sweep on one command, in this process: no traceback for any field, and every
     refusal names the file and a field."""
-    from analysis.__main__ import main
+    from analysis.cli.main import main
 
     original = H200 / "coldstart" / "numba_ufunc_baseline.json"
     cases = [(path, wrong) for path, value in _fields(json.loads(original.read_text())) for wrong in _wrong_types(value)]
@@ -531,8 +531,8 @@ def test_every_field_of_a_cold_start_record_given_a_wrong_type_ends_in_one_line_
 
 
 def test_a_reader_error_no_schema_caught_is_one_line_with_the_inputs(tmp_path, capsys, monkeypatch):
-    from analysis import coldstart
-    from analysis.__main__ import main
+    from analysis.model import coldstart
+    from analysis.cli.main import main
 
     def broken(records, captures):
         return {}["phases"]

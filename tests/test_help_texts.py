@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from analysis.__main__ import build_parser
-from workloads import runner
+from analysis.cli.main import build_parser
+from workloads.harness import runner
 from workloads.registry import RECIPES
 
 

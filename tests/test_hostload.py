@@ -1,4 +1,4 @@
-"""How busy the CPU cores were while a run measured (workloads/hostload.py), read from Linux's
+"""How busy the CPU cores were while a run measured (workloads/harness/hostload.py), read from Linux's
 /proc/stat, recorded by timed and nsys runs and shown in the step's "rests on" cell."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads import gpu_turn, hostload
+from workloads.harness import gpu_turn, hostload
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not os.path.exists(hostload.PROC_STAT), reason="needs Linux's /proc/stat")
@@ -79,7 +79,7 @@ def test_timed_and_profiled_runs_record_the_load_of_their_measured_window(tmp_pa
 def test_the_rests_on_cell_ends_with_the_cpu_load_and_says_when_it_was_not_recorded():
     import dataclasses
 
-    from analysis import markdown
+    from analysis.report import markdown
     from test_report_model import _model
 
     step = _model("cupy_sqdiff").ladder[4096][0]

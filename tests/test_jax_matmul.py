@@ -15,8 +15,8 @@ import pytest
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 jax = pytest.importorskip("jax")
 
-from analysis.gzfiles import plain_file  # noqa: E402
-from analysis.sections import jax_matmul_readers as readers  # noqa: E402
+from analysis.common.gzfiles import plain_file  # noqa: E402
+from analysis.report.sections import jax_matmul_readers as readers  # noqa: E402
 from workloads import profiler_range  # noqa: E402
 from workloads.contract import WorkloadError, check_result  # noqa: E402
 from workloads.jax_backend import HostClockPair  # noqa: E402
@@ -254,7 +254,7 @@ def test_a_setting_whose_process_crashes_under_nsys_runs_once_without_nsys(tmp_p
     the record says so: no nsys columns, its time not compared with the runs under nsys. A setting
     whose process crashes without nsys too fails the experiment with one error, and no
     allocator.json."""
-    from analysis.sections import jax_matmul_allocator
+    from analysis.report.sections import jax_matmul_allocator
 
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
     monkeypatch.setenv("COOKBOOK_CUDA_DRIVER_LIBRARY", "libcuda-not-here.so.1")
@@ -427,7 +427,7 @@ def test_compute_calls_find_the_kernels_inside_each_range():
 
 
 def test_readers_name_what_is_missing(tmp_path):
-    from analysis.errors import AnalysisInputError
+    from analysis.common.errors import AnalysisInputError
 
     with pytest.raises(AnalysisInputError, match="no NVTX range"):
         readers.compute_calls(reference_trace(REFERENCE / "cupy_sqdiff/baseline/n4096/nsys.sqlite.gz"), "jax_matmul", "bf16")
@@ -440,7 +440,7 @@ def test_readers_name_what_is_missing(tmp_path):
 # --- the ceilings this recipe is measured against (the GPU parts run in the pipeline) -------------
 
 def test_the_gemm_ceilings_spot_check_is_the_exact_product():
-    from workloads.tools import ceilings
+    from workloads.harness import ceilings
 
     n = 96
     a = (np.arange(n * n) % ceilings.GEMM_INPUT_MODULUS).reshape(n, n).astype(np.float64)
@@ -451,7 +451,7 @@ def test_the_gemm_ceilings_spot_check_is_the_exact_product():
 
 
 def test_fma_kernels_differ_only_in_type_and_function():
-    from workloads.tools import ceilings
+    from workloads.harness import ceilings
 
     fp64, fp32 = ceilings.fma_source("fp64_fma"), ceilings.fma_source("fp32_fma")
     assert "@" not in fp64 + fp32
@@ -545,7 +545,7 @@ def test_tf32_program_for_a_gpu_names_the_tf32_algorithm_and_the_cpu_program_def
 
 
 def test_the_tf32_ceiling_spot_values_are_the_float64_product_of_the_steps_inputs():
-    from workloads.tools import ceilings
+    from workloads.harness import ceilings
 
     n = 96
     a = common.float_values(n, ceilings.TF32_INPUT_DIVISOR)
@@ -556,7 +556,7 @@ def test_the_tf32_ceiling_spot_values_are_the_float64_product_of_the_steps_input
 
 
 def test_tf32_work_is_measured_against_the_tf32_gemm_ceiling():
-    from analysis import floors
+    from analysis.model import floors
 
     w = RECIPE.variant_class("tf32")(size=8192).work().as_dict()
     ceil = {"d2d_copy": {"gb_per_s": 3000.0}, "tf32_gemm": {"tflop_per_s": 400.0}}

@@ -1,4 +1,4 @@
-"""The kernel page (analysis/kernel_page.py and `kernel-page` of analysis/kernel_page_cli.py) on the
+"""The kernel page (analysis/report/kernel_page.py and `kernel-page` of analysis/cli/kernel_page_cli.py) on the
 committed ncu reports, and on a capture kernel_profile wrote around one of them."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from analysis import kernel_page_cli
-from analysis.errors import AnalysisInputError
-from analysis.kernel_page import capture_name, display_path, kernel_page
-from analysis.ncu_source import read_kernel_profile
+from analysis.cli import kernel_page_cli
+from analysis.common.errors import AnalysisInputError
+from analysis.report.kernel_page import capture_name, display_path, kernel_page
+from analysis.readers.ncu_source import read_kernel_profile
 
 from conftest import REFERENCE, REPO
 from test_kernel_profile import VECTORIZED_KERNEL_CAPTURE, make_vectorized_capture
@@ -142,7 +142,7 @@ def test_names_and_paths_as_the_page_shows_them():
     ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"), ("NVIDIA A100-SXM4-80GB", "a100"),
     ("NVIDIA GeForce RTX 4090", "rtx4090"), ("Tesla V100-SXM2-16GB", "v100"), ("NVIDIA L40S", "l40s")])
 def test_reference_folder_of_a_gpu_comes_from_its_name(name, slug):
-    from workloads.provenance import gpu_slug
+    from workloads.harness.provenance import gpu_slug
 
     assert gpu_slug(name) == slug
 
@@ -186,7 +186,7 @@ def test_a_pycuda_page_shows_the_cuda_text_of_the_python_file_its_line_directive
     # the line table of a capture compiled with the #line directive (a stand-in report: see test_ncu_source)
     import dataclasses
 
-    from analysis.ncu_source import _source_view
+    from analysis.readers.ncu_source import _source_view
     from test_ncu_source import _vec4_action
 
     path = "/gpu-host/checkout/workloads/pycuda_kernel/kernels.py"
@@ -215,7 +215,7 @@ def test_the_page_says_which_matching_launch_it_shows(vectorized_capture, tmp_pa
 
 
 def test_each_recipe_page_links_the_kernel_pages_of_its_own_gpu():
-    from analysis.kernel_page import links_section
+    from analysis.report.kernel_page import links_section
     from workloads.registry import BY_NAME
 
     pages = _pages_of_each_reference()

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from analysis.ncu_source import kernel_names
+from analysis.readers.ncu_source import kernel_names
 from workloads.contract import WorkloadError
 from workloads.tools.kernel_profile import kernel_regex, name_matches, ncu_command, nvtx_include
 

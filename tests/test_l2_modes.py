@@ -1,4 +1,4 @@
-"""Warm against cold L2 (analysis/l2_modes.py) on real timed records: CuPy baseline and fused at
+"""Warm against cold L2 (analysis/model/l2_modes.py) on real timed records: CuPy baseline and fused at
 1024^2 (24 MiB, under the H200's 60 MiB L2), timed warm and with L2 scrubbed, on an H200."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from analysis import l2_modes
-from analysis.errors import AnalysisInputError
+from analysis.model import l2_modes
+from analysis.common.errors import AnalysisInputError
 
 HERE = os.path.dirname(__file__)
 RECORDS = sorted(glob.glob(os.path.join(HERE, "data", "l2_h200", "*.json.gz")))

@@ -1,4 +1,4 @@
-"""The measured limiter (analysis.limiter) and the hierarchical roofline (analysis.roofline) on real
+"""The measured limiter (analysis.model.limiter) and the hierarchical roofline (analysis.report.roofline) on real
 launches and runs of the committed H200 reference captures: one test per classification rule."""
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import shutil
 
 import pytest
 
-from analysis import floors, limiter, markdown, roofline
-from analysis.limiter import Kind, Unit, advice
-from analysis.ncu import read_launches, read_raw_csv
+from analysis.model import floors, limiter
+
+from analysis.report import markdown, roofline
+from analysis.model.limiter import Kind, Unit, advice
+from analysis.readers.ncu import read_launches, read_raw_csv
 
 from conftest import REFERENCE, has_timing_record, reference_ceilings, summary_of
 
@@ -393,8 +395,8 @@ def test_roofline_figure_draws(tmp_path):
 # --- the report hooks ---------------------------------------------------------------------------
 
 def test_cudf_report_shows_its_ncu_launches_with_their_limiter(tmp_path):
-    from analysis import report_model
-    from analysis.run_summary import summarize_run
+    from analysis.report import report_model
+    from analysis.model.run_summary import summarize_run
     from workloads.registry import BY_NAME
 
     by_size = _by_size("cudf_groupby")
@@ -414,7 +416,7 @@ def test_cudf_report_shows_its_ncu_launches_with_their_limiter(tmp_path):
 
 
 def test_coverage_line_names_the_profiled_variants_and_the_twins():
-    from analysis import report_model
+    from analysis.report import report_model
 
     line = report_model.ncu_coverage(_by_size("numba_ufunc"))
     assert "profiled at size 268435456: `baseline`, `streams`" in line
@@ -444,7 +446,7 @@ def test_host_and_unprofiled_steps_have_no_kernel_floor():
 def test_the_report_names_each_floor_for_what_it_is():
     """numba device_resident stands on its issue-slot floor; the minimum-work floor (declared bytes at
     the measured copy rate) stays beside it; a host-link step's floor is its copies at the pinned rate."""
-    from analysis import report_model
+    from analysis.report import report_model
     from workloads.registry import BY_NAME
 
     runs = _runs("numba_ufunc", 268435456)
@@ -460,7 +462,7 @@ def test_the_report_names_each_floor_for_what_it_is():
 
 
 def test_cupy_fused_under_its_minimum_work_floor_is_explained_as_a_copy_rate():
-    from analysis import report_model
+    from analysis.report import report_model
     from workloads.registry import BY_NAME
 
     m = report_model.build(BY_NAME["cupy_sqdiff"], _by_size("cupy_sqdiff"),
@@ -473,7 +475,7 @@ def test_cupy_fused_under_its_minimum_work_floor_is_explained_as_a_copy_rate():
 
 
 def test_warp_minimum_work_floor_rests_on_the_bytes_ncu_measured():
-    from analysis import report_model
+    from analysis.report import report_model
 
     runs = _runs("warp_sph", 62500)
     pool = limiter.pool_of(runs)
@@ -516,7 +518,7 @@ def test_jax_ncu_filter_matches_the_kernel_that_dominates_each_profiled_step_at_
 def test_no_ncu_rule_the_pages_carry_contradicts_the_limiter(workload):
     """Every rule a page's ncu table carries is consistent with the measured limiter of the launch it
     comes from: each step's own launch of the kernel that holds its time."""
-    from analysis import report_model
+    from analysis.report import report_model
 
     for size, runs in _by_size(workload).items():
         rows = report_model.ncu_rule_rows(runs)
@@ -533,7 +535,7 @@ def test_no_ncu_rule_the_pages_carry_contradicts_the_limiter(workload):
 def test_a_dram_bound_kernel_does_not_quote_the_under_utilized_pipes_rule():
     """ncu flags HighPipeUtilization ('all compute pipelines are under-utilized') on CuPy's DRAM-bound
     raw kernel; the page leaves it out."""
-    from analysis import report_model
+    from analysis.report import report_model
 
     run = _run("cupy_sqdiff", "raw_kernel", 16384)
     launch = report_model.hot_launch(run)
@@ -546,7 +548,7 @@ def test_a_dram_bound_kernel_does_not_quote_the_under_utilized_pipes_rule():
 
 def test_warp_quotes_rules_of_its_hot_kernel_not_the_first_profiled_one():
     """Warp's first profiled launch is `count_cells` (4 µs); the time is in the neighbour kernels."""
-    from analysis import report_model
+    from analysis.report import report_model
 
     run = _run("warp_sph", "cell_list", 62500)
     assert not limiter.kernel_key(run["ncu"][0]["kernel_name"]).startswith(
@@ -568,7 +570,7 @@ def _all_launch_metrics() -> list[dict]:
 def test_every_launch_follows_the_speed_of_light_rule():
     """Kind from max(SM, memory) against 60%; a compute unit is the top SM entry (issue slots or a
     pipe) and its floor ratio 100 / its share; a latency-bound launch has neither unit nor floor."""
-    from analysis.limiter import metrics as M
+    from analysis.readers import ncu_metrics as M
 
     launches = _all_launch_metrics()
     assert len(launches) > 40
@@ -607,7 +609,7 @@ def test_a_report_with_only_the_breakdowns_elapsed_names_gets_the_same_unit():
     """A ``--set basic`` report holds each pipe's share over elapsed cycles and L1 over active cycles
     only: the JAX bf16 GEMM's launches, with just those names kept, still read as tensor-bound (and
     every launch keeps its kind)."""
-    from analysis.limiter import metrics as M
+    from analysis.readers import ncu_metrics as M
 
     run = REFERENCE / "jax_matmul" / "bf16" / "n8192"
     launches = read_launches(run / "ncu.ncu-rep.gz")

@@ -2,8 +2,8 @@
 which runs exactly those commands."""
 import subprocess
 
-from analysis import markdown as md
-from analysis import report_model as rm
+from analysis.report import markdown as md
+from analysis.report import report_model as rm
 
 
 def _command(tool: str, variant: str, size: int = 62500) -> rm.Command:

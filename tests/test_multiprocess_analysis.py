@@ -1,4 +1,4 @@
-"""analysis.multiprocess on real captures: every committed single-process capture against nsys'
+"""analysis.report.multiprocess on real captures: every committed single-process capture against nsys'
 own summaries, then a two-process export built from one of them (same correlation ids and NVTX
 domain ids in both processes, as real multi-process captures have), and the CLI."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ import sqlite3
 
 import pytest
 
-from analysis import multiprocess as mp
-from analysis.__main__ import main
+from analysis.report import multiprocess as mp
+from analysis.cli.main import main
 
 from conftest import REFERENCE, nsys_stats_rows, reference_runs
 

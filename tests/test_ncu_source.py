@@ -1,4 +1,4 @@
-"""The per-source-line reader (analysis/ncu_source.py) on the committed ncu reports. The pipeline
+"""The per-source-line reader (analysis/readers/ncu_source.py) on the committed ncu reports. The pipeline
 compiles the recipes' kernels without line information (only a kernel page's run asks for it) and
 profiles each recipe's ``ncu.full_variants`` with ``--set full --import-source yes``, the other steps
 for the page's metrics alone (no per-instruction counters): the H200 reference's full-set reports
@@ -17,8 +17,8 @@ import shutil
 
 import pytest
 
-from analysis.errors import AnalysisInputError
-from analysis.ncu_source import (PythonLine, SourceFile, _source_view, has_warp_comments, kernel_names,
+from analysis.common.errors import AnalysisInputError
+from analysis.readers.ncu_source import (PythonLine, SourceFile, _source_view, has_warp_comments, kernel_names,
                                  read_kernel_profile, warp_python_lines)
 
 from conftest import REFERENCE, REPO, reference_runs

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.__main__ import main
-from analysis.gzfiles import open_capture_text
-from analysis.ncu import SUMMARY_METRICS, read_launches
-from analysis.ncu_cli import HEADER
+from analysis.cli.main import main
+from analysis.common.gzfiles import open_capture_text
+from analysis.readers.ncu import SUMMARY_METRICS, read_launches
+from analysis.cli.ncu_cli import HEADER
 
 from conftest import reference_runs
 
@@ -98,9 +98,9 @@ def test_a_launch_profiled_for_the_pages_metrics_alone_has_them_all_and_no_rules
     metric the pages read but the instrumented marker, equal to ncu's own raw page, no rule results,
     and names the collection; the coverage line says the step carries no ncu rules, and the rule
     table leaves it out rather than showing it as not flagged."""
-    from analysis import ncu
-    from analysis.report_model import ncu_coverage, ncu_rule_rows
-    from analysis.run_summary import summarize_ncu
+    from analysis.readers import ncu
+    from analysis.report.report_model import ncu_coverage, ncu_rule_rows
+    from analysis.model.run_summary import summarize_ncu
 
     folder = REPO / "tests" / "data" / "ncu_collection_h200"
     (launch,) = ncu.read_launches(str(folder / "ncu.ncu-rep.gz"))
@@ -128,10 +128,10 @@ def test_metrics_only_steps_of_recipes_without_tensor_work_leave_the_tensor_coun
     their launches lack the tensor-core operation counts and their peaks and nothing else the pages
     read; the full-set step still counts them (0 of every precision), JAX's metrics-only step keeps
     them, and the coverage line names what CuPy's left out."""
-    from analysis import ncu
-    from analysis.limiter import TENSOR_PRECISIONS
-    from analysis.report_model import ncu_coverage
-    from analysis.run_summary import summarize_ncu
+    from analysis.readers import ncu
+    from analysis.model.limiter import TENSOR_PRECISIONS
+    from analysis.report.report_model import ncu_coverage
+    from analysis.model.run_summary import summarize_ncu
 
     ref = REPO / "reports" / "reference" / "h200"
     tensor = set(ncu.tensor_ops_metrics())

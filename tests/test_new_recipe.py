@@ -36,7 +36,7 @@ MAIN = '''\
 import sys
 
 from workloads.toy_scale import RECIPE
-from workloads.runner import main
+from workloads.harness.runner import main
 
 sys.exit(main(RECIPE))
 '''

@@ -13,12 +13,14 @@ import sys
 
 import pytest
 
-from analysis import limiter, markdown, no_counters, run_summary
-from analysis.limiter import advice
-from analysis.gzfiles import existing_capture
-from analysis.nsys.trace import Trace
-from analysis.run_summary import load_json
-from workloads.tools import preflight
+from analysis.model import limiter, no_counters, run_summary
+
+from analysis.report import markdown
+from analysis.model.limiter import advice
+from analysis.common.gzfiles import existing_capture
+from analysis.readers.nsys.trace import Trace
+from analysis.model.run_summary import load_json
+from workloads.harness import preflight
 
 from conftest import REFERENCE
 from test_preflight_and_pipeline import _repo_copy
@@ -217,7 +219,7 @@ def test_diagnose_without_any_ncu_profile_is_evidence_limited(tmp_path):
     # the index says the run had no counters, and why
     pre = json.loads((REFERENCE / "preflight.json").read_text())
     pre["counters"] = preflight.counter_access(_stand_in_ncu(tmp_path))
-    from analysis import report_model
+    from analysis.report import report_model
     from workloads.registry import BY_NAME
 
     ceilings_record = json.loads((REFERENCE / "ceilings.json").read_text())

@@ -1,4 +1,4 @@
-"""The between-run noise model (analysis.noise) on real A/A runs, and the rates of the verdicts that use it.
+"""The between-run noise model (analysis.model.noise) on real A/A runs, and the rates of the verdicts that use it.
 
 Five full runs of identical measured code on three H200 machines (tests/data/aa_runs_h200/README.md):
 the committed reference P, a1 and a2 on machine A, b1 and b2 on machine B. Each ordered pair of runs
@@ -22,8 +22,8 @@ import os
 import numpy as np
 import pytest
 
-from analysis import noise, verdicts
-from analysis.timed_record import load_timed
+from analysis.model import noise, verdicts
+from analysis.model.timed_record import load_timed
 
 HERE = os.path.dirname(__file__)
 REF = os.path.join(HERE, "..", "reports", "reference", "h200")

@@ -17,11 +17,12 @@ import sqlite3
 
 import pytest
 
-from analysis.nsys import stats as nsys_stats
-from analysis.__main__ import main
-from analysis.errors import AnalysisInputError, DamagedExport, NoDataInExport
-from analysis.nsys.trace import Trace, NvtxRange
-from analysis.nsys import columns as cols
+from analysis.readers.nsys import stats as nsys_stats
+from analysis.report import stats_text
+from analysis.cli.main import main
+from analysis.common.errors import AnalysisInputError, DamagedExport, NoDataInExport
+from analysis.readers.nsys.trace import Trace, NvtxRange
+from analysis.readers.nsys import columns as cols
 
 from conftest import REPO, reference_runs, reference_trace
 
@@ -44,7 +45,7 @@ def _theirs(run, report: str) -> str:
 def _mine(run, report: str) -> str:
     """Our CSV of ``report``: once per run and report (two tests compare it), from the export opened
     once per session (conftest.reference_trace) rather than unpacked again for each report."""
-    return nsys_stats.format_csv(*nsys_stats.REPORTS[report](reference_trace(run / "nsys.sqlite.gz")))
+    return stats_text.format_csv(*nsys_stats.REPORTS[report](reference_trace(run / "nsys.sqlite.gz")))
 
 
 def _parse(text: str) -> tuple[list[str], list[list[str]]]:
@@ -147,12 +148,12 @@ def test_cli_json_and_md(capsys):
 
 
 def test_md_escapes_pipes():
-    md = nsys_stats.format_md(["Count", "Name"], [[1, "a|b"], [2, None]])
+    md = stats_text.format_md(["Count", "Name"], [[1, "a|b"], [2, None]])
     assert md.splitlines() == ["| Count | Name |", "|---:|---|", "| 1 | a\\|b |", "| 2 |  |"]
 
 
 def test_csv_quotes_names_with_commas():
-    text = nsys_stats.format_csv(["Avg (ns)", "Name"], [[decimal.Decimal("1.5"), 'f(a, "b")']])
+    text = stats_text.format_csv(["Avg (ns)", "Name"], [[decimal.Decimal("1.5"), 'f(a, "b")']])
     assert text == 'Avg (ns),Name\n1.5,"f(a, ""b"")"\n'
 
 
@@ -306,8 +307,8 @@ def test_start_end_ranges_have_their_style(tmp_path):
 
 
 def test_only_the_nsys_package_reads_the_export_tables():
-    """Every read of an nsys export goes through analysis/nsys/ (one Trace, one place for its quirks)."""
+    """Every read of an nsys export goes through analysis/readers/nsys/ (one Trace, one place for its quirks)."""
     names = re.compile(r"CUPTI_ACTIVITY|NVTX_EVENTS|StringIds")
     readers = {str(p.relative_to(REPO)) for top in ("analysis", "workloads") for p in (REPO / top).rglob("*.py")
                if names.search(p.read_text())}
-    assert readers and {p for p in readers if not p.startswith("analysis/nsys/")} == set()
+    assert readers and {p for p in readers if not p.startswith("analysis/readers/nsys/")} == set()

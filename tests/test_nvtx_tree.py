@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from analysis.errors import AnalysisInputError
-from analysis.nsys.stats import nvtx_gpu_proj_sum
-from analysis.nsys.trace import Trace
-from analysis.nvtx_tree import counts_by_label, domain_totals, outline, read_tree
+from analysis.common.errors import AnalysisInputError
+from analysis.readers.nsys.stats import nvtx_gpu_proj_sum
+from analysis.readers.nsys.trace import Trace
+from analysis.readers.nvtx_tree import counts_by_label, domain_totals, outline, read_tree
 
 from conftest import REFERENCE, reference_runs, reference_trace
 

@@ -1,4 +1,4 @@
-"""Outputs (analysis/outputs.py): only a regular file at the target is replaced, temporary names are
+"""Outputs (analysis/common/outputs.py): only a regular file at the target is replaced, temporary names are
 unique and never left behind, and a command writes nothing before its inputs are checked."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import threading
 
 import pytest
 
-from analysis import outputs
-from analysis.__main__ import main
-from analysis.outputs import UnsafeOutputError, atomic_output, write_text_atomic
-from analysis.run_summary import summarize_run
+from analysis.common import outputs
+from analysis.cli.main import main
+from analysis.common.outputs import UnsafeOutputError, atomic_output, write_text_atomic
+from analysis.model.run_summary import summarize_run
 
 from conftest import REFERENCE
 

@@ -8,7 +8,7 @@ import contextlib
 
 import pytest
 
-from analysis.__main__ import main
+from analysis.cli.main import main
 
 from conftest import nsys_stats_rows, reference_runs, reference_trace
 
@@ -86,7 +86,7 @@ def test_gpu_streams_get_their_own_rows():
     run = next(r for r in RUNS if r.parts[-3:-1] == ("numba_ufunc", "streams"))
     with contextlib.nullcontext(reference_trace(run / "nsys.sqlite.gz")) as ex:
         streams = {o.stream_id for o in ex.gpu_ops()}
-    from analysis import perfetto
+    from analysis.report import perfetto
     with contextlib.nullcontext(reference_trace(run / "nsys.sqlite.gz")) as ex:
         events = list(perfetto.trace_events(ex))
     gpu_rows = {e["tid"] for e in events if e["ph"] == "X" and e["pid"] >= perfetto.GPU_PID_BASE}

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from analysis import gpu_jobs
+from analysis.model import gpu_jobs
 from conftest import REPO
 from workloads.tools import pipeline_time
 
@@ -115,9 +115,9 @@ def test_ncu_replays_sum_what_ncu_recorded_of_each_launch(tmp_path):
     import gzip
     import shutil
 
-    from analysis import ncu
-    from analysis.ncu_child import import_ncu_report
-    from analysis.run_summary import load_json
+    from analysis.readers import ncu
+    from analysis.readers.ncu_child import import_ncu_report
+    from analysis.model.run_summary import load_json
 
     rows = pipeline_time.ncu_replays(str(H200_REFERENCE))
     assert [r.call_s for r in rows] == sorted((r.call_s for r in rows), reverse=True)

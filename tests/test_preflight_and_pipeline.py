@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from workloads.tools import preflight
+from workloads.harness import preflight
 
 from conftest import copy_checkout
 
@@ -152,7 +152,7 @@ def test_the_preflight_job_is_the_same_whatever_the_target(tmp_path):
 
     def preflight_command(target):
         lines = _planned_shell_lines(tmp_path / target, [target])
-        return [line.strip() for line in lines if "-m workloads.tools.preflight " in line]
+        return [line.strip() for line in lines if "-m workloads.harness.preflight " in line]
 
     [profile_all] = preflight_command("profile_all")
     assert "--target" not in profile_all

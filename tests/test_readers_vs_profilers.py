@@ -9,10 +9,10 @@ import sqlite3
 
 import pytest
 
-from analysis.errors import AnalysisInputError
-from analysis.gzfiles import open_capture_text
-from analysis.ncu import SUMMARY_METRICS, read_launches
-from analysis.nsys.trace import Trace
+from analysis.common.errors import AnalysisInputError
+from analysis.common.gzfiles import open_capture_text
+from analysis.readers.ncu import SUMMARY_METRICS, read_launches
+from analysis.readers.nsys.trace import Trace
 
 from conftest import nsys_stats_rows, reference_runs, reference_trace
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import figures, markdown
-from analysis.ncu import read_launches
+from analysis.report import figures, markdown
+from analysis.readers.ncu import read_launches
 
-from analysis import run_summary
+from analysis.model import run_summary
 from conftest import REFERENCE, reference_runs, summary_of
 
 RUNS = reference_runs()
@@ -71,7 +71,7 @@ def test_counted_flops_of_the_fused_kernel_are_the_declared_work():
 
 
 def test_roofline_points_come_from_ncu():
-    from analysis import roofline
+    from analysis.report import roofline
 
     by_size = _by_size("pycuda_kernel")
     r = roofline.roofline(by_size)
@@ -105,7 +105,7 @@ def test_figures_are_deterministic(tmp_path, draw):
 def test_report_lists_findings_and_copy_throughput():
     import json
 
-    from analysis import report_model
+    from analysis.report import report_model
     from workloads.registry import BY_NAME
 
     with open(REFERENCE / "ceilings.json") as f:
@@ -134,7 +134,7 @@ def test_short_kernel_names():
 
 
 def test_a_caption_over_traces_of_both_kinds_says_so():
-    from analysis.figures import trace_span
+    from analysis.report.figures import trace_span
 
     ranged, whole = {"nsys_capture_range": True}, {"nsys_capture_range": False}
     assert trace_span([ranged, ranged]) == "capture range (the calls only)"
@@ -161,7 +161,7 @@ def _drawn(monkeypatch, draw) -> list:
 
 
 def test_a_roofline_with_nothing_to_draw_is_not_written(tmp_path):
-    from analysis import roofline
+    from analysis.report import roofline
 
     by_size = _by_size("cudf_groupby")
     r = roofline.roofline(by_size)
@@ -175,8 +175,9 @@ def test_a_roofline_with_nothing_to_draw_is_not_written(tmp_path):
 
 
 def test_roofline_peaks_are_at_the_clock_each_precisions_launch_ran_at():
-    from analysis import limiter, roofline
-    from analysis.limiter import metrics
+    from analysis.model import limiter
+    from analysis.report import roofline
+    from analysis.readers import ncu_metrics as metrics
 
     by_size = _by_size("jax_matmul")
     r = roofline.roofline(by_size)
@@ -198,7 +199,7 @@ def test_roofline_peaks_are_at_the_clock_each_precisions_launch_ran_at():
 
 
 def test_l1_points_of_gemms_that_bypass_l1_are_not_drawn():
-    from analysis import roofline
+    from analysis.report import roofline
 
     r = roofline.roofline(_by_size("jax_matmul"))
     for p in r.points:
@@ -225,7 +226,7 @@ def _overlaps(a, b) -> bool:
 def test_roof_labels_sit_on_their_lines_and_the_legend_is_off_the_data(monkeypatch, tmp_path, workload):
     import math
 
-    from analysis import roofline
+    from analysis.report import roofline
 
     (fig,) = _drawn(monkeypatch, lambda: roofline.figure(_by_size(workload), _ceilings(workload),
                                                          str(tmp_path / "r.png"), workload))
@@ -258,7 +259,7 @@ def test_roof_labels_sit_on_their_lines_and_the_legend_is_off_the_data(monkeypat
 def test_ladder_and_busy_titles_fit_and_legends_stay_off_the_data(monkeypatch, tmp_path, workload):
     import json
 
-    from analysis import report_model
+    from analysis.report import report_model
     from workloads.registry import BY_NAME
 
     with open(REFERENCE / "ceilings.json") as f:

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from analysis import report_model
+from analysis.report import report_model
 from conftest import REFERENCE, REPO, has_timing_record, reference_ceilings, reference_runs, summary_of
 from workloads.contract import Recipe, WorkloadError
 from workloads.registry import BY_NAME, RECIPES
@@ -73,7 +73,7 @@ def test_a_ladder_that_starts_after_the_recipes_baseline_says_so():
     """JAX's int32 steps run at 512 only (rules/config.yaml variant_sizes): the reference's runs at 8192
     (none of them) start the ladder at float32, and the result box compares with "the first step run
     at size 8192", not with "the baseline"; at 512 it is the baseline."""
-    from analysis import markdown
+    from analysis.report import markdown
 
     by_size = _by_size("jax_matmul")
     assert {r["variant"] for r in by_size[8192]}.isdisjoint({"baseline", "jit"})
@@ -100,7 +100,7 @@ def test_cudf_pool_steps_compare_with_their_parents():
 def test_the_index_model_computes_only_the_result_boxs_verdict_and_states_the_same(recipe):
     """``verdicts_wanted="result"`` (the index's): the fastest step's verdict against the baseline at
     the largest size, equal to the page's, and no other; the index line made from it is the same."""
-    from analysis import markdown
+    from analysis.report import markdown
 
     full = _model(recipe.name)
     ceilings = json.loads((REFERENCE / "ceilings.json").read_text())
@@ -154,7 +154,7 @@ def test_findings_are_grouped_by_fix_and_sorted_by_time_at_stake():
 
 
 def test_the_limiter_slot_is_one_swappable_function(monkeypatch):
-    from analysis.limiter import Kind, StepLimiter, Unit
+    from analysis.model.limiter import Kind, StepLimiter, Unit
 
     planted = StepLimiter(Kind.MEMORY, Unit.L2, 1.0, "planted", source="ncu", advice="next")
     monkeypatch.setattr(report_model, "LIMITER", lambda *args: planted)
@@ -168,13 +168,13 @@ def test_the_limiter_slot_is_one_swappable_function(monkeypatch):
 
 
 def test_markdown_does_not_import_matplotlib():
-    r = subprocess.run([sys.executable, "-c", "import sys, analysis.markdown, analysis.report_model; "
+    r = subprocess.run([sys.executable, "-c", "import sys, analysis.report.markdown, analysis.report.report_model; "
                         "print('matplotlib' in sys.modules)"], cwd=REPO, capture_output=True, text=True)
     assert r.stdout.strip() == "False", r.stderr
 
 
 def test_timeline_legend_has_one_colour_per_kind():
-    from analysis import figures
+    from analysis.report import figures
 
     colours = [*figures.PHASE_COLORS.values(), *figures.GPU_ROWS.values(), *figures.API_COLORS.values()]
     assert len(colours) == len(set(colours))
@@ -261,7 +261,7 @@ def test_no_line_over_400_bytes(page):
 def test_folding_keeps_quotes_list_items_and_commands_whole():
     import shlex
 
-    from analysis.markdown import fold_long_lines
+    from analysis.report.markdown import fold_long_lines
 
     quote = "> - **What limits:** " + " ".join(["latency µs"] * 80)
     folded = fold_long_lines(quote).split("\n")
@@ -320,15 +320,15 @@ def test_reproduce_commands_are_the_recorded_ones(page):
 
 
 def summarize_nsys_capture(run) -> list[str] | None:
-    from analysis.gzfiles import existing_capture
-    from analysis.nsys.trace import Trace
+    from analysis.common.gzfiles import existing_capture
+    from analysis.readers.nsys.trace import Trace
 
     with Trace(existing_capture(str(run), "nsys.sqlite")) as ex:
         return ex.capture_metadata()["argv"]
 
 
 def test_commands_come_from_the_gpu_job_records_of_the_latest_run():
-    from analysis.__main__ import _gpu_job_records
+    from analysis.cli.main import _gpu_job_records
 
     records = _gpu_job_records(str(GPU_JOBS))
     by_size = _by_size("pycuda_kernel")
@@ -348,7 +348,7 @@ def test_commands_come_from_the_gpu_job_records_of_the_latest_run():
 
 @pytest.mark.parametrize("draw", ["ladder_figure", "busy_figure"])
 def test_model_figures_are_deterministic(tmp_path, draw):
-    from analysis import figures
+    from analysis.report import figures
 
     paths = [tmp_path / f"{draw}{i}.png" for i in range(2)]
     for p in paths:
@@ -363,7 +363,7 @@ def test_a_steps_rests_on_cell_shows_clocks_and_the_bursts_joules_of_a_real_run(
     import dataclasses
     import gzip
 
-    from analysis import markdown
+    from analysis.report import markdown
 
     with gzip.open(REPO / "tests" / "data" / "telemetry_h100" / "cupy_fused_16384.json.gz", "rt") as f:
         record = json.load(f)
@@ -397,9 +397,9 @@ def test_ncu_coverage_names_the_steps_profiled_without_the_instrumented_sections
     full set and under cuDF's lean sections. Every metric the reports read is in both; the lean one
     lacks the marker only InstructionStats collects, and the coverage line says which step was
     profiled so instead of claiming the full set for it."""
-    from analysis import ncu
-    from analysis.report_model import ncu_coverage
-    from analysis.run_summary import summarize_ncu
+    from analysis.readers import ncu
+    from analysis.report.report_model import ncu_coverage
+    from analysis.model.run_summary import summarize_ncu
 
     folder = REPO / "tests" / "data" / "ncu_sections_h100"
     full, lean = (summarize_ncu(str(folder / f"cudf_{kind}.csv.gz")) for kind in ("full", "lean"))
@@ -424,8 +424,8 @@ def test_a_finding_of_the_first_calls_alone_says_so_instead_of_up_to_0_ms():
     fastest steady call): its finding costs the steady calls nothing, and the list says so."""
     import types
 
-    from analysis import markdown
-    from analysis import report_model as rm
+    from analysis.report import markdown
+    from analysis.report import report_model as rm
     from conftest import REFERENCE, summary_of
 
     run = summary_of(REFERENCE / "warp_sph" / "baseline" / "n62500")
@@ -443,8 +443,8 @@ def test_a_launch_profiled_with_a_recipes_own_section_list_names_the_full_set_se
     MemoryWorkloadAnalysis out beside the instrumented sections, and the launch says so from the section
     identifiers its report holds; a full-set and a metrics-only report lack none. The coverage line
     names both reasons."""
-    from analysis import ncu
-    from analysis.report_model import ncu_coverage
+    from analysis.readers import ncu
+    from analysis.report.report_model import ncu_coverage
 
     h100 = REPO / "reports" / "reference" / "h100"
 

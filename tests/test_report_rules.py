@@ -1,4 +1,4 @@
-"""The report rules' declarations (rules/report.smk, analysis/sections): every figure a committed
+"""The report rules' declarations (rules/report.smk, analysis/report/sections): every figure a committed
 report shows is one the rules know of (a standard report figure or one its recipe's sections
 declare), and every input a section declares exists in the committed reference."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from analysis.report_sections import declared_figures, declared_inputs
+from analysis.report.report_sections import declared_figures, declared_inputs
 from conftest import REFERENCE, REPO
 from workloads.registry import RECIPES
 

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from analysis import layout
-from analysis.errors import AnalysisInputError, UnknownSchemaVersion
-from analysis.run_summary import SCHEMA_VERSION, captured_in_range, load_summary, union_ns
+from analysis.common import layout
+from analysis.common.errors import AnalysisInputError, UnknownSchemaVersion
+from analysis.model.run_summary import SCHEMA_VERSION, captured_in_range, load_summary, union_ns
 
 from conftest import REFERENCE, summary_of
 
@@ -91,8 +91,8 @@ def test_union_of_overlapping_intervals():
 
 
 def test_a_new_reference_replaces_the_old_one_whole(tmp_path):
-    from analysis.captures import replace_reference
-    from analysis.errors import AnalysisInputError
+    from analysis.readers.captures import replace_reference
+    from analysis.common.errors import AnalysisInputError
 
     src = tmp_path / "captures" / "w" / "v" / "n1"
     src.mkdir(parents=True)
@@ -116,8 +116,8 @@ def test_a_new_reference_replaces_the_old_one_whole(tmp_path):
 def test_a_whole_run_keeps_its_gpu_job_records_with_the_reference(tmp_path):
     """capture_reference after profile_all: the run's GPU job records come along (gpu_jobs.md and the
     pages' exact commands are made from them), replacing the old ones; a folder without records is refused."""
-    from analysis.captures import GPU_JOBS, replace_reference
-    from analysis.errors import AnalysisInputError
+    from analysis.readers.captures import GPU_JOBS, replace_reference
+    from analysis.common.errors import AnalysisInputError
 
     src = tmp_path / "captures" / "w" / "v" / "n1"
     src.mkdir(parents=True)
@@ -138,8 +138,8 @@ def test_a_whole_run_keeps_its_gpu_job_records_with_the_reference(tmp_path):
 
 
 def test_a_partial_run_merges_into_the_reference_with_its_own_ceilings(tmp_path):
-    from analysis.captures import merge_reference
-    from analysis.errors import AnalysisInputError
+    from analysis.readers.captures import merge_reference
+    from analysis.common.errors import AnalysisInputError
 
     src = tmp_path / "captures"
     (src / "numba_ufunc" / "v" / "n1").mkdir(parents=True)
@@ -178,8 +178,8 @@ def test_a_partial_run_merges_into_the_reference_with_its_own_ceilings(tmp_path)
 @pytest.mark.parametrize("name", ["absent", ".", "..", "/", "numba_ufunc/../..", "kernels"])
 def test_merge_accepts_only_registered_workloads_and_deletes_nothing_else(tmp_path, name):
     """`--merge /some/dir` deleted files there and `--merge .` emptied the reference (issue 20)."""
-    from analysis.captures import merge_reference
-    from analysis.errors import AnalysisInputError
+    from analysis.readers.captures import merge_reference
+    from analysis.common.errors import AnalysisInputError
 
     src = tmp_path / "captures"
     (src / "numba_ufunc" / "v" / "n1").mkdir(parents=True)
@@ -195,8 +195,8 @@ def test_merge_accepts_only_registered_workloads_and_deletes_nothing_else(tmp_pa
 
 
 def test_merge_refuses_a_workload_folder_that_links_outside(tmp_path):
-    from analysis.captures import merge_reference
-    from analysis.errors import AnalysisInputError
+    from analysis.readers.captures import merge_reference
+    from analysis.common.errors import AnalysisInputError
 
     src = tmp_path / "captures"
     (src / "numba_ufunc" / "v").mkdir(parents=True)
@@ -226,7 +226,7 @@ def test_config_schema_needs_a_workload_in_only_workloads():
 
 
 def test_check_rebuild_names_a_missing_folder(tmp_path, capsys):
-    from analysis.__main__ import main
+    from analysis.cli.main import main
 
     assert main(["check-rebuild", "--rebuilt", str(tmp_path / "absent"), "--committed", "reports"]) == 2
     assert "absent: no such folder" in capsys.readouterr().err

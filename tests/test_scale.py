@@ -9,11 +9,11 @@ import random
 import numpy as np
 import pytest
 
-from analysis import bench
-from analysis import multiprocess as mp
-from analysis.nsys import stats as nsys_stats
-from analysis.nsys.synthetic import build_scale
-from analysis.nsys.trace import NvtxEvent, Trace
+from analysis.cli import bench
+from analysis.report import multiprocess as mp
+from analysis.readers.nsys import stats as nsys_stats
+from analysis.readers.nsys.synthetic import build_scale
+from analysis.readers.nsys.trace import NvtxEvent, Trace
 
 from conftest import REPO
 

@@ -302,24 +302,24 @@ def test_a_system_folder_as_work_dir_is_refused(work_dir):
 
 @pytest.mark.parametrize("work_dir", ["/", "/etc", "/tmp", "/usr/lib/x"])
 def test_cold_refuses_a_system_folder_as_work_dir(work_dir):
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", work_dir, "--", "true"],
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", work_dir, "--", "true"],
                        cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--work-dir" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert "caches in" not in r.stderr  # refused before any cache folder was made
 
 
 def test_cold_says_a_missing_program_in_one_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path / "w"), "--",
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path / "w"), "--",
                         "/nonexistent"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    assert r.stderr.strip().splitlines() == ["workloads.tools.cold: /nonexistent: no such program (not a file, "
+    assert r.stderr.strip().splitlines() == ["workloads.harness.cold: /nonexistent: no such program (not a file, "
                                              "or not executable, or not on PATH)"]
 
 
 def test_cold_refuses_a_work_dir_below_a_file(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(blocker / "w"), "--", "true"],
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(blocker / "w"), "--", "true"],
                        cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and f"{blocker} is a file" in r.stderr and "Traceback" not in r.stderr, r.stderr
 

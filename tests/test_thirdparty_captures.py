@@ -15,15 +15,16 @@ import re
 
 import pytest
 
-from analysis.__main__ import main
-from analysis.nsys import stats as nsys_stats
-from analysis.nsys.trace import Trace
+from analysis.cli.main import main
+from analysis.readers.nsys import stats as nsys_stats
+from analysis.report import stats_text
+from analysis.readers.nsys.trace import Trace
 
 from conftest import REPO
 # the comparison rules of the reference captures' test, so that both hold the suite to the same bar
 from test_nsys_stats import _close, _parse
 from test_ncu_summary import _SCALE
-from analysis.ncu import SUMMARY_METRICS
+from analysis.readers.ncu import SUMMARY_METRICS
 
 DATA = REPO / "tests" / "data" / "thirdparty_h100"
 PROGRAMS = ("torch_train", "jax_prog")
@@ -52,7 +53,7 @@ def test_every_report_of_both_programs_has_rows():
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_report_equals_nsys_stats(program, report):
     """Same header, same rows in the same order, numbers within test_nsys_stats' acceptance rules."""
-    my_header, my_rows = _parse(nsys_stats.format_csv(*nsys_stats.REPORTS[report](_trace(program))))
+    my_header, my_rows = _parse(stats_text.format_csv(*nsys_stats.REPORTS[report](_trace(program))))
     their_header, their_rows = _parse(_theirs(program, report))
     assert my_header == their_header
     assert [row[-1] for row in my_rows] == [row[-1] for row in their_rows]  # names, in nsys' order
@@ -149,8 +150,8 @@ def test_the_name_corpus_is_hundreds_of_templated_kernels_of_four_libraries():
 def test_one_kernel_symbol_is_printed_two_ways_by_one_ncu():
     """Why ncu-summary takes ncu's printed names instead of deriving them: the same symbol, from the
     same ncu 2025.3.1 on the same GPU model (H100, two machines a day apart), prints with ``at::`` in one report and ``native::`` in another,
-    so no rule over the symbol can give ncu's name (analysis.ncu.raw_page_beside)."""
-    from analysis.ncu import read_launches
+    so no rule over the symbol can give ncu's name (analysis.readers.ncu.raw_page_beside)."""
+    from analysis.readers.ncu import read_launches
 
     in_fixture = {x.mangled_name: x.kernel_name for x in read_launches(DATA / "torch_kernels.ncu-rep.gz")}
     in_corpus = dict(zip(_corpus_names("torch_many", "mangled"), _corpus_names("torch_many", "default")))
@@ -163,7 +164,7 @@ def test_one_kernel_symbol_is_printed_two_ways_by_one_ncu():
 
 
 def test_without_a_raw_page_or_ncu_the_names_are_the_suites_and_it_says_so(tmp_path, monkeypatch, capsys):
-    from analysis.ncu import NAMES_FROM_REPORT_MODULE, cli_kernel_name, read_launches
+    from analysis.readers.ncu import NAMES_FROM_REPORT_MODULE, cli_kernel_name, read_launches
 
     alone = tmp_path / "torch_kernels.ncu-rep.gz"
     alone.write_bytes((DATA / "torch_kernels.ncu-rep.gz").read_bytes())
@@ -186,7 +187,7 @@ def test_a_raw_page_of_another_report_is_refused(capsys):
 def test_names_come_from_the_installed_ncu_when_no_raw_page_is_beside(tmp_path, monkeypatch):
     """With ``ncu`` on PATH and no raw page beside the report, ncu-summary asks ``ncu --import`` for the
     raw page; here ``ncu`` replays the real raw page captured from this report."""
-    from analysis.ncu import NAMES_FROM_NCU, read_launches
+    from analysis.readers.ncu import NAMES_FROM_NCU, read_launches
 
     alone = tmp_path / "torch_kernels.ncu-rep.gz"
     alone.write_bytes((DATA / "torch_kernels.ncu-rep.gz").read_bytes())
@@ -219,7 +220,7 @@ def test_ncu_summary_names_keep_the_kernel_and_its_template_arguments():
 
 
 def test_lines_ncu_prints_before_the_table_are_skipped():
-    from analysis.ncu import parse_raw_page_names
+    from analysis.readers.ncu import parse_raw_page_names
 
     page = (DATA / "torch_kernels_raw.csv").read_text()
     header, _, data = _raw()
@@ -234,7 +235,7 @@ def test_diagnose_names_the_library_of_every_templated_kernel_in_the_corpus():
     know them by the names ncu prints, which drop namespaces unevenly (CUB's ``DeviceReduceKernel``
     printed as ``reduce::...``). PyTorch's and cuDF's programs launch only library kernels; CuPy's
     ``cupy_*`` elementwise kernels are compiled for the program, its sorts and scans are CUB's."""
-    from analysis.diagnose import library_of
+    from analysis.report.diagnose import library_of
 
     for program in ("torch_many", "cudf_many"):
         names = set(_corpus_names(program, "default"))

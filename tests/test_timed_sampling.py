@@ -13,7 +13,7 @@ import types
 import numpy as np
 import pytest
 
-from workloads import runner, sampling, telemetry
+from workloads.harness import runner, sampling, telemetry
 from workloads.contract import EventPair, WorkloadError
 
 

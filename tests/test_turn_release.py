@@ -1,5 +1,5 @@
 """A measurement run gives its GPU turn back once its result is on the host and its device memory
-is free (workloads.gpu_turn.release_turn, workloads.runner._check): the float64 check then runs
+is free (workloads.harness.gpu_turn.release_turn, workloads.harness.runner._check): the float64 check then runs
 beside the next run's turn. A run that still holds much of the GPU keeps the turn to its exit."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workloads import gpu_turn, runner, telemetry
+from workloads.harness import gpu_turn, runner, telemetry
 from workloads.cudf_backend import HostEventPair
 from workloads.contract import Recipe, ResultMismatch, Variant, Work
 
@@ -37,7 +37,7 @@ def _lock_is_free(path: Path) -> bool:
 # whether another process could take the lock while it still runs
 _CHILD = """
 import json, sys
-from workloads import gpu_turn
+from workloads.harness import gpu_turn
 gpu_turn.take_turn('probe')
 held, total = json.loads(sys.argv[1])
 decision = gpu_turn.release_turn(held, total)
@@ -74,7 +74,7 @@ def test_a_run_gives_its_turn_back_only_when_it_holds_a_tenth_of_the_gpu_or_less
 def test_the_job_record_says_which_turns_ended_before_their_process(tmp_path):
     """workloads.tools.gpu_jobs copies the run's word that it gave the GPU back early into the job's
     record, which the record schema accepts."""
-    from analysis.gpu_jobs import RECORD_SCHEMA
+    from analysis.model.gpu_jobs import RECORD_SCHEMA
     from workloads.tools.gpu_jobs import _read_turns
 
     prefix = tmp_path / "turns"
@@ -241,7 +241,7 @@ def test_nvml_memory_of_this_process_is_read_from_the_running_processes():
     assert telemetry.process_gpu_memory(gpu=telemetry.Telemetry(reason="none")) == (None, None)
 
 
-# --- the run holding the GPU has CPU cores of its own (workloads.gpu_turn.split_cores) ---------
+# --- the run holding the GPU has CPU cores of its own (workloads.harness.gpu_turn.split_cores) ---------
 
 def test_cpu_lists_read_and_write_linux_syntax():
     assert gpu_turn.core_list("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11}
@@ -294,7 +294,7 @@ def _child_on_split_cores(tmp_path, code: str) -> tuple[dict, int, int]:
 
 _CORES_CHILD = """
 import json, os, sys
-from workloads import gpu_turn
+from workloads.harness import gpu_turn
 before = sorted(os.sched_getaffinity(0))
 turn = gpu_turn.take_turn('probe')
 during = sorted(os.sched_getaffinity(0))
@@ -316,7 +316,7 @@ def test_a_run_holds_the_holders_cores_from_its_turn_to_its_release(tmp_path):
 
 _SETUP_CORES_CHILD = """
 import json, os
-from workloads import gpu_turn
+from workloads.harness import gpu_turn
 turn = gpu_turn.take_turn('probe', setup_on_every_core=True)
 setup = sorted(os.sched_getaffinity(0))
 gpu_turn.measure_on_holder_cores()
@@ -397,7 +397,7 @@ def test_cores_this_process_may_not_use_are_one_clear_error(tmp_path):
         gpu_turn.use_holder_cores({gpu_turn.HOLDER_CORES_VARIABLE: "4096"})
     env = dict(os.environ, **{gpu_turn.HOLDER_CORES_VARIABLE: "4096", gpu_turn.OTHER_CORES_VARIABLE: "0"})
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.cold", "--work-dir", str(tmp_path), "--gpus", "1", "--",
+    r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path), "--gpus", "1", "--",
                         sys.executable, "-c", "pass"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"{gpu_turn.HOLDER_CORES_VARIABLE}=4096: not cores this process may run on" in r.stderr
@@ -486,7 +486,7 @@ def test_host_work_the_variant_names_is_done_before_the_run_waits_for_its_turn(m
 # while it holds it and after it gives it back, the turn it adopted and whether the variable is gone
 _HANDED_CHILD = "import fcntl\nfrom pathlib import Path\n" + inspect.getsource(_lock_is_free) + """
 import json, os, sys
-from workloads import gpu_turn
+from workloads.harness import gpu_turn
 
 before = not _lock_is_free(sys.argv[1])
 turn = gpu_turn.take_turn('probe', setup_on_every_core=True)
@@ -499,7 +499,7 @@ json.dump({"before": before, "during": during, "after": after, "turn": turn, "de
 
 
 def _run_handed_child(tmp_path, how: str) -> tuple[dict, dict, Path]:
-    from workloads.tools.cold import run_command
+    from workloads.harness.cold import run_command
 
     lock, out = tmp_path / "gpu0.lock", tmp_path / "child.json"
     environ = {gpu_turn.LOCK_VARIABLE: str(lock), gpu_turn.RECORD_VARIABLE: str(tmp_path / "turn")}

@@ -5,7 +5,7 @@ The A/A calibration runs the verdict engine on pairs drawn from one distribution
 found), on synthetic distributions and on real repeated runs: 16 timed processes of one
 step (CuPy ``fused`` at 4096, tests/data/aa_h200/, NVIDIA H200; and at 16384, tests/data/aa_h100/,
 NVIDIA H100) and 21 of JAX ``float32`` at 8192 (tests/data/aa_h100_jax/, NVIDIA H100), where the
-process-to-process spread is what decides which changes can be seen (see analysis/verdicts.py for why
+process-to-process spread is what decides which changes can be seen (see analysis/model/verdicts.py for why
 the process is the unit there).
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ import os
 import numpy as np
 import pytest
 
-from analysis import verdicts
-from analysis.run_summary import load_json
-from analysis.verdicts import Spread, compare, compare_processes, compare_runs, format_verdict
+from analysis.model import verdicts
+from analysis.model.run_summary import load_json
+from analysis.model.verdicts import Spread, compare, compare_processes, compare_runs, format_verdict
 
 REF = os.path.join(os.path.dirname(__file__), "..", "reports", "reference", "h200")
 

@@ -67,7 +67,7 @@ def test_recipe_declares_its_variants_experiments_and_sections():
     for name in RECIPE.experiments:
         assert (REPO / "workloads" / "warp_sph" / f"exp_{name}.py").is_file()
     for name in RECIPE.sections:
-        assert (REPO / "analysis" / "sections" / f"warp_sph_{name}.py").is_file()
+        assert (REPO / "analysis" / "report" / "sections" / f"warp_sph_{name}.py").is_file()
 
 
 @pytest.mark.parametrize("name", RECIPE.variants)
@@ -282,7 +282,7 @@ def test_coldstart_deletes_only_its_own_cache_folders(tmp_path, monkeypatch, dri
 
 
 def test_coldstart_section_leaves_out_a_state_that_was_not_run():
-    from analysis.sections import warp_sph_coldstart as section
+    from analysis.report.sections import warp_sph_coldstart as section
 
     run = {"variant": "baseline", "phases": {"time_to_first_result_s": 2.0}, "binaries": ["a.cubin"],
            "module_loads": [{"module": "m", "ms": 5.0, "how": "compiled"}]}
@@ -315,7 +315,7 @@ def test_a_coldstart_child_holds_the_turn_its_experiment_took_before_launching_i
     """In the pipeline each cold or warm process gets its GPU turn from the experiment before its
     launch (gpu_turn.turn_for_child, via coldwarm.run_recording): the child's turn record starts
     before the child's own launch stamp and says it was handed over."""
-    from workloads import gpu_turn
+    from workloads.harness import gpu_turn
     from workloads.tools.coldwarm import run_recording
 
     env = dict(os.environ, COOKBOOK_WARP_DEVICE="cpu", PYTHONPATH=str(REPO),

@@ -3,7 +3,7 @@
 A *recipe* is one folder under ``workloads/``: an ordered list of variants,
 baseline first, then each optimization step. A *variant* is one module in that
 folder holding one subclass of :class:`Variant`. The runner
-(:mod:`workloads.runner`) drives every variant the same way, so that the
+(:mod:`workloads.harness.runner`) drives every variant the same way, so that the
 pipeline can time, trace and profile any of them without knowing what they do:
 
     v = VariantClass(size=..., seed=...)
@@ -217,7 +217,7 @@ class Variant(abc.ABC):
 
     def teardown(self) -> None:
         """Release the device memory setup() and the calls took (the runner then gives the GPU to the
-        next run if the process holds little of it: :func:`workloads.gpu_turn.release_turn`); the
+        next run if the process holds little of it: :func:`workloads.harness.gpu_turn.release_turn`); the
         default drops nothing and leaves it to garbage collection."""
 
 
@@ -279,7 +279,7 @@ class Recipe:
     #: ``workloads/<name>/exp_<experiment>.py``, run as ``python -m workloads.<name>.exp_<experiment>
     #: --out-dir DIR --nsys NSYS --ncu NCU --python PYTHON``
     experiments: tuple[str, ...] = ()
-    #: parts the recipe adds to its report: modules ``analysis/sections/<name>_<section>.py``, each with
+    #: parts the recipe adds to its report: modules ``analysis/report/sections/<name>_<section>.py``, each with
     #: ``render(workload_root, figure_dir) -> str`` (pure functions of the recipe's capture folder)
     sections: tuple[str, ...] = ()
     #: the compute calls run inside cuProfilerStart/Stop (workloads/profiler_range.py), and nsys
@@ -300,7 +300,7 @@ class Recipe:
     #: run compiles those programs first. An experiment that measures compiling is never listed.
     experiments_from_cache: tuple[tuple[str, str, int], ...] = ()
     #: experiments every process of which takes its turn on a GPU the pipeline's runs share
-    #: (workloads/gpu_turn.py: from before its GPU setup to its exit) and measures nothing the wait
+    #: (workloads/harness/gpu_turn.py: from before its GPU setup to its exit) and measures nothing the wait
     #: could enter, or whose start-ups, timed from the launch, get their turn before it
     #: (gpu_turn.turn_for_child); the others hold the GPU for their whole run
     experiments_in_turns: tuple[str, ...] = ()

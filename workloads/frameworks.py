@@ -1,12 +1,12 @@
 """What the suite knows about each framework, in one record per framework.
 
 A recipe names its framework (``Recipe.framework``); everything that depends on the framework reads
-it from :data:`FRAMEWORKS`: the distributions provenance records (:mod:`workloads.provenance`), the
-caches a cold start empties (:mod:`workloads.tools.cold`), the ncu kernel-name pattern and line
-information switches (:mod:`workloads.tools.kernel_profile`, :mod:`analysis.kernel_page`), the timer
-reports name (:mod:`analysis.markdown`), the environment the profilers need
+it from :data:`FRAMEWORKS`: the distributions provenance records (:mod:`workloads.harness.provenance`), the
+caches a cold start empties (:mod:`workloads.harness.cold`), the ncu kernel-name pattern and line
+information switches (:mod:`workloads.tools.kernel_profile`, :mod:`analysis.report.kernel_page`), the timer
+reports name (:mod:`analysis.report.markdown`), the environment the profilers need
 (``rules/profile.smk``) and how ``--device cpu`` / ``--device cuda`` are honoured
-(:mod:`workloads.runner`).
+(:mod:`workloads.harness.runner`).
 
 Nothing here imports a GPU package at import time: the analysis imports this module on machines
 without any. The checks in :attr:`Framework.cuda_problem` import their package when called.
@@ -62,7 +62,7 @@ class Framework:
     #: compiles happen outside what those runs measure: in setup or in the warm-up calls before
     #: the timed samples, and on the host, never in a kernel ncu profiles. A step's nsys run shares
     #: only where the step compiles in setup (Recipe.compiles_in_setup), so that its first call, the
-    #: cold-start page's, is unchanged; cold/warm starts never share (workloads.tools.cold)
+    #: cold-start page's, is unchanged; cold/warm starts never share (workloads.harness.cold)
     shared_compile_cache: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: how its variants are timed, in the reports' words
     timer: str = CUDA_EVENTS
@@ -85,7 +85,7 @@ class Framework:
     kernel_cache_variable: str | None = None
     #: kernel-page table: the order frameworks are listed in (None: not listed)
     howto_order: int | None = None
-    #: the next thing to try, in this framework's own terms, by advice key (analysis.limiter.advice:
+    #: the next thing to try, in this framework's own terms, by advice key (analysis.model.limiter.advice:
     #: "DRAM", "L2", "issue", "FP64", "XU", "tensor", "grid", "waves", "registers", "latency",
     #: "host link", "launch/host", ...); a key left out gets the advice module's default
     advice: Mapping[str, str] = dataclasses.field(default_factory=dict)

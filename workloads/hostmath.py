@@ -23,7 +23,7 @@ _max_threads: int | None = None
 
 def available_cores() -> int:
     """The cores this process may run on (its affinity: the pipeline gives the run holding the GPU
-    cores of its own, workloads.gpu_turn.split_cores), else the machine's."""
+    cores of its own, workloads.harness.gpu_turn.split_cores), else the machine's."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
@@ -31,7 +31,7 @@ def available_cores() -> int:
 
 def share_cores() -> None:
     """From now on use half the cores it may run on: the process checks its result beside other
-    processes' host work (workloads.runner: the GPU turn given back before the check)."""
+    processes' host work (workloads.harness.runner: the GPU turn given back before the check)."""
     global _max_threads
     _max_threads = max(1, available_cores() // 2)
 

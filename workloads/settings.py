@@ -67,15 +67,15 @@ SETTINGS: Mapping[str, Setting] = {s.name: s for s in (
             "GPU UUID, shared by every work folder and user of the host (`workloads/tools/gpu_jobs.py`); created "
             "sticky and world-writable, like `/tmp`. Point it at a folder every container of the host mounts.", "user"),
     Setting("COOKBOOK_GPU_TURN_LOCK", "", "The lock file of the GPU a measurement run takes its turn on, "
-            "from its setup until its memory is freed or its exit (`workloads/gpu_turn.py`); set by `workloads.tools.cold --turns`.",
+            "from its setup until its memory is freed or its exit (`workloads/harness/gpu_turn.py`); set by `workloads.harness.cold --turns`.",
             "pipeline"),
     Setting("COOKBOOK_GPU_TURN_RECORD", "", "File the run writes its GPU turn's start and end to, for the "
-            "GPU job record; set by `workloads.tools.cold --turns`.", "pipeline"),
+            "GPU job record; set by `workloads.harness.cold --turns`.", "pipeline"),
     Setting("COOKBOOK_GPU_TURN_HANDED", "", "The GPU turn a cold/warm start's parent took before launching it "
             "(the inherited lock file and the turn's start); the start-up holds it from its launch "
-            "(`workloads/gpu_turn.py: turn_for_child`). Set by `workloads.tools.coldwarm`.", "pipeline"),
+            "(`workloads/harness/gpu_turn.py: turn_for_child`). Set by `workloads.tools.coldwarm`.", "pipeline"),
     Setting("COOKBOOK_GPU_HOLDER_CORES", "", "CPU cores (a Linux CPU list) a run uses while it holds the "
-            "shared GPU; set by the pipeline on a machine with one GPU (`workloads/gpu_turn.py: split_cores`).",
+            "shared GPU; set by the pipeline on a machine with one GPU (`workloads/harness/gpu_turn.py: split_cores`).",
             "pipeline"),
     Setting("COOKBOOK_OTHER_CORES", "", "CPU cores of every process of the pipeline that does not hold the "
             "GPU; set with `COOKBOOK_GPU_HOLDER_CORES`.", "pipeline"),

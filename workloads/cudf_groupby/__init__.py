@@ -43,7 +43,7 @@ makes RMM CuPy's allocator, so whatever CuPy allocates goes the same way.
 
 Synchronization, and why no step removes more of it. Counted per steady call (calls 1 and 2 alike)
 in the committed H200 captures (reports/reference/h200/cudf_groupby/<step>/n50000000/nsys.sqlite.gz)
-with the suite's readers (analysis.nsys.Trace, analysis.breakdown.synchronization), each call placed
+with the suite's readers (analysis.readers.nsys.Trace, analysis.model.breakdown.synchronization), each call placed
 under the outermost cuDF NVTX range around it, and inside or outside libcudf's ``aggregate``
 (tests/test_cudf_groupby.py counts them again):
 

@@ -1,6 +1,6 @@
 import sys
 
 from workloads.cupy_sqdiff import RECIPE
-from workloads.runner import main
+from workloads.harness.runner import main
 
 sys.exit(main(RECIPE))

@@ -23,12 +23,12 @@ setting the environment, the calls' times (host timer with block_until_ready), J
 ``memory_stats()`` of the device, the driver's used memory (cuMemGetInfo) after setup and after the
 calls, the relative error of the step's sampled check (its seeded rows; its timed run checks every
 element), and the nsys command. The analysis
-(``analysis/sections/jax_matmul_allocator.py``) reads peak GPU memory from the exports.
+(``analysis/report/sections/jax_matmul_allocator.py``) reads peak GPU memory from the exports.
 
     python -m workloads.jax_matmul.exp_allocator --out-dir DIR --nsys NSYS --ncu NCU --python PYTHON
 
 In the pipeline each setting's process waits for its turn on the GPU before JAX touches it
-(``Recipe.experiments_in_turns``, ``workloads/gpu_turn.py``): what it measures (the calls' times, the
+(``Recipe.experiments_in_turns``, ``workloads/harness/gpu_turn.py``): what it measures (the calls' times, the
 memory held) starts after the wait, and its start-up and nsys's report go on beside other runs.
 
 The settings load the programs from the recipe's shared compile cache, which the step's timed run
@@ -61,7 +61,7 @@ import numpy as np
 
 from workloads import frameworks
 from workloads.contract import WorkloadError, check_result
-from workloads.runner import at_least, timed_step, write_json_atomic
+from workloads.harness.runner import at_least, timed_step, write_json_atomic
 
 RECIPE_NAME = "jax_matmul"
 EXPERIMENT = "allocator"
@@ -129,7 +129,9 @@ def run_child(variant: str, size: int, warmup: int, repeats: int, setting: str) 
     """One setting, in this process (its environment already set): setup, calls, memory, check."""
     import jax
 
-    from workloads import annotate, gpu_turn, provenance
+    from workloads import annotate
+
+    from workloads.harness import gpu_turn, provenance
     from workloads.jax_matmul import RECIPE
 
     v = RECIPE.variant_class(variant)(size=size)
@@ -306,7 +308,7 @@ def _profile_once(setting, args, env, profile_cmd, child_cmd, child_json, rep_pr
         if e.returncode != 0 or not os.path.exists(sqlite):
             entry["nsys_error"] = f"nsys export exited with {e.returncode}: {_tail(e.stdout + e.stderr, 1500)}"
         else:
-            from analysis.nsys.trace import MEMORY_CAPTURE_TABLES, missing_tables  # noqa: PLC0415
+            from analysis.readers.nsys.trace import MEMORY_CAPTURE_TABLES, missing_tables  # noqa: PLC0415
 
             missing = missing_tables(sqlite, MEMORY_CAPTURE_TABLES)
             if missing:
@@ -371,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{entry['wall_s']:.1f} s, {entry['sqlite'] or 'no export: ' + entry['nsys_error'][:200]}",
                       flush=True)
                 entries.append(entry)
-        from workloads import provenance
+        from workloads.harness import provenance
 
         record = {"recipe": RECIPE_NAME, "experiment": EXPERIMENT, "variant": args.variant, "size": args.size,
                   "warmup": args.warmup, "repeats": args.repeats, "settings": entries,

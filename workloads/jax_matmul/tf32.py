@@ -30,7 +30,7 @@ of an H100 SXM, 495 TFLOP/s, the same on an H200: 2.54 ms; the 8192 product alon
 a cuBLAS (or Triton) TF32 kernel for the 8192 product at about 65-75% of that peak (TF32 moves twice
 bf16's bytes per FLOP and its power draw holds the clock lower; bf16 reached 90% of its peak on the
 H200), the loop about 3.6 ms: 1.4x the datasheet floor, and about 1.15x the floor at ``tf32_gemm``,
-the TF32 cuBLAS rate the suite measures in the same run (workloads/tools/ceilings.py, the same inputs),
+the TF32 cuBLAS rate the suite measures in the same run (workloads/harness/ceilings.py, the same inputs),
 as ``bf16`` sits at 1.2x its measured floor; about 7x faster than ``float32`` (25 ms). ncu's limiter:
 the tensor pipe (TF32).
 

@@ -257,7 +257,7 @@ def run_all(args: argparse.Namespace) -> dict:
                     print(f"  {tag}: median {r['median_ms']:.4f} ms/call", file=sys.stderr)
             for setting in SETTINGS:
                 loops.append(run_range_cost(args, setting, nsys, work_dir, f"{where}-loop-{setting}"))
-    from workloads import provenance
+    from workloads.harness import provenance
 
     return {
         "what": "NVTX annotation overhead: recipe time per call with COOKBOOK_NVTX=1 vs 0, and one range's cost",
@@ -301,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if not args.output:
         p.error("--output is required")
-    from workloads.runner import write_json_atomic
+    from workloads.harness.runner import write_json_atomic
 
     try:
         record = run_all(args)

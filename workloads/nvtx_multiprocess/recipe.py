@@ -21,7 +21,9 @@ from typing import Sequence
 
 import numpy as np
 
-from workloads import annotate, provenance
+from workloads import annotate
+
+from workloads.harness import provenance
 from workloads.contract import ResultMismatch, WorkloadError
 from workloads.nvtx_multiprocess import (CUPY_FUNCTIONS, DEFAULT_SIZES, NUMPY_FUNCTIONS, REQUIRES,
                                          SEED_DOCUMENT, WORKLOAD, role_name, variant_name)
@@ -299,7 +301,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from workloads.runner import write_json_atomic
+    from workloads.harness.runner import write_json_atomic
 
     args = parse_args(argv)
     try:

@@ -4,7 +4,7 @@
         python -m workloads.cupy_sqdiff --variant fused --size 4096
 
 The command (a workload in ``--mode first``) runs up to three times, each a new process, all with the
-same private cache folders (see :mod:`workloads.tools.cold`):
+same private cache folders (see :mod:`workloads.harness.cold`):
 
 1. ``cold``: every cache empty: CuPy/NVRTC, Numba, PyCUDA/nvcc, Warp, JAX's persistent
    compilation cache (which JAX keeps only when given a folder: here it gets one), and the CUDA
@@ -22,7 +22,7 @@ same private cache folders (see :mod:`workloads.tools.cold`):
 
 Each record splits the time: interpreter start and suite import, setup (GPU library import,
 context, inputs), and the first call (JIT compilation, module load, launch, run). The cache
-folder is removed at the end, through :func:`workloads.tools.cold.safe_rmtree`.
+folder is removed at the end, through :func:`workloads.harness.cold.safe_rmtree`.
 """
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
-from workloads import gpu_turn
-from workloads.runner import write_json_atomic
-from workloads.tools.cold import cache_root, fresh_cache_env, run_command, safe_rmtree
+from workloads.harness import gpu_turn
+from workloads.harness.runner import write_json_atomic
+from workloads.harness.cold import cache_root, fresh_cache_env, run_command, safe_rmtree
 from workloads.tools.gpu_jobs import gpu_job
 
 RUNS = (
@@ -75,7 +75,7 @@ def run_recording(build_cmd: Callable[[str], Sequence[str]], env: dict, what: st
     passed on is recorded in ``job`` (the GPU job record) when given.
 
     In a job whose processes take turns on a shared GPU (``COOKBOOK_GPU_TURN_LOCK`` in ``env``), the
-    turn is taken here, before the launch, and handed to the process (:func:`workloads.gpu_turn.turn_for_child`):
+    turn is taken here, before the launch, and handed to the process (:func:`workloads.harness.gpu_turn.turn_for_child`):
     its start-up, timed from the launch, runs holding the GPU on the holder's cores, as in a job that
     holds the GPU throughout; the GPU goes to other runs once the process gives it back after its
     measurement (or exits), and between two processes."""
@@ -130,7 +130,7 @@ NO_PTX_JIT = ("the CUDA driver's compute cache was empty after the cold run: the
               "so turning it off could change nothing")
 
 
-#: the table's short form of that reason (analysis.markdown.coldstart_section)
+#: the table's short form of that reason (analysis.report.markdown.coldstart_section)
 NO_PTX_JIT_SHORT = "no PTX JIT"
 
 
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.tools.coldwarm", description=__doc__.split("\n")[0])
     p.add_argument("--work-dir", required=True)
     p.add_argument("--output", required=True)
-    p.add_argument("--gpus", type=int, default=1, help="GPUs on this machine (see workloads.tools.cold)")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs on this machine (see workloads.harness.cold)")
     p.add_argument("--driver-cache-measured-on", metavar="STEP", default=None,
                    help="leave the driver-cache run out: the recipe's step STEP makes it")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the workload command (without --mode)")

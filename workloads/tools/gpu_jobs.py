@@ -21,11 +21,11 @@ The job picks its GPU:
   whatever Snakemake's ``--resources gpu=K`` lets through.
 - ``turns``: one GPU, and the job is one of a step's measurement runs or an experiment whose
   processes take turns (``turns=True``): the job does not hold the GPU's lock; each run inside takes
-  it for its GPU part (:mod:`workloads.gpu_turn`), so that K jobs let through at once start and
+  it for its GPU part (:mod:`workloads.harness.gpu_turn`), so that K jobs let through at once start and
   finish beside each other and take turns on the GPU. Its record lists the turns (``gpu_turns``),
   one per run. A job given one GPU by a scheduler or a user takes turns the same way.
 
-The lock is let go only once every process of the job has exited: ``workloads/tools/cold.py``
+The lock is let go only once every process of the job has exited: ``workloads/harness/cold.py``
 runs the command from a keeper process that holds a copy of the lock and survives the wrapper.
 
 When the job ends (also when it fails, or when its wrapper was killed), one JSON file per job is
@@ -49,11 +49,12 @@ import time
 from pathlib import Path
 from typing import Iterator, Mapping, MutableMapping, Sequence
 
-from analysis.outputs import write_json_atomic
-from workloads import gpu_turn, settings
-from workloads.provenance import git_commit, tool_output
+from analysis.common.outputs import write_json_atomic
+from workloads import settings
+from workloads.harness import gpu_turn
+from workloads.harness.provenance import git_commit, tool_output
 
-#: the format of a job record; analysis/gpu_jobs.py refuses others
+#: the format of a job record; analysis/model/gpu_jobs.py refuses others
 RECORD_VERSION = 1
 RECORDS_FOLDER = "gpu-jobs"
 #: where a job's runs write their turns until the job's record collects them (under the work folder)
@@ -231,7 +232,7 @@ def _write_record(work_dir: str | os.PathLike, record: dict) -> Path:
 
 
 def _read_turns(prefix: Path, job_end_unix_ns: int | None = None) -> list[dict]:
-    """The turns the job's runs wrote (workloads.gpu_turn, one file per process), in order, as the
+    """The turns the job's runs wrote (workloads.harness.gpu_turn, one file per process), in order, as the
     record's ``gpu_turns``; [] when every run ended before its turn. A turn without an end (its
     process was killed, or crashed, before it could write one) ended when the operating system let
     go of its lock: at the latest when the job's next turn started, else when the job ended; its
@@ -301,7 +302,7 @@ def first_gpu_key(env: Mapping[str, str], gpus: list[dict]) -> str | None:
 
 class JobRecord(dict):
     """A GPU job's record, and :meth:`write`, which writes it once: at the job's end, or from the
-    keeper process of a wrapper that was killed (``workloads/tools/cold.py``)."""
+    keeper process of a wrapper that was killed (``workloads/harness/cold.py``)."""
 
     def __init__(self, work_dir: str | os.PathLike, fields: dict, turn_records: Path | None = None) -> None:
         super().__init__(fields)
@@ -323,7 +324,7 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
     """Choose the job's GPU (setting ``env``), hold its host-wide lock (:func:`lock_folder`), and write
     its record when the block ends. The caller sets ``record["returncode"]``; a block left by an
     exception is recorded with returncode None. ``turns``: on one GPU, the run inside takes the GPU's
-    lock itself for its GPU part (:mod:`workloads.gpu_turn`) instead of this job holding it throughout.
+    lock itself for its GPU part (:mod:`workloads.harness.gpu_turn`) instead of this job holding it throughout.
 
     ``CUDA_VISIBLE_DEVICES`` set before the job is kept, whoever set it (``assigned_by``: ``scheduler``
     where a scheduler's own variables say it allocated the GPUs, else ``user``), and the GPUs it names
@@ -369,7 +370,7 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             # more jobs were let through at once (--resources gpu=2 without --config gpus=2)
             stack.enter_context(hold_gpus(keys, env))
             # its processes run on the holder's cores, away from the other jobs' host work
-            # (workloads.gpu_turn.split_cores)
+            # (workloads.harness.gpu_turn.split_cores)
             holder_cores = gpu_turn.use_holder_cores(env)
         visible = env.get("CUDA_VISIBLE_DEVICES")
         # CUDA's device 0 is nvidia-smi's GPU 0 only in PCI bus order
@@ -389,7 +390,7 @@ def gpu_job(work_dir: str | os.PathLike, n_gpus: int, env: MutableMapping[str, s
             "git_commit": git_commit(),
             "started_unix_ns": time.time_ns(),
             "returncode": None,
-            "killed_by": None,  # the signal the wrapper passed on to the job (workloads/tools/cold.py)
+            "killed_by": None,  # the signal the wrapper passed on to the job (workloads/harness/cold.py)
         }, turn_records)
         if holder_cores:
             record["cpu_cores"] = holder_cores

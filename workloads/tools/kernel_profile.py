@@ -1,6 +1,6 @@
 """Profile one kernel of one workload variant under Nsight Compute, with line information.
 
-The capture behind a kernel page (analysis/kernel_page.py): the kernel's metrics and its hottest
+The capture behind a kernel page (analysis/report/kernel_page.py): the kernel's metrics and its hottest
 source lines, with the source imported into the report.
 
     python -m workloads.tools.kernel_profile --workload warp_sph --variant baseline \\
@@ -12,7 +12,7 @@ What it does, in order:
 1. resolves the kernel's Python name to the regular expression ``ncu -k`` matches: frameworks add
    to the name (Warp: ``get_acceleration_a9fb4286_cuda_kernel_forward``; Numba: ``...[abi:v1,...]``),
    see :func:`kernel_regex`;
-2. starts the variant cold (fresh private caches, as every profiled run: workloads/tools/cold.py)
+2. starts the variant cold (fresh private caches, as every profiled run: workloads/harness/cold.py)
    with line information on (``COOKBOOK_LINEINFO=1``; for Warp also the kernel cache in that fresh
    folder and, with ``--no-line-directives``, ``warp.config.line_directives = False``);
 3. runs ``ncu --set full --import-source yes --source-folders <kernel cache>`` on one call of the
@@ -35,10 +35,12 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from workloads import frameworks, provenance
+from workloads import frameworks
+
+from workloads.harness import provenance
 from workloads.contract import WorkloadError
-from workloads.runner import write_json_atomic
-from workloads.tools.cold import cache_root, fresh_cache_env, run_command, safe_rmtree
+from workloads.harness.runner import write_json_atomic
+from workloads.harness.cold import cache_root, fresh_cache_env, run_command, safe_rmtree
 from workloads.tools.gpu_jobs import gpu_job
 
 #: report name inside the output folder (ncu adds .ncu-rep)
@@ -169,8 +171,8 @@ def run(args: argparse.Namespace) -> int:
         what = ("it wrote a report, so the workload failed after the kernel was profiled" if report.exists()
                 else "it wrote no report: the workload or ncu failed")
         return _fail(3, f"ncu exited with status {rc}: {what}; the output above says why")
-    from analysis.errors import AnalysisInputError  # noqa: PLC0415
-    from analysis.ncu_source import kernel_names  # noqa: PLC0415
+    from analysis.common.errors import AnalysisInputError  # noqa: PLC0415
+    from analysis.readers.ncu_source import kernel_names  # noqa: PLC0415
 
     if not report.exists():
         return _fail(4, f"no kernel matched: ncu profiled nothing for -k regex:{pattern} inside "
@@ -234,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--work-dir", required=True, help="the suite's work folder (fresh caches go in <work-dir>/cache)")
     p.add_argument("--output-dir", required=True, help="gets kernel.ncu-rep and kernel-run.json")
-    p.add_argument("--gpus", type=_positive, default=1, help="GPUs on this machine (see workloads.tools.cold)")
+    p.add_argument("--gpus", type=_positive, default=1, help="GPUs on this machine (see workloads.harness.cold)")
     p.add_argument("--keep-cache", action="store_true", help="keep the fresh cache folder (Warp's generated .cu)")
     return run(p.parse_args(argv))
 

@@ -10,7 +10,7 @@ The records say when each job started and ended and what it ran, so the tables a
 wall times: a job's setup (imports, input generation, the float64 check) counts with its
 measurement, which is what a budget has to pay for. *Wall* is the first job's start to the last
 job's end; *GPU held* is how long a job held its GPU: the whole job, or, for a measurement run that
-takes turns on a shared GPU (workloads.gpu_turn), its turn, from its setup until its memory is freed or its exit; *GPU busy*
+takes turns on a shared GPU (workloads.harness.gpu_turn), its turn, from its setup until its memory is freed or its exit; *GPU busy*
 is the union of those times (jobs on several GPUs overlap). What lies outside them on one GPU is
 Snakemake, analysis, scheduling, and the imports and profiler start and finish of runs waiting for
 their turn.
@@ -24,7 +24,7 @@ own start and finish.
 The *start-ups* table sets each cold/warm job's GPU time against its processes' measured time to
 their first result (``<captures>/coldstart/``): what the job held beyond what it measured.
 
-With ``--ncu``, each ncu report's own record of its replay (analysis.ncu.REPLAY_METRICS: passes,
+With ``--ncu``, each ncu report's own record of its replay (analysis.readers.ncu.REPLAY_METRICS: passes,
 device memory saved and restored) beside the profiled call's host time: where a step's Nsight
 Compute run spends its time, pass by pass.
 """
@@ -36,10 +36,12 @@ import sys
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
-from analysis import gpu_jobs, layout
-from analysis.errors import AnalysisInputError
-from analysis.gzfiles import existing_capture
-from analysis.run_summary import load_json, union_ns
+from analysis.model import gpu_jobs
+
+from analysis.common import layout
+from analysis.common.errors import AnalysisInputError
+from analysis.common.gzfiles import existing_capture
+from analysis.model.run_summary import load_json, union_ns
 
 
 @dataclass(frozen=True)
@@ -248,7 +250,7 @@ class ReplayRow:
     passes: int | None  # None: a report older than ncu's replay record
     backed_up_bytes: float | None  # device memory ncu saved before the passes, summed over the passes
     call_s: float | None  # the profiled call's host seconds (ncu-run.json host_wall_s "compute")
-    collection: str  # analysis.ncu.Launch.collection of its launches ("full", "full_set_less", "metrics")
+    collection: str  # analysis.readers.ncu.Launch.collection of its launches ("full", "full_set_less", "metrics")
 
     @property
     def ms_per_pass(self) -> float | None:
@@ -257,9 +259,9 @@ class ReplayRow:
 
 def ncu_replays(captures_dir: str) -> tuple[ReplayRow, ...]:
     """Every ncu capture under ``captures_dir`` (``<recipe>/<variant>/n<size>/ncu.ncu-rep``, or
-    ``.gz``), read through analysis.ncu (one child process per report: about a second each), the
+    ``.gz``), read through analysis.readers.ncu (one child process per report: about a second each), the
     costliest profiled call first."""
-    from analysis import ncu as ncu_reader  # noqa: PLC0415 (the native module loads only when asked)
+    from analysis.readers import ncu as ncu_reader  # noqa: PLC0415 (the native module loads only when asked
 
     rows = []
     for rel, folder in run_folders(captures_dir):

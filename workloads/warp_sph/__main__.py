@@ -1,6 +1,6 @@
 import sys
 
-from workloads.runner import main
+from workloads.harness.runner import main
 from workloads.warp_sph import RECIPE
 
 sys.exit(main(RECIPE))

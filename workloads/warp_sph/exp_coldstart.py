@@ -24,7 +24,7 @@ all three float32 kernel modules) this runs new processes of the recipe, one fra
 Each child records Warp's own per-module messages, "Module <name> <hash> load on device ... took
 <ms> ms (compiled|cached)", captured through ``warp.set_logger``, and wall-clock phases: import,
 ``wp.init``, setup (inputs, module loads of graph variants, capture), first frame, a second frame.
-Caches live in ``DIR/cache/<tag>-*`` and are deleted through ``workloads.tools.cold.safe_rmtree``
+Caches live in ``DIR/cache/<tag>-*`` and are deleted through ``workloads.harness.cold.safe_rmtree``
 (never a user's cache). Files: ``coldstart.json`` and ``compile_time_trace_<variant>_<module>.json``.
 """
 from __future__ import annotations
@@ -41,10 +41,12 @@ from typing import Sequence
 #: when this module was imported: the child's interpreter and the suite are up, Warp not yet
 _IMPORTED_UNIX_NS = time.time_ns()
 
-from workloads import gpu_turn, provenance, settings  # noqa: E402
+from workloads import settings  # noqa: E402
+
+from workloads.harness import gpu_turn, provenance
 from workloads.contract import WorkloadError  # noqa: E402
-from workloads.runner import free_device_and_end_turn, write_json_atomic  # noqa: E402
-from workloads.tools.cold import cache_root, fresh_cache_env, safe_rmtree  # noqa: E402
+from workloads.harness.runner import free_device_and_end_turn, write_json_atomic  # noqa: E402
+from workloads.harness.cold import cache_root, fresh_cache_env, safe_rmtree  # noqa: E402
 from workloads.tools.coldwarm import NO_PTX_JIT, driver_compiled, folder_size, run_recording  # noqa: E402
 
 #: Warp's module-load line (warp/_src/context.py, Module.load's ScopedTimer)

@@ -21,7 +21,7 @@ one ``ScopedTimer`` and one NVTX range (domain ``cookbook.warp_sph``, message
 
 So one process gives both numbers for the same launches: Warp's event times in
 ``scoped_timer.json`` and nsys' CUPTI kernel records in ``nsys.sqlite``; the report section
-``analysis/sections/warp_sph_timers.py`` pairs them by frame (NVTX range) and activity name.
+``analysis/report/sections/warp_sph_timers.py`` pairs them by frame (NVTX range) and activity name.
 Files: ``scoped_timer.json``, ``nsys.sqlite`` (and ``nsys.nsys-rep``, which the reference copy
 does not keep).
 """
@@ -37,9 +37,9 @@ import sys
 import tempfile
 from typing import Sequence
 
-from workloads import provenance
+from workloads.harness import provenance
 from workloads.contract import WorkloadError
-from workloads.runner import write_json_atomic
+from workloads.harness.runner import write_json_atomic
 
 #: the NVTX domain of the experiment's per-frame ranges
 NVTX_DOMAIN = "cookbook.warp_sph"
