@@ -6,7 +6,6 @@ import csv
 import decimal
 import io
 import json
-import re
 from typing import Any, Callable
 
 from analysis.readers.nsys.stats import Header, Rows
