@@ -440,7 +440,7 @@ def test_jax_warp_and_pycuda_runs_get_their_recipes_shared_folder_except_nsys_ru
 _TURN_CHILD = ("import os, sys, time; time.sleep({before}); b = {barrier!r}\n"
                "if b:\n os.makedirs(b, exist_ok=True); open(os.path.join(b, str(os.getpid())), 'w').close()\n"
                " while len(os.listdir(b)) < {count}: time.sleep(0.02)\n"
-               "from workloads import gpu_turn\n"
+               "from workloads.harness import gpu_turn\n"
                "t = gpu_turn.take_turn('probe'); print(t['waited_s'] if t else 'none'); time.sleep({inside})")
 
 
@@ -513,7 +513,7 @@ def test_a_turn_whose_process_died_ends_when_the_jobs_next_turn_starts(tmp_path)
     """A process that dies inside its turn (os._exit skips the end it would write, as a crash under
     nsys did) held the GPU until the OS let go of its lock: no later than the next turn's start."""
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    take = "from workloads import gpu_turn; import os, time; gpu_turn.take_turn('p'); time.sleep(0.2)"
+    take = "from workloads.harness import gpu_turn; import os, time; gpu_turn.take_turn('p'); time.sleep(0.2)"
     script = f"{sys.executable} -c \"{take}; os._exit(0)\"; sleep 0.5; {sys.executable} -c \"{take}\""
     r = subprocess.run([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path), "--gpus", "1",
                         "--turns", "--", "sh", "-c", script], cwd=REPO, env=env, capture_output=True, text=True,

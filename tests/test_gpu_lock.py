@@ -48,7 +48,7 @@ LAUNCHER = textwrap.dedent("""\
     import subprocess, sys
     program = ("import os, sys, time\\n"
                "if sys.argv[3] == 'turn':\\n"
-               "    from workloads import gpu_turn; gpu_turn.take_turn('probe')\\n"
+               "    from workloads.harness import gpu_turn; gpu_turn.take_turn('probe')\\n"
                "open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid()))\\n"
                "os.rename(sys.argv[1] + '.tmp', sys.argv[1])\\n"
                "while True: time.sleep(3600)\\n")
@@ -181,7 +181,7 @@ def test_several_jobs_given_the_same_gpu_by_hand_take_turns_on_it(tmp_path, fake
     """The default profile lets gpu=4 jobs through at once: with CUDA_VISIBLE_DEVICES=0 set by hand,
     a step's measurement runs (--turns) take turns on GPU 0's lock, never overlapping."""
     env = dict(fake_gpus, CUDA_VISIBLE_DEVICES="0")
-    code = ("import sys\nfrom workloads import gpu_turn\nt = gpu_turn.take_turn('probe')\n"
+    code = ("import sys\nfrom workloads.harness import gpu_turn\nt = gpu_turn.take_turn('probe')\n"
             "print(t['started_unix_ns'])\n")
     procs = [_cold(tmp_path / "w", env, code, extra=("--turns",), stdout=subprocess.PIPE) for _ in range(3)]
     outs = [p.communicate(timeout=120) for p in procs]

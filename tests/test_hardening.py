@@ -565,7 +565,7 @@ RECORD_GLOBS = {
 
 @pytest.mark.parametrize("kind", sorted(RECORD_GLOBS))
 def test_every_committed_record_passes_its_schema(kind):
-    from analysis.records import load_record
+    from analysis.model.records import load_record
 
     paths = sorted({p for pattern in RECORD_GLOBS[kind] for p in REPO.glob(pattern)})
     assert paths, kind
@@ -574,7 +574,7 @@ def test_every_committed_record_passes_its_schema(kind):
 
 
 def test_the_cold_start_summary_passes_the_schema_the_index_reads_it_with(tmp_path):
-    from analysis.records import load_record
+    from analysis.model.records import load_record
 
     out = tmp_path / "coldstart.json"
     records = sorted((H200 / "coldstart").glob("*.json"))
