@@ -706,3 +706,17 @@ def compare_side(key):
                       + glob.glob(f"{folder.rstrip('/')}/**/timing.json.gz", recursive=True))
 
     return inputs
+
+
+def optional_figures_published(product):
+    """Shell commands publishing a workload page's OPTIONAL_FIGURES with it: each copied where the
+    report drew it, else an earlier copy removed."""
+    workload = product[: -len(".md")] if product.endswith(".md") else None
+    if workload not in RECIPES:
+        return ""
+    out = ""
+    for f in OPTIONAL_FIGURES:
+        src = shlex.quote(f"{REPORTS}/live/figures/{workload}_{f}.png")
+        dst = shlex.quote(f"reports/figures/{workload}_{f}.png")
+        out += f"; if [ -e {src} ]; then cp {src} {dst}; else rm -f {dst}; fi"
+    return out

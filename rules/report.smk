@@ -91,20 +91,6 @@ rule gpu_jobs:
         " --figure {output.figure:q} > {log:q} 2>&1"
 
 
-def optional_figures_published(product):
-    """Shell commands publishing a workload page's OPTIONAL_FIGURES with it: each copied where the
-    report drew it, else an earlier copy removed."""
-    workload = product[: -len(".md")] if product.endswith(".md") else None
-    if workload not in RECIPES:
-        return ""
-    out = ""
-    for f in OPTIONAL_FIGURES:
-        src = shlex.quote(f"{REPORTS}/live/figures/{workload}_{f}.png")
-        dst = shlex.quote(f"reports/figures/{workload}_{f}.png")
-        out += f"; if [ -e {src} ]; then cp {src} {dst}; else rm -f {dst}; fi"
-    return out
-
-
 rule publish:
     """Copy one live product (page or figure) into reports/."""
     input:
