@@ -1,4 +1,4 @@
-"""workloads.tools.pipeline_time on real GPU job records: the two-GPU pipeline run of
+"""analysis.cli.pipeline_time on real GPU job records: the two-GPU pipeline run of
 pycuda_kernel (reports/reference/h200x2/gpu-jobs) and the SLURM run (tests/data/gpu_jobs)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from analysis.model import gpu_jobs
 from conftest import REPO
-from workloads.tools import pipeline_time
+from analysis.cli import pipeline_time
 
 TWO_GPU_RUN = REPO / "reports" / "reference" / "h200x2" / "gpu-jobs"
 SLURM_RUN = REPO / "tests" / "data" / "gpu_jobs" / "slurm_h200x2"
@@ -54,10 +54,10 @@ def test_suite_jobs_are_not_a_recipe():
 
 
 def test_command_line_prints_the_tables_and_refuses_a_folder_without_records(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", str(TWO_GPU_RUN)],
+    out = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time", str(TWO_GPU_RUN)],
                          cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert "| kind | jobs | GPU-job s |" in out and "| recipe/variant |" in out and "wall" in out
-    bad = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", str(tmp_path)],
+    bad = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time", str(tmp_path)],
                          cwd=REPO, capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no GPU job records" in bad.stderr
 
@@ -93,15 +93,15 @@ def test_phases_add_up_to_the_run_records_of_the_h100_reference():
 
 
 def test_command_line_prints_the_phases_of_a_reference_alone(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", "--captures", str(H100_REFERENCE)],
+    r = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time", "--captures", str(H100_REFERENCE)],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("## Phases inside the runs")
     assert "| kind | runs |" in r.stdout and "| setup s | warm-up s | timed samples s |" in r.stdout
-    empty = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", "--captures", str(tmp_path)],
+    empty = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time", "--captures", str(tmp_path)],
                            capture_output=True, text=True, cwd=REPO)
     assert empty.returncode == 2 and "no run records" in empty.stderr
-    neither = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time"], capture_output=True, text=True,
+    neither = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time"], capture_output=True, text=True,
                              cwd=REPO)
     assert neither.returncode == 2 and "give RESULTS_DIR, --captures DIR, or both" in neither.stderr
 
@@ -144,11 +144,11 @@ def test_ncu_replays_sum_what_ncu_recorded_of_each_launch(tmp_path):
 
 
 def test_command_line_prints_the_replays_only_when_asked(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", "--captures", str(H200_REFERENCE),
+    r = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time", "--captures", str(H200_REFERENCE),
                         "--ncu"], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
     assert "## Nsight Compute's replays" in r.stdout and "| cudf_groupby/agg_all/n50000000 | full_set_less | 1 |" in r.stdout
-    plain = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", "--captures", str(H200_REFERENCE)],
+    plain = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time", "--captures", str(H200_REFERENCE)],
                            capture_output=True, text=True, cwd=REPO)
     assert "Nsight Compute's replays" not in plain.stdout
 
@@ -223,7 +223,7 @@ def test_command_line_prints_the_start_ups_and_names_a_job_whose_record_is_missi
     shutil.copytree(HANDED_RUN / "gpu-jobs", run / "gpu-jobs")
     shutil.copytree(HANDED_RUN / "coldstart", run / "captures" / "coldstart")
     (run / "captures" / "coldstart" / "cupy_sqdiff_fused.json").unlink()
-    out = subprocess.run([sys.executable, "-m", "workloads.tools.pipeline_time", str(run)],
+    out = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time", str(run)],
                          cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert f"No step's run records in {run / 'captures'} yet: no phases." in out
     assert "| recipe/variant | processes | launch to first result s | GPU held s | GPU held beyond s |" in out

@@ -101,7 +101,7 @@ def analysis_metrics() -> tuple[str, ...]:
 
 #: what ncu records about its own replay of each launch, in every report whatever was collected: the
 #: passes it replayed the kernel for, and the device memory it saved before them and restored between
-#: them (workloads.tools.pipeline_time: what a profiled step cost)
+#: them (analysis.cli.pipeline_time: what a profiled step cost)
 REPLAY_METRICS = ("profiler__replayer_passes", "profiler__replayer_bytes_mem_backed_up.sum")
 
 

@@ -1,10 +1,10 @@
 """Where a pipeline run's GPU time went: GPU-job seconds by kind of job, by recipe and by variant,
 and the run's wall time, from the GPU job records every GPU job writes (workloads.tools.gpu_jobs).
 
-    python -m workloads.tools.pipeline_time results            # the latest run in results/gpu-jobs
-    python -m workloads.tools.pipeline_time results --all-runs # every run the folder holds
-    python -m workloads.tools.pipeline_time --captures reports/reference/h100   # phases only
-    python -m workloads.tools.pipeline_time results --ncu      # and what each ncu run replayed
+    python -m analysis.cli.pipeline_time results            # the latest run in results/gpu-jobs
+    python -m analysis.cli.pipeline_time results --all-runs # every run the folder holds
+    python -m analysis.cli.pipeline_time --captures reports/reference/h100   # phases only
+    python -m analysis.cli.pipeline_time results --ncu      # and what each ncu run replayed
 
 The records say when each job started and ended and what it ran, so the tables are the jobs' own
 wall times: a job's setup (imports, input generation, the float64 check) counts with its
@@ -302,7 +302,7 @@ def format_replays(rows: Sequence[ReplayRow], heading: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workloads.tools.pipeline_time", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m analysis.cli.pipeline_time", description=__doc__.split("\n\n")[0])
     p.add_argument("results_dir", nargs="?", default=None,
                    help="the pipeline's work folder (config work_dir, e.g. results): its gpu-jobs/ holds the GPU job "
                         "records (a folder of records is taken as it is), its captures/ the runs' own records")
