@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from analysis.common.errors import AnalysisInputError, UnknownSchemaVersion
+from analysis.model.records import TIMED_RUN
 from analysis.model.run_summary import check_json, load_json
 
 #: the version workloads/harness/runner.py writes; 1: records without the field
@@ -20,23 +21,20 @@ KNOWN_VERSIONS = (1, 2)
 
 _NUMBER = {"type": "number"}
 _MS = {"type": "number", "exclusiveMinimum": 0}
-_OBJECT_OR_NULL = {"type": ["object", "null"]}
 
-#: what compare reads from a timed record (the runner writes more)
+#: what compare reads from a timed record: the run summary's schema of it (analysis.model.records.
+#: TIMED_RUN) for the step and its work, with fewer fields required (a reference's record of an earlier
+#: version may lack them), times strictly positive, and the provenance fields that tell machines apart
 TIMED_RECORD_SCHEMA = {
     "type": "object",
     "required": ["workload", "variant", "size", "times_ms", "work"],
     "properties": {
+        **{k: TIMED_RUN["properties"][k] for k in ("workload", "variant", "size", "telemetry", "host_load")},
         "schema_version": {"type": "integer"},
-        "workload": {"type": "string", "minLength": 1},
-        "variant": {"type": "string", "minLength": 1},
-        "size": {"type": "integer", "minimum": 1},
         "times_ms": {"type": "array", "minItems": 1, "items": _MS},
         "host_call_ms": {"type": "array", "items": _NUMBER},
         "work": {"type": "object", "additionalProperties": {"type": ["number", "string", "null"]}},
         "timing": {"type": "object", "properties": {"median_ms": _MS}},
-        "telemetry": _OBJECT_OR_NULL,
-        "host_load": _OBJECT_OR_NULL,
         "provenance": {
             "type": ["object", "null"],
             "properties": {

@@ -18,7 +18,6 @@ import pathlib
 import re
 import sqlite3
 import weakref
-from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from analysis.common.errors import AnalysisInputError, DamagedExport
@@ -160,7 +159,7 @@ _EXACT_KINDS: dict[str, frozenset[type]] = {k: frozenset(v) for k, v in _KINDS.i
 def open_read_only(path: str | os.PathLike) -> sqlite3.Connection:
     """A read-only connection to the SQLite file at ``path``; the path percent-encoded into the URI,
     so that a ``#``, ``?`` or ``%`` in it names the file rather than ending the path."""
-    return sqlite3.connect(pathlib.Path(path).resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+    return sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)
 
 
 def _remove_file(path: str) -> None:
@@ -643,7 +642,7 @@ class Trace:
 def read_only_uri(path: str | os.PathLike) -> str:
     """SQLite's read-only URI of ``path``, percent-encoded: a ``#``, ``?`` or ``%`` in a file name
     is part of the name, not the URI's fragment, query or an escape."""
-    return Path(os.path.abspath(path)).as_uri() + "?mode=ro"
+    return pathlib.Path(path).resolve().as_uri() + "?mode=ro"
 
 
 def missing_tables(path: str, required: Sequence[str]) -> list[str]:
