@@ -11,7 +11,7 @@ import pytest
 
 from analysis.model import floors, limiter
 
-from analysis.report import markdown, roofline
+from analysis.report import markdown, page_text, roofline
 from analysis.model.limiter import Kind, Unit, advice
 from analysis.readers.ncu import read_launches, read_raw_csv
 
@@ -395,7 +395,7 @@ def test_roofline_figure_draws(tmp_path):
 # --- the report hooks ---------------------------------------------------------------------------
 
 def test_cudf_report_shows_its_ncu_launches_with_their_limiter(tmp_path):
-    from analysis.report import report_model
+    from analysis.model import report_model
     from analysis.model.run_summary import summarize_run
     from workloads.registry import BY_NAME
 
@@ -407,18 +407,18 @@ def test_cudf_report_shows_its_ncu_launches_with_their_limiter(tmp_path):
     pool_step = next(s for s in m.ladder[50000000] if s.variant == "split_agg_pool")
     assert (pool_step.limiter.kind, pool_step.limiter.unit) == (Kind.MEMORY, Unit.L2)
     assert "profile of `split_agg`" in pool_step.limiter.source
-    assert "(raw page only)" not in m.ncu_coverage
+    assert "(raw page only)" not in page_text.coverage_text(m)
     raw_only = tmp_path / "agg_all"
     shutil.copytree(REFERENCE / "cudf_groupby" / "agg_all" / "n50000000", raw_only,
                     ignore=shutil.ignore_patterns("ncu.ncu-rep*"))
     runs = [summarize_run(str(raw_only)) if r["variant"] == "agg_all" else r for r in by_size[50000000]]
-    assert "`agg_all` (raw page only)" in report_model.ncu_coverage({50000000: runs})
+    assert "`agg_all` (raw page only)" in page_text.ncu_coverage_text(report_model.ncu_coverage({50000000: runs}))
 
 
 def test_coverage_line_names_the_profiled_variants_and_the_twins():
-    from analysis.report import report_model
+    from analysis.model import report_model
 
-    line = report_model.ncu_coverage(_by_size("numba_ufunc"))
+    line = page_text.ncu_coverage_text(report_model.ncu_coverage(_by_size("numba_ufunc")))
     assert "profiled at size 268435456: `baseline`, `streams`" in line
     assert "`device_resident` (runs the kernels of `baseline`)" in line
 
@@ -446,7 +446,7 @@ def test_host_and_unprofiled_steps_have_no_kernel_floor():
 def test_the_report_names_each_floor_for_what_it_is():
     """numba device_resident stands on its issue-slot floor; the minimum-work floor (declared bytes at
     the measured copy rate) stays beside it; a host-link step's floor is its copies at the pinned rate."""
-    from analysis.report import report_model
+    from analysis.model import report_model
     from workloads.registry import BY_NAME
 
     runs = _runs("numba_ufunc", 268435456)
@@ -462,20 +462,20 @@ def test_the_report_names_each_floor_for_what_it_is():
 
 
 def test_cupy_fused_under_its_minimum_work_floor_is_explained_as_a_copy_rate():
-    from analysis.report import report_model
+    from analysis.model import report_model
     from workloads.registry import BY_NAME
 
     m = report_model.build(BY_NAME["cupy_sqdiff"], _by_size("cupy_sqdiff"),
                            json.loads((REFERENCE / "ceilings.json").read_text()), verdicts_wanted="result")
-    text = m.result.takeaway
+    text = page_text.takeaway(m.result)
     assert "served from L2" not in text
     fused = next(s for s in m.ladder[16384] if s.variant == "fused")
     if fused.time_over_floor < 1.0:
-        assert "measured copy rate" in report_model._floors_text(fused)
+        assert "measured copy rate" in page_text.floors_text(fused)
 
 
 def test_warp_minimum_work_floor_rests_on_the_bytes_ncu_measured():
-    from analysis.report import report_model
+    from analysis.model import report_model
 
     runs = _runs("warp_sph", 62500)
     pool = limiter.pool_of(runs)
@@ -518,7 +518,7 @@ def test_jax_ncu_filter_matches_the_kernel_that_dominates_each_profiled_step_at_
 def test_no_ncu_rule_the_pages_carry_contradicts_the_limiter(workload):
     """Every rule a page's ncu table carries is consistent with the measured limiter of the launch it
     comes from: each step's own launch of the kernel that holds its time."""
-    from analysis.report import report_model
+    from analysis.model import report_model
 
     for size, runs in _by_size(workload).items():
         rows = report_model.ncu_rule_rows(runs)
@@ -535,7 +535,7 @@ def test_no_ncu_rule_the_pages_carry_contradicts_the_limiter(workload):
 def test_a_dram_bound_kernel_does_not_quote_the_under_utilized_pipes_rule():
     """ncu flags HighPipeUtilization ('all compute pipelines are under-utilized') on CuPy's DRAM-bound
     raw kernel; the page leaves it out."""
-    from analysis.report import report_model
+    from analysis.model import report_model
 
     run = _run("cupy_sqdiff", "raw_kernel", 16384)
     launch = report_model.hot_launch(run)
@@ -548,7 +548,7 @@ def test_a_dram_bound_kernel_does_not_quote_the_under_utilized_pipes_rule():
 
 def test_warp_quotes_rules_of_its_hot_kernel_not_the_first_profiled_one():
     """Warp's first profiled launch is `count_cells` (4 µs); the time is in the neighbour kernels."""
-    from analysis.report import report_model
+    from analysis.model import report_model
 
     run = _run("warp_sph", "cell_list", 62500)
     assert not limiter.kernel_key(run["ncu"][0]["kernel_name"]).startswith(

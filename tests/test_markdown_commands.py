@@ -3,7 +3,7 @@ which runs exactly those commands."""
 import subprocess
 
 from analysis.report import markdown as md
-from analysis.report import report_model as rm
+from analysis.model import report_model as rm
 
 
 def _command(tool: str, variant: str, size: int = 62500) -> rm.Command:

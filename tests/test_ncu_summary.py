@@ -99,7 +99,8 @@ def test_a_launch_profiled_for_the_pages_metrics_alone_has_them_all_and_no_rules
     and names the collection; the coverage line says the step carries no ncu rules, and the rule
     table leaves it out rather than showing it as not flagged."""
     from analysis.readers import ncu
-    from analysis.report.report_model import ncu_coverage, ncu_rule_rows
+    from analysis.model.report_model import ncu_coverage, ncu_rule_rows
+    from analysis.report.page_text import ncu_coverage_text
     from analysis.model.run_summary import summarize_ncu
 
     folder = REPO / "tests" / "data" / "ncu_collection_h200"
@@ -117,7 +118,7 @@ def test_a_launch_profiled_for_the_pages_metrics_alone_has_them_all_and_no_rules
     assert {launch["collection"] for launch in full} == {"full"}
     runs = [{"workload": "cupy_sqdiff", "variant": "fused", "size": 16384, "ncu": summary},
             {"workload": "cupy_sqdiff", "variant": "raw_kernel", "size": 16384, "ncu": full}]
-    line = ncu_coverage({16384: runs})
+    line = ncu_coverage_text(ncu_coverage({16384: runs}))
     assert line.startswith("Nsight Compute (`--set full`: `raw_kernel`; only the metrics this page reads "
                            "(`--metrics`; no ncu rules): `fused`) profiled")
     assert all(list(cells) == ["raw_kernel"] for _, cells, _, _ in ncu_rule_rows(runs))
@@ -130,7 +131,8 @@ def test_metrics_only_steps_of_recipes_without_tensor_work_leave_the_tensor_coun
     them, and the coverage line names what CuPy's left out."""
     from analysis.readers import ncu
     from analysis.model.limiter import TENSOR_PRECISIONS
-    from analysis.report.report_model import ncu_coverage
+    from analysis.model.report_model import ncu_coverage
+    from analysis.report.page_text import ncu_coverage_text
     from analysis.model.run_summary import summarize_ncu
 
     ref = REPO / "reports" / "reference" / "h200"
@@ -153,7 +155,7 @@ def test_metrics_only_steps_of_recipes_without_tensor_work_leave_the_tensor_coun
     runs = [{"workload": "cupy_sqdiff", "variant": v, "size": 16384,
              "ncu": summarize_ncu(str(ref / f"cupy_sqdiff/{v}/n16384/ncu.ncu-rep.gz"))}
             for v in ("fused", "raw_kernel")]
-    assert ncu_coverage({16384: runs}).startswith(
+    assert ncu_coverage_text(ncu_coverage({16384: runs})).startswith(
         "Nsight Compute (`--set full`: `raw_kernel`; only the metrics this page reads, less the tensor-core "
         "operation counts (the recipe's kernels run none, as its full-set step counts: `tensor_ops` in "
         "`rules/config.yaml`) (`--metrics`; no ncu rules): `fused`) profiled")

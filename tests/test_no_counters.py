@@ -219,7 +219,7 @@ def test_diagnose_without_any_ncu_profile_is_evidence_limited(tmp_path):
     # the index says the run had no counters, and why
     pre = json.loads((REFERENCE / "preflight.json").read_text())
     pre["counters"] = preflight.counter_access(_stand_in_ncu(tmp_path))
-    from analysis.report import report_model
+    from analysis.model import report_model
     from workloads.registry import BY_NAME
 
     ceilings_record = json.loads((REFERENCE / "ceilings.json").read_text())

@@ -105,7 +105,7 @@ def test_figures_are_deterministic(tmp_path, draw):
 def test_report_lists_findings_and_copy_throughput():
     import json
 
-    from analysis.report import report_model
+    from analysis.model import report_model
     from workloads.registry import BY_NAME
 
     with open(REFERENCE / "ceilings.json") as f:
@@ -259,7 +259,7 @@ def test_roof_labels_sit_on_their_lines_and_the_legend_is_off_the_data(monkeypat
 def test_ladder_and_busy_titles_fit_and_legends_stay_off_the_data(monkeypatch, tmp_path, workload):
     import json
 
-    from analysis.report import report_model
+    from analysis.model import report_model
     from workloads.registry import BY_NAME
 
     with open(REFERENCE / "ceilings.json") as f:

@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from analysis.report import report_model
+from analysis.model import report_model
+from analysis.report import page_text
 from conftest import REFERENCE, REPO, has_timing_record, reference_ceilings, reference_runs, summary_of
 from workloads.contract import Recipe, WorkloadError
 from workloads.registry import BY_NAME, RECIPES
@@ -80,11 +81,11 @@ def test_a_ladder_that_starts_after_the_recipes_baseline_says_so():
     assert {"baseline", "jit"} <= {r["variant"] for r in by_size[512]}
     model = report_model.build(BY_NAME["jax_matmul"], by_size, reference_ceilings("jax_matmul"))
     assert model.result.size == 8192 and model.result.baseline.variant == "float32"
-    assert model.result.baseline_label == "the first step run at size 8192"
+    assert page_text.baseline_label(model.result) == "the first step run at size 8192"
     box = "\n".join(markdown.result_box(model))
     assert "**Best step against the first step run at size 8192:**" in box and "against the baseline" not in box
-    small = report_model.result_box(model.ladder[512], model.timer)
-    assert small.baseline.variant == "baseline" and small.baseline_label == "the baseline"
+    small = report_model.result_box(model.ladder[512])
+    assert small.baseline.variant == "baseline" and page_text.baseline_label(small) == "the baseline"
 
 
 def test_cudf_pool_steps_compare_with_their_parents():
@@ -168,7 +169,7 @@ def test_the_limiter_slot_is_one_swappable_function(monkeypatch):
 
 
 def test_markdown_does_not_import_matplotlib():
-    r = subprocess.run([sys.executable, "-c", "import sys, analysis.report.markdown, analysis.report.report_model; "
+    r = subprocess.run([sys.executable, "-c", "import sys, analysis.report.markdown, analysis.model.report_model; "
                         "print('matplotlib' in sys.modules)"], cwd=REPO, capture_output=True, text=True)
     assert r.stdout.strip() == "False", r.stderr
 
@@ -210,7 +211,7 @@ def test_first_screen_holds_the_result_box_and_the_ladder(page):
     lines = page.read_text().splitlines()
     first = "\n".join(lines[:30])
     # against the baseline, or the first step run at the result's size where the baseline is not (JAX)
-    against = _model(page.stem).result.baseline_label
+    against = page_text.baseline_label(_model(page.stem).result)
     assert "> **Result at size" in first and f"**Best step against {against}:**" in first
     # the box's limiter and advice are about the step it reports, named
     assert f"**What limits `{_model(page.stem).result.best.variant}`:**" in first and "**Next thing to try:**" in first
@@ -332,7 +333,8 @@ def test_commands_come_from_the_gpu_job_records_of_the_latest_run():
 
     records = _gpu_job_records(str(GPU_JOBS))
     by_size = _by_size("pycuda_kernel")
-    cmds, note = report_model.commands(BY_NAME["pycuda_kernel"], by_size, records)
+    cmds, from_records, commits = report_model.commands(BY_NAME["pycuda_kernel"], by_size, records)
+    note = page_text.commands_note(from_records, commits)
     assert {c.tool for c in cmds} == {"timed", "nsys", "ncu"}
     assert len(cmds) == len(set(cmds))
     assert all(c.argv[c.argv.index("-m") - 1] == "python" for c in cmds)  # no host path to the interpreter
@@ -341,7 +343,8 @@ def test_commands_come_from_the_gpu_job_records_of_the_latest_run():
     assert "faaee1d" not in capture_commits
     assert "faaee1d" in note and all(c in note for c in capture_commits)
     # without records: the program each nsys capture recorded, and the page says the rest is unknown
-    cmds, note = report_model.commands(BY_NAME["pycuda_kernel"], by_size, [])
+    cmds, from_records, commits = report_model.commands(BY_NAME["pycuda_kernel"], by_size, [])
+    note = page_text.commands_note(from_records, commits)
     assert "no GPU job records" in note and {c.tool for c in cmds} == {"nsys"}
     assert len(cmds) == sum(len(runs) for runs in by_size.values())
 
@@ -384,7 +387,7 @@ def test_provenance_names_the_clocks_nvml_recorded_and_both_nsys_versions():
     preflight = json.loads((REFERENCE / "preflight.json").read_text())
     model = report_model.build(BY_NAME["jax_matmul"], _by_size("jax_matmul"), reference_ceilings("jax_matmul"),
                                tools=preflight, verdicts_wanted="none")
-    rows = dict(model.provenance.rows)
+    rows = dict(page_text.provenance_rows(model.provenance))
     assert rows["clocks"].startswith("SM clock while timed (NVML) ") and "MHz" in rows["clocks"]
     assert "not recorded" not in rows["clocks"]
     nsys = rows["Nsight Systems; Nsight Compute"].split("; ")[0]
@@ -398,7 +401,8 @@ def test_ncu_coverage_names_the_steps_profiled_without_the_instrumented_sections
     lacks the marker only InstructionStats collects, and the coverage line says which step was
     profiled so instead of claiming the full set for it."""
     from analysis.readers import ncu
-    from analysis.report.report_model import ncu_coverage
+    from analysis.model.report_model import ncu_coverage
+    from analysis.report.page_text import ncu_coverage_text
     from analysis.model.run_summary import summarize_ncu
 
     folder = REPO / "tests" / "data" / "ncu_sections_h100"
@@ -412,11 +416,11 @@ def test_ncu_coverage_names_the_steps_profiled_without_the_instrumented_sections
     def run(variant, launches):
         return {"variant": variant, "ncu": launches, "ncu_source": "ncu-raw.csv"}
 
-    both = ncu_coverage({10_000_000: [run("split_agg", full), run("agg_all", lean)]})
+    both = ncu_coverage_text(ncu_coverage({10_000_000: [run("split_agg", full), run("agg_all", lean)]}))
     assert both.startswith("Nsight Compute (`--set full`: `split_agg`; `--set full` less SourceCounters and "
                            "InstructionStats, the sections that patch the kernel's code and whose metrics only kernel "
                            "pages read: `agg_all`) profiled")
-    assert ncu_coverage({10_000_000: [run("split_agg", full)]}).startswith("Nsight Compute (`--set full`) profiled")
+    assert ncu_coverage_text(ncu_coverage({10_000_000: [run("split_agg", full)]})).startswith("Nsight Compute (`--set full`) profiled")
 
 
 def test_a_finding_of_the_first_calls_alone_says_so_instead_of_up_to_0_ms():
@@ -425,7 +429,7 @@ def test_a_finding_of_the_first_calls_alone_says_so_instead_of_up_to_0_ms():
     import types
 
     from analysis.report import markdown
-    from analysis.report import report_model as rm
+    from analysis.model import report_model as rm
     from conftest import REFERENCE, summary_of
 
     run = summary_of(REFERENCE / "warp_sph" / "baseline" / "n62500")
@@ -444,7 +448,8 @@ def test_a_launch_profiled_with_a_recipes_own_section_list_names_the_full_set_se
     identifiers its report holds; a full-set and a metrics-only report lack none. The coverage line
     names both reasons."""
     from analysis.readers import ncu
-    from analysis.report.report_model import ncu_coverage
+    from analysis.model.report_model import ncu_coverage
+    from analysis.report.page_text import ncu_coverage_text
 
     h100 = REPO / "reports" / "reference" / "h100"
 
@@ -464,7 +469,7 @@ def test_a_launch_profiled_with_a_recipes_own_section_list_names_the_full_set_se
         return {"variant": variant, "ncu": [{"kernel_name": one.kernel_name, "collection": one.collection,
                                              "sections_left_out": list(one.sections_left_out)}]}
 
-    line = ncu_coverage({50_000_000: [run("split_agg", only_metrics), run("agg_all", lean)]})
+    line = ncu_coverage_text(ncu_coverage({50_000_000: [run("split_agg", only_metrics), run("agg_all", lean)]}))
     assert line.startswith("Nsight Compute (`--set full` less SourceCounters and InstructionStats, the sections "
                            "that patch the kernel's code and whose metrics only kernel pages read; and less "
                            "MemoryWorkloadAnalysis, left out for the replay passes it costs (`rules/config.yaml` "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -111,6 +112,24 @@ def test_a_new_reference_replaces_the_old_one_whole(tmp_path):
     assert not (dst / "w" / "gone").exists()
     with pytest.raises(AnalysisInputError, match="refusing"):
         replace_reference(str(tmp_path / "captures"), str(tmp_path / "reports"))
+
+
+def test_a_new_reference_keeps_the_noise_model_of_the_old_one(tmp_path, capsys):
+    """The noise model is derived from several runs (docs/compare.md), not captured by one: a refresh
+    of the reference keeps it, says so, and compare still finds it."""
+    from analysis.model import noise
+    from analysis.readers.captures import replace_reference
+
+    src = tmp_path / "captures" / "w" / "v" / "n1"
+    src.mkdir(parents=True)
+    (src / "timing.json").write_text("{}")
+    dst = tmp_path / "reports" / "reference" / "h200"
+    dst.mkdir(parents=True)
+    shutil.copy2(REFERENCE / noise.NOISE_FILE, dst / noise.NOISE_FILE)
+    copied = replace_reference(str(tmp_path / "captures"), str(dst))
+    assert noise.NOISE_FILE in copied and "kept noise.json" in capsys.readouterr().err
+    assert (dst / noise.NOISE_FILE).read_bytes() == (REFERENCE / noise.NOISE_FILE).read_bytes()
+    assert noise.find_noise(str(dst)).steps == noise.find_noise(str(REFERENCE)).steps
 
 
 def test_a_whole_run_keeps_its_gpu_job_records_with_the_reference(tmp_path):

@@ -26,11 +26,11 @@ from analysis.cli import coldstart_cli, compare_cli, kernel_page_cli, multiproce
 from analysis.common import layout, leftovers
 from analysis.common.errors import AnalysisInputError
 from analysis.common.outputs import check_figure_target, check_target, check_targets, write_text_atomic
-from analysis.model import gpu_jobs, l2_modes
+from analysis.model import gpu_jobs, l2_modes, report_model
 from analysis.model.records import load_record
 from analysis.model.run_summary import load_json, load_summary, summarize_run
 from analysis.readers import captures
-from analysis.report import diagnose, gpu_jobs_markdown, kernel_page, markdown, perfetto, report_model, report_sections
+from analysis.report import diagnose, gpu_jobs_markdown, kernel_page, markdown, perfetto, report_sections
 from workloads.registry import BY_NAME
 
 

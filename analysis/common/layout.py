@@ -2,6 +2,7 @@
 (``reports/reference/<name>``): the one place they are spelled.
 
     <root>/ceilings.json                          the machine's measured ceilings
+    <root>/noise.json                             the between-run noise model (reference only)
     <root>/coldstart/<workload>_<variant>.json    cold/warm process records
     <root>/kernels/<page>/...                     single-kernel pages' captures
     <root>/<workload>/ceilings.json               a merged workload's own ceilings (reference only)
@@ -28,6 +29,9 @@ NSYS_EXPORT = "nsys.sqlite"
 NSYS_RUN = "nsys-run.json"
 NSYS_STATS = "nsys-stats"
 NCU_REPORT = "ncu.ncu-rep"
+#: a reference's between-run noise model (analysis.model.noise): derived from several runs, so a
+#: new reference of the same GPU keeps the old one's (analysis.readers.captures.replace_reference)
+NOISE = "noise.json"
 NCU_RAW = "ncu-raw.csv"
 #: per workload: <workload>/l2/<variant>/n<size>/timing-<warm|cold-l2>.json (rules/profile.smk: timed_l2)
 L2_DIR = "l2"

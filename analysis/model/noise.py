@@ -32,11 +32,12 @@ from typing import Literal, Mapping
 
 import numpy as np
 
+from analysis.common import layout
 from analysis.common.errors import AnalysisInputError
 from analysis.model.run_summary import check_json, load_json
 from analysis.model import verdicts
 
-NOISE_FILE = "noise.json"
+NOISE_FILE = layout.NOISE
 WIDTH_RESAMPLES = 999
 NOISE_SCHEMA_VERSION = 1
 #: two-sided 99% normal quantile: a between-run difference lies within K sqrt(2) log_sd 99% of the time

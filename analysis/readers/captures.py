@@ -98,6 +98,15 @@ def replace_reference(src: str, dst: str, gpu_jobs: str | None = None) -> list[s
             _remove_tree(parent, leftover)
     try:
         copied = copy_captures(src, fresh)
+        kept_noise = os.path.join(dst, layout.NOISE)
+        if not os.path.exists(os.path.join(fresh, layout.NOISE)) and os.path.isfile(kept_noise):
+            _own(parent, kept_noise)
+            # the noise model is derived from several runs, not captured by one: a new run of the same
+            # GPU keeps it until it is derived again (docs/compare.md)
+            shutil.copy2(kept_noise, os.path.join(fresh, layout.NOISE))
+            copied.append(layout.NOISE)
+            print(f"copy-captures: kept {layout.NOISE}, the previous reference's between-run noise model; derive "
+                  "it again with `python -m analysis noise` once runs of the new code are at hand", file=sys.stderr)
         if gpu_jobs is not None:
             records = sorted(n for n in os.listdir(gpu_jobs) if n.endswith(".json")) if os.path.isdir(gpu_jobs) else []
             if not records:

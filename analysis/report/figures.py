@@ -43,7 +43,7 @@ def ladder_figure(model, path: str) -> None:
     """The step ladder at each size: each step's median time per call (dot, IQR whiskers) against its
     minimum-work floor (red tick), joined by a line: the gap left; the floor of its measured limiter
     (open diamond) where it has one. Ladder order top to bottom; a log axis where the
-    times span more than 10× (a :class:`analysis.report.report_model.ReportModel`; nothing is computed here)."""
+    times span more than 10× (a :class:`analysis.model.report_model.ReportModel`; nothing is computed here)."""
     fig, panels = _size_panels(model)
     for ax, size, steps in panels:
         y = list(range(len(steps)))

@@ -1,12 +1,14 @@
-"""Markdown for the reports. A recipe's page formats its :class:`analysis.report.report_model.ReportModel`
-and computes nothing; the same model gives the same bytes."""
+"""Markdown for the reports. A recipe's page formats its :class:`analysis.model.report_model.ReportModel`
+(in the words of :mod:`analysis.report.page_text`) and computes nothing; the same model gives the
+same bytes."""
 from __future__ import annotations
 
 import re
 import shlex
 from typing import Sequence
 
-from analysis.report import report_model as rm
+from analysis.model import report_model as rm
+from analysis.report import page_text as pt
 from analysis.model import verdicts
 from analysis.common.outputs import write_text_atomic
 from workloads import sources
@@ -111,8 +113,8 @@ def provenance_table(prov: dict, tools: dict | None = None, extra: dict | None =
     if tools:
         rows += [("nsys", tools["nsys"]["version"]), ("ncu", tools["ncu"]["version"])]
     rows += [("Python", prov.get("python"))]
-    rows += [("packages", rm.packages_text(prov))]
-    rows += [("git commit", rm.describe_commit(prov)), ("captured (UTC)", prov.get("date_utc"))]
+    rows += [("packages", pt.packages_text(prov))]
+    rows += [("git commit", pt.describe_commit(prov)), ("captured (UTC)", prov.get("date_utc"))]
     rows += list((extra or {}).items())
     return table(("", "value"), rows)
 
@@ -130,7 +132,7 @@ def ceilings_table(ceilings: dict) -> str:
 def _cmp(c: rm.Comparison | None) -> str:
     if c is None:
         return "—"
-    return f"**{c.label}** {c.text.split(' ', 1)[1]}" if c.text else f"**{c.label}** {rm.ratio_text(c.speedup)}"
+    return f"**{c.label}** {c.text.split(' ', 1)[1]}" if c.text else f"**{c.label}** {pt.ratio_text(c.speedup)}"
 
 
 def _median(s: rm.Step) -> str:
@@ -141,15 +143,15 @@ def result_box(m: rm.ReportModel) -> list[str]:
     r = m.result
     best = (f"`{r.best.variant}` {_median(r.best)} ms against `{r.baseline.variant}` {_median(r.baseline)} ms: "
             + (f"{_cmp(r.best_vs_baseline)}" if r.best_vs_baseline
-               else f"{r.baseline_label} is the fastest step"))
+               else f"{pt.baseline_label(r)} is the fastest step"))
     return [
-        f"> **Result at size {r.size}.** {r.takeaway}",
+        f"> **Result at size {r.size}.** {pt.takeaway(r)}",
         ">",
-        f"> - **Best step against {r.baseline_label}:** {best} ({r.spread}).",
+        f"> - **Best step against {pt.baseline_label(r)}:** {best} ({pt.spread_text(m.timer)}).",
         f"> - **What limits `{r.best.variant}`:** {r.limiter.what} (from {r.limiter.source})"
         f"{_limiter_floor_clause(r.best)}.",
         f"> - **Next thing to try:** {r.limiter.advice}.",
-        *([">", f"> {m.ncu_coverage}"] if m.no_counters else []),
+        *([">", f"> {pt.coverage_text(m)}"] if not m.counters else []),
     ]
 
 
@@ -157,7 +159,7 @@ def _limiter_floor_clause(s: rm.Step) -> str:
     """'; 1.82× the floor of that limiter (...)' or why there is none."""
     if s.time_over_limiter_floor is None:
         return f"; no floor of that limiter ({s.limiter.floor_what})" if s.limiter.floor_what else ""
-    clause = f"; {rm.ratio_text(s.time_over_limiter_floor)} the floor of that limiter ({s.limiter.floor_what})"
+    clause = f"; {pt.ratio_text(s.time_over_limiter_floor)} the floor of that limiter ({s.limiter.floor_what})"
     return clause + _host_share_clause(s)
 
 
@@ -172,13 +174,13 @@ def _host_share_clause(s: rm.Step) -> str:
     # idle time only as the timed run confirms it: a timed median within nsys' busy time has none
     if not floor_ms or busy <= 0 or busy >= BUSY_SHARE_FOR_HOST_CLAUSE * s.median_ms:
         return ""
-    return (f"; the GPU is busy {busy:.4g} ms of each call (nsys), {rm.ratio_text(busy / floor_ms)} that floor: "
+    return (f"; the GPU is busy {busy:.4g} ms of each call (nsys), {pt.ratio_text(busy / floor_ms)} that floor: "
             f"the other {s.median_ms - busy:.3g} ms per call it waits on the host")
 
 
 def _floors_cell(s: rm.Step) -> str:
-    limiter_part = rm.ratio_text(s.time_over_limiter_floor) if s.time_over_limiter_floor is not None else "—"
-    return f"{rm.ratio_text(s.time_over_floor)}; {limiter_part}"
+    limiter_part = pt.ratio_text(s.time_over_limiter_floor) if s.time_over_limiter_floor is not None else "—"
+    return f"{pt.ratio_text(s.time_over_floor)}; {limiter_part}"
 
 
 def ladder_table(steps: Sequence[rm.Step], timer: str) -> str:
@@ -191,7 +193,7 @@ def ladder_table(steps: Sequence[rm.Step], timer: str) -> str:
 
 
 def step_sentences(steps: Sequence[rm.Step]) -> list[str]:
-    return [f"- `{s.variant}`: {s.summary}. Measured: {s.change}." for s in steps]
+    return [f"- `{s.variant}`: {s.summary}. Measured: {pt.change_text(s)}." for s in steps]
 
 
 def _details(summary: str, body: Sequence[str]) -> list[str]:
@@ -383,32 +385,32 @@ def size_details(m: rm.ReportModel, size: int) -> list[str]:
                  table(("step", "kernel time profiled", "declared MB", "DRAM MB (ncu)", "measured / declared",
                         "effective GB/s (declared bytes / median)", "DRAM GB/s achieved (ncu bytes / kernel time)",
                         "declared FLOPs", "executed FLOPs (ncu)", "measured / declared", "flag"),
-                       m.work_checks[size]), ""]
+                       pt.work_check_cells(m.work_checks[size])), ""]
     if m.ncu[size]:
         body += ["**Nsight Compute**, each step's first profiled launch of each kernel:", "", ncu_table(m.ncu[size]),
                  "", *ncu_rules_lines(m.ncu_rules[size])]
-    lines += list(m.no_counters.get(size, ()))
+    lines += list(pt.no_counters_lines(m, size))
     return lines + _details(f"Size {size}: rate, GPU busy (union of GPU work), copies by phase, kernels, ncu",
                             [line for line in body][:-1] if body and body[-1] == "" else body)
 
 
 def appendix(m: rm.ReportModel) -> list[str]:
-    lines = ["## Appendix", "", "### Provenance", "", table(("", "value"), m.provenance.rows), ""]
+    lines = ["## Appendix", "", "### Provenance", "", table(("", "value"), pt.provenance_rows(m.provenance)), ""]
     if m.provenance.other_runs:
         lines += ["Captured in another run than the one above (same GPU):", "",
-                  table(("run", "commit", "captured (UTC); packages"), m.provenance.other_runs), ""]
+                  table(("run", "commit", "captured (UTC); packages"), pt.other_run_rows(m.provenance)), ""]
     lines += ["### Definitions", "",
               "- *Reference rates measured in the same run*: "
               + "; ".join(f"`{n}` {rate:.1f} {unit} ({ms:.3f} ms)" for n, rate, unit, ms in m.ceilings) + ".",
               f"- *Runs*: recipe from {sources.cite(m.seed_document)}; every step run cold, timed and under "
-              "Nsight Systems, and checked against a float64 reference. " + m.ncu_coverage,
+              "Nsight Systems, and checked against a float64 reference. " + pt.coverage_text(m),
               f"- *Timer*: {m.timer}, after warm-up; the spread shown is the interquartile range of the repeats.",
               "- *Verdicts, the two floors, GPU busy and the limiter*: defined in the README's "
               "[What the reports say, and how](../README.md#what-the-reports-say-and-how) "
               f"(verdicts: a seeded bootstrap {int(100 * verdicts.CONFIDENCE)}% interval of the ratio of medians, "
               f"*same* within ±{verdicts.THRESHOLD:.0%}).",
               f"- *Size*: {m.size_meaning}.", "",
-              "### Commands", "", f"The exact commands: {m.commands_note}.", ""]
+              "### Commands", "", f"The exact commands: {pt.commands_note(m.commands_from_job_records, m.command_commits)}.", ""]
     if m.commands:
         lines += ["```sh", *command_lines(m.commands), "```", ""]
     return lines
@@ -613,11 +615,11 @@ def index_report(models: Sequence[rm.ReportModel], ceilings_record: dict, prefli
         against = "" if r.baseline.variant == first else f" (vs `{r.baseline.variant}`: `{first}` not in this run)"
         rows.append((f"[{m.title}]({m.name}.md)", len(m.ladder[r.size]), r.size, f"`{r.best.variant}`",
                      f"{r.best.median_ms:.4f}",
-                     ((r.best_vs_baseline.text or f"{r.best_vs_baseline.label} {rm.ratio_text(r.best_vs_baseline.speedup)}")
+                     ((r.best_vs_baseline.text or f"{r.best_vs_baseline.label} {pt.ratio_text(r.best_vs_baseline.speedup)}")
                       + against) if r.best_vs_baseline else "baseline is best" + against,
-                     f"{rm.ratio_text(r.best.time_over_floor)} ({r.best.floor_resource})",
+                     f"{pt.ratio_text(r.best.time_over_floor)} ({r.best.floor_resource})",
                      f"{r.best.limiter.what}"
-                     + (f", {rm.ratio_text(r.best.time_over_limiter_floor)} its floor"
+                     + (f", {pt.ratio_text(r.best.time_over_limiter_floor)} its floor"
                         if r.best.time_over_limiter_floor is not None else "")
                      + f" ({r.best.limiter.source})"))
     own = list(later_runs)

@@ -28,7 +28,7 @@ from analysis.report import mdtext
 from analysis.readers.nsys.trace import NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, Interval, Trace
 from workloads.annotate import (DOMAIN, MARK_COLOR, PHASE_COLORS, THIRDPARTY_COLOR, THIRDPARTY_DOMAIN,
                                 parse_range_name)
-from analysis.report.report_model import describe_commit, packages_text
+from analysis.report.page_text import describe_commit, packages_text
 
 _ID_BITS = 24
 _ID_MASK = (1 << _ID_BITS) - 1

@@ -1,6 +1,7 @@
 """The report of one recipe as data, built once from its run summaries: steps in ladder order with
 their floors, verdicts, busy time and limiter, the result box, findings grouped by fix, copies by
-phase, provenance and the commands the captures ran. :mod:`analysis.report.markdown` and
+phase, provenance and the commands the captures ran. The numbers only: the words are
+:mod:`analysis.report.page_text`'s, and :mod:`analysis.report.markdown` and
 :mod:`analysis.report.figures` format this model; they never read captures or compute numbers.
 
 Ladder order is the recipe's declaration (``Recipe.improves_on``, a static table in
@@ -18,12 +19,11 @@ import re
 from typing import Callable, Sequence
 
 from analysis.model import verdicts
-from analysis.model.floors import AT_RATE_FACTOR, Floor, floor
-from analysis.model.limiter import Kind, StepLimiter, Unit, fastest_steady_call
+from analysis.model.floors import Floor, floor
+from analysis.model.limiter import Kind, StepLimiter, fastest_steady_call
 from analysis.model.limiter import is_library_kernel  # noqa: F401 - tests read it here
 from analysis.model.limiter import advice as limiter_advice
-from analysis.readers.ncu import (COLLECTION_FULL, COLLECTION_METRICS, COLLECTION_SECTIONS, INSTRUMENTED_SECTIONS,
-                          TENSOR_OPS_LEFT_OUT)
+from analysis.readers.ncu import COLLECTION_FULL, COLLECTION_METRICS, COLLECTION_SECTIONS
 from analysis.model.run_summary import PHASES as RUN_PHASES
 from workloads import sources
 from workloads import frameworks
@@ -31,18 +31,13 @@ from analysis.model import limiter
 from analysis.model.limiter import kernel_key
 from analysis.model.limiter import host_time
 from analysis.model import no_counters
-from analysis.report import no_counters_text
+from analysis.model.limiter.work_check import WorkCheck
 
 CUDA_EVENTS = "CUDA events"
 
 #: the phases whose copies the pages show, in run order (analysis.model.run_summary.PHASES): not the check,
 #: whose copies are the suite's own gathering of a sampled result, no work of the recipe
 COPY_PHASES = tuple(p for p in RUN_PHASES if p != "check")
-
-def ratio_text(x: float) -> str:
-    """A speed-up or time-over-floor ratio with the digits that matter: 1068×, 54.1×, 1.85×."""
-    return f"{x:.0f}×" if x >= 100 else f"{x:.1f}×" if x >= 10 else f"{x:.2f}×"
-
 
 def timer_of(framework: str) -> str:
     return frameworks.framework(framework).timer
@@ -85,6 +80,17 @@ class BusyTime:
 
 
 @dataclasses.dataclass(frozen=True)
+class Moved:
+    """A measured quantity that moved against the parent step: ``unit`` "ms" (kernel time, copy time,
+    GPU idle, GPU busy per call), "" for counts (allocation calls in the steady calls) and for the set
+    of kernels per call (tuples)."""
+    quantity: str
+    before: float | int | tuple[int, ...]
+    after: float | int | tuple[int, ...]
+    unit: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class Step:
     variant: str
     improves_on: str | None
@@ -111,7 +117,10 @@ class Step:
     first_call_ms: float
     first_call_idle_ms: float
     limiter: StepLimiter
-    change: str  # what moved against the parent, measured
+    #: what moved against the parent, measured (:func:`moved`): the two largest time moves over 5%,
+    #: then the kernels per call and the allocation calls where they changed; None where the parent
+    #: did not run at this size (the page then gives the step's own busy time)
+    moved: tuple[Moved, ...] | None
     #: what the numbers rest on: timed samples (and why sampling stopped), warm-up calls, the calls
     #: recorded under nsys, and the GPU's state during the samples (NVML; None in older captures)
     samples: int = 0
@@ -199,20 +208,62 @@ class NcuRow:
 @dataclasses.dataclass(frozen=True)
 class ResultBox:
     size: int
-    takeaway: str
     best: Step
     baseline: Step  # the first step at this size: the recipe's baseline unless variant_sizes left it out
-    baseline_label: str  # "the baseline", or what the first step at this size is
     best_vs_baseline: Comparison | None  # None: the baseline is the fastest step
     final: Step
     limiter: StepLimiter
-    spread: str  # how a step's interval reads, for the box
+
+    @property
+    def starts_at_baseline(self) -> bool:
+        """False where the recipe's first steps did not run at this size (variant_sizes)."""
+        return self.baseline.improves_on is None
+
+
+@dataclasses.dataclass(frozen=True)
+class OtherRun:
+    """A step captured apart from the main run (another commit, day or package set)."""
+    variant: str
+    size: int
+    provenance: dict
 
 
 @dataclasses.dataclass(frozen=True)
 class Provenance:
-    rows: tuple[tuple[str, str], ...]
-    other_runs: tuple[tuple[str, str, str], ...]  # (run, commit, date) captured apart from the main run
+    #: the main run's provenance record (its baseline at the largest size: workloads.harness.provenance)
+    record: dict
+    #: the run's own nsys (``nsys --version`` in the preflight of the same run; "" where not that run)
+    nsys_cli: str
+    #: the versions of the exporter that wrote the captures' SQLite files
+    nsys_exported: tuple[str, ...]
+    #: ncu's version from the preflight of the same run; None: not recorded for this run
+    ncu_version: str | None
+    #: the SM clocks NVML saw while the steps were timed (MHz), lowest first
+    sm_clocks_mhz: tuple[int, ...]
+    other_runs: tuple[OtherRun, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SizeCoverage:
+    """Which steps of one size ran under Nsight Compute, and whose kernels the others run."""
+    size: int
+    profiled: tuple[tuple[str, bool], ...]  # (variant, only its raw page was read)
+    not_profiled: tuple[tuple[str, tuple[str, ...]], ...]  # (variant, profiled variants it shares kernels with)
+
+
+@dataclasses.dataclass(frozen=True)
+class NcuCoverage:
+    profiled_sizes: tuple[SizeCoverage, ...]
+    unprofiled_sizes: tuple[int, ...]
+    #: each way ncu profiled the steps ((collection, what it left out), the variants), in page order
+    collections: tuple[tuple[tuple[str, tuple[str, ...]], tuple[str, ...]], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkCheckRow:
+    variant: str
+    check: WorkCheck
+    median_ms: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,11 +294,24 @@ class ReportModel:
     ceilings: tuple[tuple[str, float, str, float], ...]  # (name, rate, unit, median ms)
     provenance: Provenance
     commands: tuple[Command, ...]
-    commands_note: str
-    ncu_coverage: str = ""  # which steps ran under Nsight Compute, and what stands in for the others
-    #: no step ran under Nsight Compute: per size, the evidence without counters (analysis.model.no_counters)
-    no_counters: dict[int, tuple[str, ...]] = dataclasses.field(default_factory=dict)
-    work_checks: dict[int, tuple[tuple[str, ...], ...]] = dataclasses.field(default_factory=dict)
+    #: where the commands were read: the GPU job records (with the commits of those jobs and of the
+    #: captures, which differ where the records come from another run), or the nsys captures
+    commands_from_job_records: bool
+    command_commits: tuple[tuple[str, ...], tuple[str, ...]]  # (the jobs', the captures')
+    #: which steps ran under Nsight Compute; None: none did (the page reads the evidence without
+    #: counters, analysis.model.no_counters, from ``runs``)
+    ncu_coverage: NcuCoverage | None
+    #: the pipeline's preflight record (tool versions, whether counters could be read)
+    preflight: dict | None
+    #: the ladder's run summaries per size and the ceilings record's rates, for the evidence without
+    #: counters
+    runs: dict[int, tuple[dict, ...]]
+    ceiling_records: dict
+    work_checks: dict[int, tuple[WorkCheckRow, ...]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def counters(self) -> bool:
+        return self.ncu_coverage is not None
 
 
 # --- the limiter slot -------------------------------------------------------------------------------
@@ -371,41 +435,34 @@ def _compare(before: dict, after: dict) -> Comparison:
     return Comparison(before["variant"], v.label, v.speedup, v.reason, v.interval, verdicts.format_verdict(v))
 
 
-def ms_text(x: float) -> str:
-    """Milliseconds with three significant digits, never in exponent form: 0.0412, 2.82, 1190."""
-    return f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}"
-
-
 def _timed_idle_ms(run: dict) -> float:
     return host_time(run).idle_ms
 
 
-def _change(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTime | None) -> str:
-    """What moved against the parent, from the captures: the measured quantities that changed most."""
+def moved(run: dict, parent: dict | None, busy: BusyTime, parent_busy: BusyTime | None) -> tuple[Moved, ...] | None:
+    """What moved against the parent, from the captures: the two time quantities that moved most
+    (over 5%), then the kernels per call and the steady calls' allocation calls where they changed;
+    None without a parent run."""
     if parent is None or parent_busy is None:
-        return (f"GPU busy {ms_text(busy.busy_ms)} of {ms_text(busy.wall_ms)} ms per call "
-                f"(kernels {ms_text(busy.kernel_ms)} ms, "
-                f"copies {ms_text(busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms)} ms)")
-    parts = []
+        return None
     pairs = (("kernel time", parent_busy.kernel_ms, busy.kernel_ms),
              ("copy time", parent_busy.h2d_ms + parent_busy.d2h_ms + parent_busy.other_copy_ms,
               busy.h2d_ms + busy.d2h_ms + busy.other_copy_ms),
              # idle on the timed clock (analysis.model.limiter.host_time), not the traced calls' own
              ("GPU idle", _timed_idle_ms(parent), _timed_idle_ms(run)),
              ("GPU busy", parent_busy.busy_ms, busy.busy_ms))
-    moved = sorted(((abs(b - a), name, a, b) for name, a, b in pairs if abs(b - a) > 0.05 * max(a, b, 1e-9)),
-                   reverse=True)
-    for _, name, a, b in moved[:2]:
-        parts.append(f"{name} {ms_text(a)} → {ms_text(b)} ms")
-    k_before = sorted({c["kernels"] for c in _steady(parent["nsys"]["calls"])})
-    k_after = sorted({c["kernels"] for c in _steady(run["nsys"]["calls"])})
+    ranked = sorted(((abs(b - a), name, a, b) for name, a, b in pairs if abs(b - a) > 0.05 * max(a, b, 1e-9)),
+                    reverse=True)
+    out = [Moved(name, a, b, "ms") for _, name, a, b in ranked[:2]]
+    k_before = tuple(sorted({c["kernels"] for c in _steady(parent["nsys"]["calls"])}))
+    k_after = tuple(sorted({c["kernels"] for c in _steady(run["nsys"]["calls"])}))
     if k_before != k_after:
-        parts.append(f"kernels per call {'/'.join(map(str, k_before))} → {'/'.join(map(str, k_after))}")
+        out.append(Moved("kernels per call", k_before, k_after))
     a_before = sum(c["allocation_calls"] for c in _steady(parent["nsys"]["calls"]))
     a_after = sum(c["allocation_calls"] for c in _steady(run["nsys"]["calls"]))
     if a_before != a_after:
-        parts.append(f"allocation calls in steady calls {a_before} → {a_after}")
-    return "; ".join(parts) or "no measured quantity moved by more than 5%"
+        out.append(Moved("allocation calls in steady calls", a_before, a_after))
+    return tuple(out)
 
 
 def evidence_limiter(run: dict, fl: Floor, runs: Sequence[dict], ceilings: dict,
@@ -499,7 +556,7 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
             first_call_ms=first["wall_ns"] / 1e6, first_call_idle_ms=(first["wall_ns"] - first["gpu_busy_ns"]) / 1e6,
             limiter=(LIMITER(r, fl, runs, ceilings, framework_advice) if counters
                      else evidence_limiter(r, fl, runs, ceilings, framework_advice)),
-            change=_change(r, parent, busy[r["variant"]], busy.get(parent_name) if parent else None),
+            moved=moved(r, parent, busy[r["variant"]], busy.get(parent_name) if parent else None),
             samples=len(r["times_ms"]), stopped_because=(r.get("sampling") or {}).get("stopped_because"),
             warmup_calls=r.get("warmup_calls"), nsys_calls=len(calls), telemetry=r.get("telemetry"),
             host_load=r.get("host_load"),
@@ -507,42 +564,13 @@ def build_steps(recipe, runs: Sequence[dict], ceilings: dict, counters: bool = T
     return tuple(steps)
 
 
-def _floors_text(step: Step) -> str:
-    """Where a step stands against its measured limiter's floor, then against the minimum work (named
-    for what it is: declared work at a measured reference rate, not a hardware limit)."""
-    minimum = f"{ratio_text(step.time_over_floor)} its minimum-work floor ({step.floor_resource} at the " \
-              f"{step.floor_rate_name})" if step.floor_rate_name else \
-        f"{ratio_text(step.time_over_floor)} its minimum-work floor ({step.floor_resource})"
-    if step.time_over_floor < AT_RATE_FACTOR and step.floor_rate_name:
-        # the rates are measurements, not ceilings: a step near or under 1× runs at the rate
-        minimum = (f"the {step.floor_rate_name} ({ratio_text(step.time_over_floor)} its minimum-work floor, "
-                   f"{step.floor_resource})")
-        lim = step.limiter
-        # under it as printed (1.00× is not under): the copy rate is no DRAM limit, and the page says so
-        if step.time_over_floor < 0.995 and lim.unit is Unit.DRAM and lim.pct_of_peak is not None:
-            minimum += (f"; under it because that floor is a measured copy rate (reads and writes 1:1), not "
-                        f"DRAM's limit: its kernels stream DRAM at {lim.pct_of_peak:.0f}% of peak (ncu)")
-    if step.time_over_limiter_floor is None:
-        return minimum
-    unit = str(step.limiter.unit or step.limiter.kind)
-    return f"{ratio_text(step.time_over_limiter_floor)} the floor of its measured limiter ({unit}) and {minimum}"
-
-
-def result_box(steps: Sequence[Step], timer: str) -> ResultBox:
+def result_box(steps: Sequence[Step]) -> ResultBox:
+    """The largest size's outcome: the fastest step (the first of the fastest, in ladder order) against
+    the first step at that size."""
     base, final = steps[0], steps[-1]
     best = min(steps, key=lambda s: s.median_ms)
-    cmp = best.vs_baseline
-    # a size the recipe's first steps did not run at (variant_sizes) starts its ladder later
-    base_label = "the baseline" if base.improves_on is None else f"the first step run at size {base.size}"
-    if cmp is None:
-        takeaway = (f"No step beat {base_label} `{base.variant}` at size {base.size}; it runs at "
-                    f"{_floors_text(base)}.")
-    else:
-        takeaway = (f"`{best.variant}` ({best.summary}) is {cmp.label} than `{base.variant}`, "
-                    f"{ratio_text(cmp.speedup)}, and runs at {_floors_text(best)}.")
-    return ResultBox(size=base.size, takeaway=takeaway, best=best, baseline=base, baseline_label=base_label,
-                     best_vs_baseline=cmp, final=final, limiter=best.limiter,
-                     spread=f"median (interquartile range) of repeated calls, {timer}")
+    return ResultBox(size=base.size, best=best, baseline=base, best_vs_baseline=best.vs_baseline, final=final,
+                     limiter=best.limiter)
 
 
 # --- the rest of the page ---------------------------------------------------------------------------
@@ -649,63 +677,30 @@ def ncu_rule_rows(runs: Sequence[dict]) -> tuple:
     return tuple((rule, cells, worst, msg if rule in quoted else None) for rule, cells, worst, msg in out)
 
 
-def packages_text(prov: dict) -> str:
-    """The recorded package versions on one line: "numpy 2.4.6, warp 1.19.0"."""
-    return ", ".join(f"{k} {v}" for k, v in sorted((prov.get("packages") or {}).items())) or "not recorded"
-
-
-def describe_commit(prov: dict) -> str:
-    """The commit a capture names; a "-dirty" one (not in the history) says what it means."""
-    commit = prov.get("git_commit")
-    if not commit:
-        return "not recorded"
-    if commit.endswith("-dirty"):
-        return f"{commit} (uncommitted changes on top of {commit.removesuffix('-dirty')}; no diff recorded)"
-    return commit
+def run_key(prov: dict) -> tuple:
+    """What tells two runs of the pipeline apart: commit, day, packages."""
+    return prov.get("git_commit"), (prov.get("date_utc") or "")[:10], tuple(sorted((prov.get("packages") or {}).items()))
 
 
 def provenance(by_size: dict[int, Sequence[dict]], tools: dict | None) -> Provenance:
     """The main run's provenance (the baseline at the largest size), nsys as the captures recorded
     it, ncu from the pipeline's preflight where it belongs to the same run; runs captured apart named."""
-    shown = by_size[max(by_size)][0]
-    prov = shown["provenance"]
-    gpus = prov.get("gpus") or []
+    prov = by_size[max(by_size)][0]["provenance"]
     nsys_versions = sorted({v for runs in by_size.values() for r in runs
                             if (v := ((r["nsys"].get("capture") or {}).get("nsys_version")))})
     preflight_commit = ((tools or {}).get("provenance") or {}).get("git_commit")
     same_run = bool(tools) and preflight_commit == prov.get("git_commit")
-    ncu_version = tools["tools"]["ncu"]["version"] if same_run else "not recorded for this run"
     # the captures name the version of the exporter that wrote their SQLite file; the run's own nsys
     # (`nsys --version` in the preflight) is the one the index names
     nsys_cli = ((tools or {}).get("tools") or {}).get("nsys", {}).get("version", "") if same_run else ""
-    nsys_cli = nsys_cli.removeprefix("NVIDIA Nsight Systems version ").strip()
-    exported = ", ".join(nsys_versions)
-    nsys_text = (f"{nsys_cli} (its SQLite exports name {exported})" if nsys_cli and exported and exported != nsys_cli
-                 else nsys_cli or exported or "not recorded")
     clocks = sorted({c for runs in by_size.values() for r in runs
                      for c in ((r.get("telemetry") or {}).get("sm_clock_mhz_range") or ()) if c})
-    clocks_text = ("SM clock while timed (NVML) " + (f"{clocks[0]} MHz" if clocks[0] == clocks[-1]
-                                                    else f"{clocks[0]}–{clocks[-1]} MHz") if clocks
-                   else "SM clock not recorded")
-    rows = [("GPU", gpus[0]["name"] if gpus else "not recorded"),
-            ("driver; CUDA runtime / driver API", f"{prov.get('driver_version') or 'not recorded'}; "
-                                                 f"{prov.get('cuda_runtime')} / {prov.get('cuda_driver_api')}"),
-            ("clocks", f"{clocks_text} over the steps; not locked (the ncu runs pass --clock-control none)"),
-            ("Nsight Systems; Nsight Compute", f"{nsys_text}; {ncu_version}"),
-            ("Python; packages", f"{prov.get('python') or 'not recorded'}; {packages_text(prov)}")]
-    rows += [("commit", describe_commit(prov)), ("captured (UTC)", prov.get("date_utc") or "not recorded")]
-    def run_key(p: dict) -> tuple:
-        """What tells two runs of the pipeline apart: commit, day, packages."""
-        return p.get("git_commit"), (p.get("date_utc") or "")[:10], tuple(sorted((p.get("packages") or {}).items()))
-
-    other = []
-    for size in sorted(by_size):
-        for r in by_size[size]:
-            p = r["provenance"]
-            if run_key(p) != run_key(prov):
-                pk = ", ".join(f"{k} {v}" for k, v in sorted((p.get("packages") or {}).items()))
-                other.append((f"`{r['variant']}` n{size}", describe_commit(p), f"{p.get('date_utc')}; {pk}"))
-    return Provenance(tuple(rows), tuple(other))
+    other = tuple(OtherRun(r["variant"], size, r["provenance"]) for size in sorted(by_size) for r in by_size[size]
+                  if run_key(r["provenance"]) != run_key(prov))
+    return Provenance(record=prov, nsys_cli=nsys_cli.removeprefix("NVIDIA Nsight Systems version ").strip(),
+                      nsys_exported=tuple(nsys_versions),
+                      ncu_version=tools["tools"]["ncu"]["version"] if same_run else None,
+                      sm_clocks_mhz=tuple(clocks), other_runs=other)
 
 
 def portable_argv(argv: Sequence[str]) -> tuple[str, ...]:
@@ -717,9 +712,11 @@ def portable_argv(argv: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def commands(recipe, by_size: dict[int, Sequence[dict]], gpu_jobs: Sequence[dict]) -> tuple[tuple[Command, ...], str]:
+def commands(recipe, by_size: dict[int, Sequence[dict]],
+             gpu_jobs: Sequence[dict]) -> tuple[tuple[Command, ...], bool, tuple[tuple[str, ...], tuple[str, ...]]]:
     """The exact commands the GPU jobs ran for this recipe, from the GPU job records; without records,
-    the program and arguments each nsys capture recorded itself (nsys' own flags are not in it)."""
+    the program and arguments each nsys capture recorded itself (nsys' own flags are not in it).
+    Returns (commands, read from job records, (the jobs' commits, the captures' commits))."""
     shown = {f"{r['variant']}/n{size}" for size, runs in by_size.items() for r in runs}
     mine = [j for j in gpu_jobs if f"workloads.{recipe.name}" in j["argv"] and j.get("tag") in ("timed", "nsys", "ncu")
             and _what(j["argv"]) in shown]
@@ -732,24 +729,17 @@ def commands(recipe, by_size: dict[int, Sequence[dict]], gpu_jobs: Sequence[dict
 
         cmds = sorted({Command(j["tag"], _what(j["argv"]), portable_argv(j["argv"]), "GPU job record") for j in mine},
                       key=ladder_key)
-        job_commits = sorted({j.get("git_commit") or "not recorded" for j in mine})
-        capture_commits = sorted({r["provenance"].get("git_commit") or "not recorded"
-                                  for runs in by_size.values() for r in runs})
-        note = "the argv of each GPU job, from the GPU job records"
-        if job_commits != capture_commits:
-            note += (f" of the run at commit {', '.join(job_commits)}: another run of the same pipeline than "
-                     f"the one these captures come from (commit {', '.join(capture_commits)})")
-        return tuple(cmds), note
+        job_commits = tuple(sorted({j.get("git_commit") or "not recorded" for j in mine}))
+        capture_commits = tuple(sorted({r["provenance"].get("git_commit") or "not recorded"
+                                        for runs in by_size.values() for r in runs}))
+        return tuple(cmds), True, (job_commits, capture_commits)
     out = []
     for size in sorted(by_size):
         for r in by_size[size]:
             argv = (r["nsys"].get("capture") or {}).get("argv")
             if argv:
                 out.append(Command("nsys", f"{r['variant']}/n{size}", portable_argv(argv), "nsys capture"))
-    note = ("no GPU job records were committed with these captures, so the timed and ncu commands are not "
-            "known exactly; below, the program each nsys capture recorded itself launching (nsys' own flags "
-            "are in `rules/profile.smk`)")
-    return tuple(out), note
+    return tuple(out), False, ((), ())
 
 
 def _tool_order(tool: str) -> int:
@@ -792,25 +782,21 @@ def build(recipe, by_size: dict[int, Sequence[dict]], ceilings_record: dict, too
         split = ((recipe.seed_split_device, tuple(recipe.seed_split)),
                  (f"{gpus[0]['name']}, `{base.variant}` n{base.size}",
                   tuple((n, 100 * parts[n] / total) for n, _ in recipe.seed_split)))
-    cmds, note = commands(recipe, by_size, gpu_jobs)
+    cmds, from_records, commits = commands(recipe, by_size, gpu_jobs)
     rates = tuple((name, c.get("gb_per_s", c.get("tflop_per_s")), "GB/s" if "gb_per_s" in c else "TFLOP/s",
                    c["median_ms"]) for name, c in sorted(ceilings.items()))
     return ReportModel(
         name=recipe.name, title=recipe.title, seed_document=recipe.seed_document, framework=recipe.framework,
         timer=timer, size_meaning=recipe.size_meaning, sizes=sizes, ladder=ladder,
-        result=result_box(ladder[sizes[-1]], timer), findings=groups,
+        result=result_box(ladder[sizes[-1]]), findings=groups,
         copies={s: copy_rows(ladder_runs(recipe, by_size[s]), ceilings) for s in sizes},
         kernels={s: kernel_rows(ladder_runs(recipe, by_size[s])) for s in sizes},
         ncu={s: ncu_rows(ladder_runs(recipe, by_size[s]), ncu_metric_keys) for s in sizes},
         ncu_rules={s: ncu_rule_rows(ladder_runs(recipe, by_size[s])) for s in sizes},
         seed_split=split, ceilings=rates, provenance=provenance(by_size, tools),
-        commands=cmds, commands_note=note,
-        ncu_coverage=ncu_coverage(by_size) if counters else no_counters_text.coverage_line(tools),
-        no_counters={} if counters else {
-            s: tuple(["What limits each step, as far as the evidence without counters reaches, and the next move:", "",
-                      *no_counters_text.limiter_lines(ladder_runs(recipe, by_size[s]), ceilings), "",
-                      *no_counters_text.size_section(ladder_runs(recipe, by_size[s]), ceilings, s)])
-            for s in sizes},
+        commands=cmds, commands_from_job_records=from_records, command_commits=commits,
+        ncu_coverage=ncu_coverage(by_size), preflight=tools,
+        runs={s: tuple(ladder_runs(recipe, by_size[s])) for s in sizes}, ceiling_records=ceilings,
         work_checks={s: work_check_rows(ladder_runs(recipe, by_size[s])) for s in sizes})
 
 
@@ -831,99 +817,44 @@ def ncu_collection(run: dict) -> tuple[str, tuple[str, ...]] | None:
 _COLLECTION_ORDER = (COLLECTION_FULL, COLLECTION_SECTIONS, COLLECTION_METRICS)
 
 
-def collection_words(kind: str, left_out: Sequence[str]) -> str:
-    """How the coverage line names one way of profiling: the full set, the full set less the sections
-    named (the instrumented ones with the reason they are left out, any others as `rules/config.yaml`
-    gives their reason), or the page's metrics alone."""
-    if kind == COLLECTION_METRICS:
-        less = (", less the tensor-core operation counts (the recipe's kernels run none, as its full-set step "
-                "counts: `tensor_ops` in `rules/config.yaml`)" if TENSOR_OPS_LEFT_OUT in left_out else "")
-        return f"only the metrics this page reads{less} (`--metrics`; no ncu rules)"
-    if kind == COLLECTION_FULL:
-        return "`--set full`"
-    instrumented = [s for s in INSTRUMENTED_SECTIONS if s in left_out]
-    others = [s for s in left_out if s not in INSTRUMENTED_SECTIONS]
-    parts = []
-    if instrumented:
-        parts.append(f"{' and '.join(instrumented)}, the sections that patch the kernel's code and whose "
-                     "metrics only kernel pages read")
-    if others:
-        parts.append(f"{', '.join(others)}, left out for the replay passes "
-                     f"{'it costs' if len(others) == 1 else 'they cost'} (`rules/config.yaml` gives the measurement)")
-    return "`--set full` less " + "; and less ".join(parts)
-
-
-def collection_text(by_size: dict[int, Sequence[dict]]) -> str:
-    """How ncu profiled the steps: "`--set full`" when it profiled every step so, else each way with
-    the steps it names."""
+def collections(by_size: dict[int, Sequence[dict]]) -> tuple[tuple[tuple[str, tuple[str, ...]], tuple[str, ...]], ...]:
+    """Each way ncu profiled the steps, with the variants profiled that way, in the coverage line's order."""
     steps: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for runs in by_size.values():
         for r in runs:
             how = ncu_collection(r)
-            if how is not None and f"`{r['variant']}`" not in steps.setdefault(how, []):
-                steps[how].append(f"`{r['variant']}`")
-    if list(steps) == [(COLLECTION_FULL, ())]:
-        return collection_words(COLLECTION_FULL, ())
+            if how is not None and r["variant"] not in steps.setdefault(how, []):
+                steps[how].append(r["variant"])
     ordered = sorted(steps, key=lambda how: (_COLLECTION_ORDER.index(how[0]), how[1]))
-    return "; ".join(f"{collection_words(*how)}: {', '.join(steps[how])}" for how in ordered)
+    return tuple((how, tuple(steps[how])) for how in ordered)
 
 
-def ncu_coverage(by_size: dict[int, Sequence[dict]]) -> str:
-    """Which variants ran under Nsight Compute, at which sizes, and what stands for the others."""
-
+def ncu_coverage(by_size: dict[int, Sequence[dict]]) -> NcuCoverage | None:
+    """Which variants ran under Nsight Compute, at which sizes, and what stands for the others; None
+    where no step did."""
     if not any(r.get("ncu") for runs in by_size.values() for r in runs):
-        return "No step ran under Nsight Compute."
-    parts = []
+        return None
+    profiled_sizes = []
     for size in sorted(by_size):
         runs = by_size[size]
-        profiled = [r for r in runs if r.get("ncu")]
+        profiled = tuple((r["variant"], r.get("ncu_source") == "ncu-raw.csv") for r in runs if r.get("ncu"))
         if not profiled:
             continue
-        names = ", ".join(f"`{r['variant']}`" + (" (raw page only)" if r.get("ncu_source") == "ncu-raw.csv" else "")
-                          for r in profiled)
         by_kernel = limiter.launches_by_kernel(limiter.pool_of(runs))
-        others = []
-        for r in runs:
-            if r.get("ncu"):
-                continue
-            src = list(dict.fromkeys(v for k in limiter.step_kernels(r, by_kernel) for v, _ in k["launches"][:1]))
-            others.append(f"`{r['variant']}`" + (f" (runs the kernels of {', '.join(f'`{v}`' for v in src)})"
-                                                 if src else " (its kernels not profiled)"))
-        parts.append(f"at size {size}: {names}" + (f"; not profiled: {', '.join(others)}" if others else ""))
-    unprofiled = [str(size) for size in sorted(by_size) if not any(r.get("ncu") for r in by_size[size])]
-    if unprofiled:
-        parts.append(f"no step at size {', '.join(unprofiled)}")
-    how = collection_text(by_size)
-    return (f"Nsight Compute ({how}) profiled " + "; ".join(parts) + ", limited to the launches "
-            "`rules/config.yaml` names; a step that runs the kernels of a profiled one takes its limiter from "
-            "that profile (matched by kernel name, launch shape and per-launch time).")
+        others = tuple((r["variant"], tuple(dict.fromkeys(v for k in limiter.step_kernels(r, by_kernel)
+                                                          for v, _ in k["launches"][:1])))
+                       for r in runs if not r.get("ncu"))
+        profiled_sizes.append(SizeCoverage(size, profiled, others))
+    unprofiled = tuple(size for size in sorted(by_size) if not any(r.get("ncu") for r in by_size[size]))
+    return NcuCoverage(tuple(profiled_sizes), unprofiled, collections(by_size))
 
 
-def _mb(value: float | None) -> str:
-    return "n/a" if value is None else f"{value / 1e6:,.1f}"
-
-
-def work_check_rows(runs: Sequence[dict]) -> tuple[tuple[str, ...], ...]:
-    """Declared work (the minimum bytes and FLOPs) beside what ncu measured per steady call, and the
-    effective rate (declared bytes over the median) beside the DRAM throughput the kernels achieved."""
-
+def work_check_rows(runs: Sequence[dict]) -> tuple[WorkCheckRow, ...]:
+    """Declared work (the minimum bytes and FLOPs) beside what ncu measured per steady call, for each
+    step whose kernels ncu measured."""
     pool = limiter.pool_of(runs)
-    rows = []
-    for r in runs:
-        check = limiter.work_check(r, pool)
-        if check is None:
-            continue
-        ge = "" if check.complete() else "≥ "
-        flops = ", ".join(f"{prec} {v:.3g}" for prec, v in sorted(check.measured_flops.items())) or "none counted"
-        br, fr = check.bytes_ratio(), check.flops_ratio()
-        dram = check.dram_gb_per_s()
-        rows.append((f"`{r['variant']}`", f"{check.covered_share:.0%}", _mb(check.declared_bytes),
-                     ge + _mb(check.measured_dram_bytes), f"{br:.2f}×" if br is not None else "n/a",
-                     f"{check.declared_bytes / r['timing']['median_ms'] / 1e6:.0f}",
-                     f"{dram:.0f}" if dram is not None else "n/a",
-                     f"{check.declared_flops:.3g} {check.declared_kind}", ge + flops,
-                     f"{fr:.2f}×" if fr is not None else "n/a", "; ".join(check.mismatches()) or "—"))
-    return tuple(rows)
+    return tuple(WorkCheckRow(r["variant"], check, r["timing"]["median_ms"])
+                 for r in runs if (check := limiter.work_check(r, pool)) is not None)
 
 
 def ladder_runs(recipe, runs: Sequence[dict]) -> list[dict]:
