@@ -32,7 +32,8 @@ from analysis.model import limiter, noise, verdicts
 from analysis.common.errors import AnalysisInputError
 from analysis.common.gzfiles import existing_capture
 from analysis.model.floors import floor
-from analysis.model.timed_record import load_ceilings, load_timed
+from analysis.model.records import load_record
+from analysis.model.timed_record import load_timed
 from workloads.harness.telemetry import energy_per_call
 from analysis.model.run_summary import summarize_run
 from workloads.registry import BY_NAME
@@ -84,7 +85,7 @@ def nearest_ceilings(folder: str, root: str) -> dict | None:
     while True:
         path = os.path.join(folder, "ceilings.json")
         if os.path.exists(path):
-            return load_ceilings(path)
+            return load_record(path, "a ceilings record")["ceilings"]
         if os.path.samefile(folder, root) or os.path.dirname(folder) == folder:
             return None
         folder = os.path.dirname(folder)

@@ -48,12 +48,6 @@ TIMED_RECORD_SCHEMA = {
     },
 }
 
-CEILINGS_SCHEMA = {
-    "type": "object",
-    "properties": {"ceilings": {"type": "object"}},
-}
-
-
 def schema_version(path: str, record) -> int:
     """The record's schema version: 1 where it has none; an unknown one is refused."""
     if not isinstance(record, dict):
@@ -92,9 +86,3 @@ def check_timed(path: str, record) -> dict:
 def load_timed(path: str) -> dict:
     """The timed record at ``path`` (plain or gzipped), checked."""
     return check_timed(path, load_json(path))
-
-
-def load_ceilings(path: str) -> dict:
-    """The measured rates of a ``ceilings.json``: its ``ceilings`` object (None where it has none)."""
-    record = check_json(path, load_json(path), CEILINGS_SCHEMA, "a ceilings record")
-    return record.get("ceilings")
