@@ -127,7 +127,7 @@ def acceleration_rows(
                 d2 = wp.dot(r, r)
                 # the same pruning and arithmetic as kernels_pruned.get_acceleration
                 if d2 < h2 and j != k:
-                    dp, dv = neighbour_terms(r, d2, rho[j], v[j] - v_k, p_k, stiffness, rest_density, h)
+                    dp, dv = neighbour_terms(j, r, d2, rho, v, v_k, p_k, stiffness, rest_density, h)
                     f_pressure -= dp
                     f_viscous += dv
     a[k] = force_per_mass(f_pressure, f_viscous, rho_k, pressure_norm, viscous_norm) + wp.vec3(0.0, gravity, 0.0)
@@ -206,7 +206,7 @@ def acceleration_planes(
             r = x[j] - x_k
             d2 = wp.dot(r, r)
             if d2 < h2 and j != k:
-                dp, dv = neighbour_terms(r, d2, rho[j], v[j] - v_k, p_k, stiffness, rest_density, h)
+                dp, dv = neighbour_terms(j, r, d2, rho, v, v_k, p_k, stiffness, rest_density, h)
                 f_pressure -= dp
                 f_viscous += dv
     share = force_per_mass(f_pressure, f_viscous, rho_k, pressure_norm, viscous_norm)

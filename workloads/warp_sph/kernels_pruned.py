@@ -15,14 +15,16 @@ wp = configured_warp()
 
 
 @wp.func
-def neighbour_terms(r: wp.vec3, d2: float, rho_j: float, dv: wp.vec3, p_i: float, stiffness: float,
-                    rest_density: float, h: float):
-    # a neighbour's pressure term (to subtract) and viscosity term: one square root, two divisions
+def neighbour_terms(j: int, r: wp.vec3, d2: float, rho: wp.array(dtype=float), v: wp.array(dtype=wp.vec3),
+                    v_i: wp.vec3, p_i: float, stiffness: float, rest_density: float, h: float):
+    # neighbour j's pressure term (to subtract) and viscosity term: one square root, two divisions;
+    # its density and velocity are loaded only here
     d = wp.sqrt(d2)
+    rho_j = rho[j]
     inv_rho_j = 1.0 / rho_j
     w = h - d
     p_j = stiffness * (rho_j - rest_density)
-    return r * ((p_i + p_j) * 0.5 * inv_rho_j * w * w / d), dv * (inv_rho_j * w)
+    return r * ((p_i + p_j) * 0.5 * inv_rho_j * w * w / d), (v[j] - v_i) * (inv_rho_j * w)
 
 
 @wp.kernel
@@ -53,7 +55,7 @@ def get_acceleration(
         d2 = wp.dot(r, r)
         if d2 < h2 and j != i:
             # only neighbours get here: their velocity and density are loaded now
-            dp, dv = neighbour_terms(r, d2, rho[j], v[j] - v_i, p_i, stiffness, rest_density, h)
+            dp, dv = neighbour_terms(j, r, d2, rho, v, v_i, p_i, stiffness, rest_density, h)
             f_pressure -= dp
             f_viscous += dv
     a[i] = force_per_mass(f_pressure, f_viscous, rho_i, pressure_norm, viscous_norm) + wp.vec3(0.0, gravity, 0.0)
