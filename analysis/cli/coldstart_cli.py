@@ -3,11 +3,15 @@ from __future__ import annotations
 
 import json
 
+from analysis.cli.commands import add_command
 from analysis.common.outputs import check_target, write_text_atomic
 from analysis.model.records import load_record
 
 
 def _run(a) -> None:
+    """Gather the cold, warm and cache-disabled start records of every variant
+    (workloads.tools.coldwarm) with the first calls the nsys exports show, as one JSON for the
+    reports."""
     # here, not at the top: `python -m analysis` imports every command's module to build its parser
     from analysis.model import coldstart  # noqa: PLC0415
 
@@ -23,11 +27,7 @@ def _run(a) -> None:
 
 
 def add_parser(sub) -> None:
-    s = sub.add_parser("coldstart", help="cold/warm start records -> one JSON",
-                       description="Gather the cold, warm and cache-disabled start records of every variant "
-                                   "(workloads.tools.coldwarm) with the first calls the nsys exports show, as "
-                                   "one JSON for the reports.")
+    s = add_command(sub, "coldstart", _run, "cold/warm start records -> one JSON")
     s.add_argument("--captures", required=True, help="capture folder holding <workload>/<variant>/n<size>/")
     s.add_argument("--output", required=True, help="the JSON to write")
     s.add_argument("records", nargs="+", help="coldstart/<workload>_<variant>.json files")
-    s.set_defaults(func=_run)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
+from analysis.cli.commands import add_command
 from analysis.report.markdown import write_page
 from analysis.common.outputs import write_text_atomic
 from analysis.model import compare
@@ -19,6 +20,12 @@ from analysis.report import compare_text, cross_gpu
 
 
 def cmd_compare(a) -> int:
+    """Per recipe, variant and size that both folders hold: the speedup base/candidate with its
+    confidence interval and verdict (the reports' verdict engine), time/floor, the measured limiter
+    (where the folders hold the nsys and ncu captures) and clocks on each side. Across runs the
+    interval is widened by the between-run spread of BASE's noise.json. Exit status: 0 no step
+    slower; 1 some step slower with confidence; 2 an input it cannot trust; 3 the sides ran on
+    different GPU models (a cross-GPU comparison: use cross-gpu)."""
     # here, not at the top: `python -m analysis` imports every command's module to build its parser
 
     model = noise.load_noise(a.noise) if a.noise else None
@@ -48,6 +55,9 @@ EXIT_CROSS_GPU = 3
 
 
 def cmd_noise(a) -> int:
+    """From several full runs of identical code (NAME=FOLDER each; the reference among them): per step
+    the SD of the log median across runs, per class the pooled spread, and the margin compare adds
+    to a verdict's interval. Exit status 0, 2 on bad input."""
 
     runs = {}
     for item in a.runs:
@@ -62,6 +72,10 @@ def cmd_noise(a) -> int:
 
 
 def cmd_cross_gpu(a) -> int:
+    """For every step both references hold: the speedup from GPU A to GPU B with its interval, the
+    measured limiter on each, and the ratio of the rate of the limiter's resource measured on the
+    two GPUs (their ceilings); a step scales with its limiter when its speedup matches that ratio.
+    Exit status 0, 2 on bad input."""
 
     # two GPUs' own intervals: the between-run spread of one GPU's runs says nothing of the other's
     write_page(a.output_md, cross_gpu.markdown(compare.compare_folders(a.base, a.cand, within_run=True)))
@@ -76,14 +90,8 @@ def _two_folders(s, base_help: str, cand_help: str) -> None:
 
 
 def add_parser(sub) -> None:
-    s = sub.add_parser(
-        "compare", help="two run folders or references: per step the speedup with its interval and verdict",
-        description="Per recipe, variant and size that both folders hold: the speedup base/candidate with "
-                    "its confidence interval and verdict (the reports' verdict engine), time/floor, the measured "
-                    "limiter (where the folders hold the nsys and ncu captures) and clocks on each side. Across "
-                    "runs the interval is widened by the between-run spread of BASE's noise.json. Exit status: "
-                    "0 no step slower; 1 some step slower with confidence; 2 an input it cannot trust; 3 the "
-                    "sides ran on different GPU models (a cross-GPU comparison: use cross-gpu).")
+    s = add_command(sub, "compare", cmd_compare,
+                    "two run folders or references: per step the speedup with its interval and verdict")
     _two_folders(s, "folder of the base run's captures (e.g. reports/reference/h200)",
                  "folder of the candidate run's captures")
     s.add_argument("--output-md", help="write the markdown here (default: print it)")
@@ -91,23 +99,13 @@ def add_parser(sub) -> None:
     s.add_argument("--noise", help="the noise model (noise.json) to widen intervals by (default: BASE/noise.json)")
     s.add_argument("--within-run", action="store_true",
                    help="both folders hold processes of one run: judge on their own intervals, no noise model")
-    s.set_defaults(func=cmd_compare)
-    s = sub.add_parser(
-        "noise", help="A/A runs of one commit -> the between-run noise model a reference keeps (noise.json)",
-        description="From several full runs of identical code (NAME=FOLDER each; the reference among them): per "
-                    "step the SD of the log median across runs, per class the pooled spread, and the margin compare "
-                    "adds to a verdict's interval. Exit status 0, 2 on bad input.")
+    s = add_command(sub, "noise", cmd_noise,
+                    "A/A runs of one commit -> the between-run noise model a reference keeps (noise.json)")
     s.add_argument("runs", nargs="+", help="NAME=FOLDER of each run")
     s.add_argument("--classify-from", required=True,
                    help="the folder whose nsys and ncu captures give each step's measured limiter (the reference)")
     s.add_argument("--output", required=True, help="the noise.json to write")
-    s.set_defaults(func=cmd_noise)
-    s = sub.add_parser(
-        "cross-gpu", help="two references of two GPUs: which steps scale with bandwidth, compute rate or neither",
-        description="For every step both references hold: the speedup from GPU A to GPU B with its interval, the "
-                    "measured limiter on each, and the ratio of the rate of the limiter's resource measured on the "
-                    "two GPUs (their ceilings); a step scales with its limiter when its speedup matches that ratio. "
-                    "Exit status 0, 2 on bad input.")
+    s = add_command(sub, "cross-gpu", cmd_cross_gpu,
+                    "two references of two GPUs: which steps scale with bandwidth, compute rate or neither")
     _two_folders(s, "GPU A's reference (e.g. reports/reference/h200)", "GPU B's reference (e.g. reports/reference/h100)")
     s.add_argument("--output-md", required=True, help="the page to write")
-    s.set_defaults(func=cmd_cross_gpu)

@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import json
 
+from analysis.cli.commands import add_command
 from analysis.common.errors import AnalysisInputError
 from analysis.report.markdown import write_page
 from analysis.common.outputs import check_targets, write_text_atomic
@@ -19,6 +20,9 @@ def load_run(path: str) -> dict:
 
 
 def _run(a: argparse.Namespace) -> int:
+    """Read one profiled kernel of an Nsight Compute report (.ncu-rep or .ncu-rep.gz, best with --set
+    full, -lineinfo and --import-source yes) and write a markdown page: key metrics, warp states,
+    the hottest source lines with their text, how to open the report."""
     # here, not at the top: `python -m analysis` imports every command's module to build its parser,
     # and these bring the provenance reader (importlib.metadata)
     from analysis.report.kernel_page import kernel_page  # noqa: PLC0415
@@ -42,15 +46,10 @@ def _run(a: argparse.Namespace) -> int:
 
 def add_parser(subparsers) -> None:
     """Register ``kernel-page --report R [--run kernel-run.json] --output page.md``."""
-    s = subparsers.add_parser(
-        "kernel-page", help="one kernel's metrics and hottest source lines as a markdown page",
-        description="Read one profiled kernel of an Nsight Compute report (.ncu-rep or .ncu-rep.gz, best with "
-                    "--set full, -lineinfo and --import-source yes) and write a markdown page: key metrics, "
-                    "warp states, the hottest source lines with their text, how to open the report.")
+    s = add_command(subparsers, "kernel-page", _run, "one kernel's metrics and hottest source lines as a markdown page")
     s.add_argument("--report", required=True, metavar="FILE.ncu-rep[.gz]", help="the Nsight Compute report")
     s.add_argument("--run", help="the capture's kernel-run.json (workloads.tools.kernel_profile)")
     s.add_argument("--launch", type=int, default=0, help="which profiled launch of the report (default the first)")
     s.add_argument("--top", type=int, default=15, help="source lines to show (default 15)")
     s.add_argument("--output", required=True, help="the markdown page")
     s.add_argument("--json", help="also write everything read from the report as JSON here")
-    s.set_defaults(func=_run)

@@ -22,7 +22,9 @@ import os
 import signal
 import sys
 
-from analysis.cli import coldstart_cli, compare_cli, kernel_page_cli, multiprocess_cli, ncu_cli, stats_cli
+from analysis.cli.commands import add_command
+from analysis.cli import (coldstart_cli, compare_cli, diagnose_cli, kernel_page_cli, multiprocess_cli, ncu_cli,
+                          perfetto_cli, stats_cli)
 from analysis.common import layout, leftovers
 from analysis.common.errors import AnalysisInputError
 from analysis.common.outputs import check_figure_target, check_target, check_targets, write_text_atomic
@@ -30,7 +32,7 @@ from analysis.model import gpu_jobs, l2_modes, report_model
 from analysis.model.records import load_record
 from analysis.model.run_summary import load_json, load_summary, summarize_run
 from analysis.readers import captures
-from analysis.report import diagnose, gpu_jobs_markdown, kernel_page, markdown, perfetto, report_sections
+from analysis.report import gpu_jobs_markdown, kernel_page, markdown, report_sections
 from workloads.registry import BY_NAME
 
 
@@ -63,6 +65,8 @@ def _by_size(summaries: list[dict], workload: str) -> dict[int, list[dict]]:
 
 
 def cmd_summarize_run(a) -> None:
+    """Read one run folder (timing.json, the nsys SQLite export, the ncu report if any) and write its
+    numbers: time per call, bandwidth, kernels, transfers."""
     check_target(a.output)
     load_record(os.path.join(a.run_dir, layout.TIMING), "a timed run's record")
     for name in (layout.NSYS_RUN, layout.NCU_RUN):
@@ -88,6 +92,8 @@ def _gpu_job_records(folder: str | None) -> list[dict]:
 
 
 def cmd_report(a) -> None:
+    """Write a workload's report and figures from the summaries of its runs (python -m analysis
+    summarize-run), against the ceilings measured in the same run."""
     # matplotlib: imported only by the commands that draw, not by every `python -m analysis`
     from analysis.report import figures, roofline
 
@@ -154,6 +160,8 @@ def cmd_report(a) -> None:
 
 
 def cmd_index(a) -> None:
+    """Write the index page: every recipe's best step against its baseline and its floor, the device
+    ceilings, cold starts, and the recipes skipped and why."""
 
     # the run's small records first, then the summaries
     ceilings = load_record(a.ceilings, "a ceilings record")
@@ -183,6 +191,8 @@ def cmd_index(a) -> None:
 
 
 def cmd_copy_captures(a) -> None:
+    """Copy the SQLite exports and ncu reports (gzipped), timing JSON and nsys' own CSVs of a run into
+    the reference folder that rebuild_reports reads."""
     if a.merge and a.gpu_jobs:
         raise AnalysisInputError(a.gpu_jobs, "--gpu-jobs keeps a whole run's records; a --merge keeps the "
                                              "reference's own")
@@ -194,6 +204,8 @@ def cmd_copy_captures(a) -> None:
 
 
 def cmd_gpu_jobs(a) -> None:
+    """Chart the pipeline's GPU jobs per physical GPU over time, list the longest, and say whether two
+    jobs ever shared a GPU."""
     from analysis.report import figures  # matplotlib: only the commands that draw
 
     runs = [gpu_jobs.summarize(r) for r in gpu_jobs.split_runs(gpu_jobs.load_gpu_jobs(a.records))]
@@ -211,6 +223,8 @@ def cmd_gpu_jobs(a) -> None:
 
 
 def cmd_check_rebuild(a) -> int:
+    """Exit 1 and print the differences when the rebuilt markdown reports differ from the committed
+    ones."""
     diffs = captures.compare_reports(a.rebuilt, a.committed)
     if diffs:
         print("rebuilt reports differ from the committed ones:", file=sys.stderr)
@@ -226,16 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read what nsys and ncu recorded and write the suite's numbers and reports; needs no GPU. "
                     "`python -m analysis COMMAND --help` describes a command.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    s = sub.add_parser("summarize-run", help="one run's captures -> one JSON of numbers",
-                       description="Read one run folder (timing.json, the nsys SQLite export, the ncu report if "
-                                   "any) and write its numbers: time per call, bandwidth, kernels, transfers.")
+    s = add_command(sub, "summarize-run", cmd_summarize_run, "one run's captures -> one JSON of numbers")
     s.add_argument("--run-dir", required=True,
                    help="the run folder, <work_dir>/captures/<workload>/<variant>/n<size>")
     s.add_argument("--output", required=True, help="the JSON to write")
-    s.set_defaults(func=cmd_summarize_run)
-    s = sub.add_parser("report", help="one workload's run summaries -> reports/<workload>.md and its figures",
-                       description="Write a workload's report and figures from the summaries of its runs "
-                                   "(python -m analysis summarize-run), against the ceilings measured in the same run.")
+    s = add_command(sub, "report", cmd_report, "one workload's run summaries -> reports/<workload>.md and its figures")
     s.add_argument("--workload", required=True, help="the recipe's name, e.g. cupy_sqdiff")
     s.add_argument("--ceilings", required=True, help="ceilings.json of the run (workloads.harness.ceilings)")
     s.add_argument("--out-dir", required=True, help="folder for <workload>.md; the figures go to its figures/")
@@ -250,17 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the run made no experiments: leave out the sections that read them, and say so")
     s.add_argument("--run-label", help="what this run is when not the full suite (e.g. lab): said under the title")
     s.add_argument("summaries", nargs="+", metavar="SUMMARY.json", help="the workload's run summaries")
-    s.set_defaults(func=cmd_report)
-    s = sub.add_parser("gpu-jobs", help="GPU job records -> reports/gpu_jobs.md: which job ran on which GPU, when",
-                       description="Chart the pipeline's GPU jobs per physical GPU over time, list the longest, and "
-                                   "say whether two jobs ever shared a GPU.")
+    s = add_command(sub, "gpu-jobs", cmd_gpu_jobs,
+                    "GPU job records -> reports/gpu_jobs.md: which job ran on which GPU, when")
     s.add_argument("--records", required=True, help="the folder of GPU job records (<work_dir>/gpu-jobs)")
     s.add_argument("--output", required=True, help="the markdown page to write")
     s.add_argument("--figure", required=True, help="the chart (PNG) to write")
-    s.set_defaults(func=cmd_gpu_jobs)
-    s = sub.add_parser("index", help="all run summaries -> reports/index.md",
-                       description="Write the index page: every recipe's best step against its baseline and its "
-                                   "floor, the device ceilings, cold starts, and the recipes skipped and why.")
+    s = add_command(sub, "index", cmd_index, "all run summaries -> reports/index.md")
     s.add_argument("--ceilings", required=True, help="ceilings.json of the run")
     s.add_argument("--preflight", required=True,
                    help="preflight.json of the run (tool versions, recipes skipped)")
@@ -273,10 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--see-also", action="append", default=[], metavar="LABEL=LINK",
                    help="the index of another GPU's reference, linked under the title")
     s.add_argument("summaries", nargs="+", metavar="SUMMARY.json", help="every run summary")
-    s.set_defaults(func=cmd_index)
-    s = sub.add_parser("copy-captures", help="keep a run's small raw captures as the reference",
-                       description="Copy the SQLite exports and ncu reports (gzipped), timing JSON and nsys' own "
-                                   "CSVs of a run into the reference folder that rebuild_reports reads.")
+    s = add_command(sub, "copy-captures", cmd_copy_captures, "keep a run's small raw captures as the reference")
     s.add_argument("--from", dest="src", required=True, help="the run's capture folder (<work_dir>/captures)")
     s.add_argument("--to", dest="dst", required=True, help="the reference folder (reports/reference/<name>)")
     s.add_argument("--merge", nargs="+", metavar="WORKLOAD",
@@ -284,21 +285,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpu-jobs", metavar="DIR",
                    help="the run's GPU job records (<work_dir>/gpu-jobs), kept in <reference>/gpu-jobs (a whole run "
                         "only: a merge keeps the reference's records)")
-    s.set_defaults(func=cmd_copy_captures)
-    s = sub.add_parser("check-rebuild", help="compare rebuilt reports with the committed ones",
-                       description="Exit 1 and print the differences when the rebuilt markdown reports differ "
-                                   "from the committed ones.")
+    s = add_command(sub, "check-rebuild", cmd_check_rebuild, "compare rebuilt reports with the committed ones")
     s.add_argument("--rebuilt", required=True, help="the folder of rebuilt reports")
     s.add_argument("--committed", required=True, help="the folder of committed reports (reports/)")
-    s.set_defaults(func=cmd_check_rebuild)
     stats_cli.add_parser(sub)
     coldstart_cli.add_parser(sub)
     multiprocess_cli.add_parser(sub)
     ncu_cli.add_parser(sub)
-    perfetto.add_parser(sub)
+    perfetto_cli.add_parser(sub)
     kernel_page_cli.add_parser(sub)
     compare_cli.add_parser(sub)
-    diagnose.add_parser(sub)
+    diagnose_cli.add_parser(sub)
     return p
 
 

@@ -16,6 +16,7 @@ import json
 import sys
 from typing import Any, Callable
 
+from analysis.cli.commands import add_command
 from analysis.readers.ncu import NAMES_FROM_REPORT_MODULE, SUMMARY_METRICS, Launch, read_launches
 from analysis.report import mdtext
 
@@ -101,8 +102,9 @@ def cmd_ncu_summary(a: argparse.Namespace) -> int:
 
 def add_parser(subparsers) -> None:
     """Register ``ncu-summary [--format csv|json|md] FILE.ncu-rep[.gz]``."""
-    s = subparsers.add_parser(
-        "ncu-summary", help="one row per profiled launch of an Nsight Compute report",
+    s = add_command(
+        subparsers, "ncu-summary", cmd_ncu_summary, "one row per profiled launch of an Nsight Compute report",
+        # the metrics' names come from the code: no docstring can say them
         description="Print, per profiled launch in launch order, ncu's ID and kernel name, the suite's summary "
                     f"metrics ({', '.join(SUMMARY_METRICS)}; durations in ns) and the rule findings ncu "
                     "attached (rule:severity:estimated speedup %). Reads .ncu-rep or gzipped .ncu-rep.gz; needs "
@@ -112,4 +114,3 @@ def add_parser(subparsers) -> None:
                    help="ncu's raw page of this report (ncu --import FILE --page raw --csv), whose kernel names are "
                         "used; default: <stem>-raw.csv or <stem>_raw.csv beside the report, else the installed ncu")
     s.add_argument("report", metavar="FILE.ncu-rep[.gz]", help="an Nsight Compute report")
-    s.set_defaults(func=cmd_ncu_summary)

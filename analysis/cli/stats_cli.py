@@ -4,12 +4,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from analysis.cli.commands import add_command
 from analysis.readers.nsys import stats as nsys_stats
 from analysis.report import stats_text
 from analysis.common.errors import NoDataInExport
 
 
 def cmd_stats(a: argparse.Namespace) -> int:
+    """Print what `nsys stats --report NAME --format csv FILE.sqlite` prints, computed from the export
+    alone (.sqlite, or gzipped .sqlite.gz)."""
     try:
         header, rows = nsys_stats.report(a.export, a.report)
     except NoDataInExport as e:
@@ -22,13 +25,9 @@ def cmd_stats(a: argparse.Namespace) -> int:
 
 def add_parser(subparsers) -> None:
     """Register ``stats --report NAME [--format csv|json|md] FILE.sqlite[.gz]``."""
-    s = subparsers.add_parser(
-        "stats", help="an `nsys stats` report from an nsys SQLite export",
-        description="Print what `nsys stats --report NAME --format csv FILE.sqlite` prints, computed from the "
-                    "export alone (.sqlite, or gzipped .sqlite.gz).")
+    s = add_command(subparsers, "stats", cmd_stats, "an `nsys stats` report from an nsys SQLite export")
     s.add_argument("--report", required=True, choices=list(nsys_stats.REPORTS), metavar="NAME",
                    help=f"one of: {', '.join(nsys_stats.REPORTS)}")
     s.add_argument("--format", choices=list(stats_text.FORMATS), default="csv",
                    help="csv (as nsys writes it, the default), json or md")
     s.add_argument("export", metavar="FILE.sqlite[.gz]", help="an nsys SQLite export (nsys export --type sqlite)")
-    s.set_defaults(func=cmd_stats)

@@ -25,7 +25,7 @@ from analysis.common.errors import AnalysisInputError
 from analysis.readers.nsys import columns
 from analysis.common.outputs import save_figure_atomic
 from analysis.report import mdtext
-from analysis.readers.nsys.trace import NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, Interval, Trace
+from analysis.readers.nsys.trace import NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, GpuOp, Interval, Trace
 from workloads.annotate import (DOMAIN, MARK_COLOR, PHASE_COLORS, THIRDPARTY_COLOR, THIRDPARTY_DOMAIN,
                                 parse_range_name)
 from analysis.report.page_text import describe_commit, packages_text
@@ -85,19 +85,13 @@ class Mark:
 
 
 @dataclasses.dataclass(frozen=True)
-class LaunchedOp(Interval):
-    """A kernel, memcpy or memset, with the CUDA runtime call that launched it (when there is one)."""
+class LaunchedOp(GpuOp):
+    """A kernel, memcpy or memset as the GPU ran it, with the CUDA runtime call that launched it (when
+    there is one)."""
 
-    kind: str  # "kernel" | "memcpy" | "memset"
-    name: str
-    start_ns: int
-    end_ns: int
-    correlation_id: int
-    stream_id: int
-    bytes: int | None
-    launch_tid: int | None
-    launch_start_ns: int | None
-    api: str | None
+    launch_tid: int | None = None
+    launch_start_ns: int | None = None
+    api: str | None = None
 
 
 def _launched_ops(ops: columns.ProcessOps) -> tuple[LaunchedOp, ...]:
@@ -106,8 +100,9 @@ def _launched_ops(ops: columns.ProcessOps) -> tuple[LaunchedOp, ...]:
     none = lambda v: None if v < 0 else v  # noqa: E731 (-1 stands for a NULL or no launching call)
     ops = ops.take(np.lexsort((ops.corr, ops.end, ops.start)))  # by start, end, correlation id
     return tuple(
-        LaunchedOp(columns.KINDS[kind], ops.names[name], start, end, none(corr), none(stream), none(nbytes),
-                   none(tid), none(launch), ops.names[api] if api >= 0 else None)
+        LaunchedOp(kind=columns.KINDS[kind], name=ops.names[name], start_ns=start, end_ns=end,
+                   correlation_id=none(corr), stream_id=none(stream), bytes=none(nbytes), launch_tid=none(tid),
+                   launch_start_ns=none(launch), api=ops.names[api] if api >= 0 else None)
         for kind, name, start, end, corr, stream, nbytes, tid, launch, api in zip(
             ops.kind.tolist(), ops.name.tolist(), ops.start.tolist(), ops.end.tolist(), ops.corr.tolist(),
             ops.stream.tolist(), ops.bytes.tolist(), ops.launch_tid.tolist(), ops.launch_start.tolist(),

@@ -16,13 +16,10 @@ are read, so a trace of millions of operations needs little memory.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 from typing import IO, Iterator
 
-from analysis.common.errors import AnalysisInputError
 from analysis.readers.nsys.trace import Trace
 from analysis.common.outputs import atomic_output
 
@@ -150,24 +147,3 @@ def convert(export: str, output: str) -> int:
     """Write ``output`` (atomically) from the export at ``export``; returns the number of events."""
     with Trace(export) as ex, atomic_output(output) as tmp, open(tmp, "w") as f:
         return write_trace(ex, f)
-
-
-def cmd_perfetto(a: argparse.Namespace) -> int:
-    out_dir = os.path.dirname(os.path.abspath(a.output))
-    if not os.path.isdir(out_dir):
-        raise AnalysisInputError(a.output, "the output's folder does not exist")
-    n = convert(a.export, a.output)
-    print(f"wrote {a.output}: {n} events (open it in https://ui.perfetto.dev)", file=sys.stderr)
-    return 0
-
-
-def add_parser(subparsers) -> None:
-    """Register ``perfetto FILE.sqlite[.gz] -o trace.json``."""
-    s = subparsers.add_parser(
-        "perfetto", help="an nsys SQLite export as a Chrome/Perfetto JSON trace",
-        description="Write the export's NVTX ranges and CUDA API calls (per CPU thread) and its kernels, memcpys "
-                    "and memsets (per GPU stream) as a Chrome trace-event JSON file, for ui.perfetto.dev.")
-    s.add_argument("export", metavar="FILE.sqlite[.gz]", help="an nsys SQLite export")
-    s.add_argument("-o", "--output", required=True, metavar="trace.json", help="the JSON trace to write")
-    s.set_defaults(func=cmd_perfetto)
-

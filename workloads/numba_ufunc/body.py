@@ -165,22 +165,16 @@ def float32_kernel(fastmath: bool = False):
         options = {"fastmath": fastmath, **jit_options()}
         device_fn = cuda.jit(device=True, **options)(mycalculation)
 
-        if fastmath:
-            @cuda.jit(**options)
-            def mycalculation_f32_fastmath(x, out):
-                i = cuda.grid(1)
-                if i < out.shape[0]:
-                    out[i] = device_fn(x[i])
+        def elementwise(x, out):
+            i = cuda.grid(1)
+            if i < out.shape[0]:
+                out[i] = device_fn(x[i])
 
-            _compiled[key] = mycalculation_f32_fastmath
-        else:
-            @cuda.jit(**options)
-            def mycalculation_f32(x, out):
-                i = cuda.grid(1)
-                if i < out.shape[0]:
-                    out[i] = device_fn(x[i])
-
-            _compiled[key] = mycalculation_f32
+        # the name Numba mangles into the kernel's, as if each had been written out under it
+        name = "mycalculation_f32_fastmath" if fastmath else "mycalculation_f32"
+        elementwise.__name__ = name
+        elementwise.__qualname__ = f"{float32_kernel.__qualname__}.<locals>.{name}"
+        _compiled[key] = cuda.jit(**options)(elementwise)
     return _compiled[key]
 
 

@@ -44,6 +44,7 @@ _IMPORTED_UNIX_NS = time.time_ns()
 from workloads import settings  # noqa: E402
 
 from workloads.harness import gpu_turn, provenance
+from workloads.commands import run_command  # noqa: E402
 from workloads.contract import WorkloadError  # noqa: E402
 from workloads.harness.runner import free_device_and_end_turn, write_json_atomic  # noqa: E402
 from workloads.harness.cold import cache_root, fresh_cache_env, safe_rmtree  # noqa: E402
@@ -246,27 +247,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--child", metavar="JSON", help=argparse.SUPPRESS)
     p.add_argument("--variant", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    try:
-        if a.size < 1:
-            raise WorkloadError("--size must be positive")
-        if a.child:
-            # the turn the experiment took before launching this process (gpu_turn.turn_for_child)
-            gpu_turn.adopt_handed_turn()
-            write_json_atomic(a.child, run_child(a.variant, a.size))
-            return 0
-        if not a.out_dir:
-            p.error("--out-dir is required")
-        from workloads.warp_sph import RECIPE
+    return run_command("exp_coldstart", lambda: _command(p, a))
 
-        variants = [v for v in a.variants.split(",") if v]
-        for v in variants:
-            RECIPE.variant_class(v)
-        run_experiment(a.out_dir, a.python, variants, a.size)
-    except WorkloadError as e:
-        print(f"exp_coldstart: {e}", file=sys.stderr)
-        return 1
-    print(f"coldstart: wrote {os.path.join(a.out_dir, 'coldstart.json')}")
-    return 0
+
+def _command(p: argparse.ArgumentParser, a: argparse.Namespace) -> str | None:
+    if a.size < 1:
+        raise WorkloadError("--size must be positive")
+    if a.child:
+        # the turn the experiment took before launching this process (gpu_turn.turn_for_child)
+        gpu_turn.adopt_handed_turn()
+        write_json_atomic(a.child, run_child(a.variant, a.size))
+        return None
+    if not a.out_dir:
+        p.error("--out-dir is required")
+    from workloads.warp_sph import RECIPE
+
+    variants = [v for v in a.variants.split(",") if v]
+    for v in variants:
+        RECIPE.variant_class(v)
+    run_experiment(a.out_dir, a.python, variants, a.size)
+    return f"coldstart: wrote {os.path.join(a.out_dir, 'coldstart.json')}"
 
 
 if __name__ == "__main__":

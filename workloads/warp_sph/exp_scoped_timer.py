@@ -38,6 +38,7 @@ import tempfile
 from typing import Sequence
 
 from workloads.harness import provenance
+from workloads.commands import run_command
 from workloads.contract import WorkloadError
 from workloads.harness.runner import write_json_atomic
 
@@ -161,23 +162,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--variants", default="baseline,graph")
     p.add_argument("--child", metavar="JSON", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    return run_command("exp_scoped_timer", lambda: _command(p, a, RECIPE))
+
+
+def _command(p: argparse.ArgumentParser, a: argparse.Namespace, recipe) -> str | None:
     variants = [v for v in a.variants.split(",") if v]
-    try:
-        for v in variants:
-            RECIPE.variant_class(v)
-        if a.size < 1 or a.frames < 1:
-            raise WorkloadError("--size and --frames must be positive")
-        if a.child:
-            write_json_atomic(a.child, run_child(a.size, a.frames, variants))
-            return 0
-        if not a.out_dir:
-            p.error("--out-dir is required")
-        run_experiment(a.out_dir, a.nsys, a.python, a.size, a.frames, variants)
-    except WorkloadError as e:
-        print(f"exp_scoped_timer: {e}", file=sys.stderr)
-        return 1
-    print(f"scoped_timer: wrote {os.path.join(a.out_dir, 'scoped_timer.json')} and nsys.sqlite")
-    return 0
+    for v in variants:
+        recipe.variant_class(v)
+    if a.size < 1 or a.frames < 1:
+        raise WorkloadError("--size and --frames must be positive")
+    if a.child:
+        write_json_atomic(a.child, run_child(a.size, a.frames, variants))
+        return None
+    if not a.out_dir:
+        p.error("--out-dir is required")
+    run_experiment(a.out_dir, a.nsys, a.python, a.size, a.frames, variants)
+    return f"scoped_timer: wrote {os.path.join(a.out_dir, 'scoped_timer.json')} and nsys.sqlite"
 
 
 if __name__ == "__main__":

@@ -47,6 +47,12 @@ def viscosity_laplacian(r: wp.vec3, v_i: wp.vec3, v_j: wp.vec3, rho_j: float, h:
     return wp.vec3(0.0, 0.0, 0.0)
 
 
+@wp.func
+def force_per_mass(f_pressure: wp.vec3, f_viscous: wp.vec3, rho: float, pressure_norm: float, viscous_norm: float):
+    # the acceleration without gravity
+    return (pressure_norm * f_pressure + viscous_norm * f_viscous) / rho
+
+
 @wp.kernel
 def compute_density(
     grid: wp.uint64,
@@ -96,21 +102,11 @@ def get_acceleration(
             r = x[j] - x_i
             f_pressure += spiky_pressure(r, p_i, p_j, rho_j, h)
             f_viscous += viscosity_laplacian(r, v_i, v_j, rho_j, h)
-    force = pressure_norm * f_pressure + viscous_norm * f_viscous
-    a[i] = force / rho_i + wp.vec3(0.0, gravity, 0.0)
+    a[i] = force_per_mass(f_pressure, f_viscous, rho_i, pressure_norm, viscous_norm) + wp.vec3(0.0, gravity, 0.0)
 
 
-@wp.kernel
-def apply_bounds(
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
-    damping: float,
-    width: float,
-    length: float,
-):
-    tid = wp.tid()
-    p = x[tid]
-    u = v[tid]
+@wp.func
+def walls(p: wp.vec3, u: wp.vec3, damping: float, width: float, length: float):
     # walls at x = 0, x = width, y = 0 (floor), z = 0, z = length; no ceiling
     if p[0] < 0.0:
         p = wp.vec3(0.0, p[1], p[2])
@@ -127,6 +123,19 @@ def apply_bounds(
     if p[2] > length:
         p = wp.vec3(p[0], p[1], length)
         u = wp.vec3(u[0], u[1], u[2] * damping)
+    return p, u
+
+
+@wp.kernel
+def apply_bounds(
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    damping: float,
+    width: float,
+    length: float,
+):
+    tid = wp.tid()
+    p, u = walls(x[tid], v[tid], damping, width, length)
     x[tid] = p
     v[tid] = u
 

@@ -13,6 +13,8 @@ run ``cell_start[row + cx - 1] .. cell_start[row + cx + 2] - 1``: 9 runs per par
 cell lookups.
 """
 from workloads.warp_backend import configured_warp
+from workloads.warp_sph.kernels import force_per_mass, poly6_unnormalized
+from workloads.warp_sph.kernels_pruned import neighbour_terms
 
 wp = configured_warp()
 
@@ -78,15 +80,12 @@ def density_rows(
     cz = cell_coord(x_k[2], h, dim_z)
     x_lo = wp.max(cx - 1, 0)
     x_hi = wp.min(cx + 1, dim_x - 1)
-    h2 = h * h
     total = float(0.0)
     for z in range(wp.max(cz - 1, 0), wp.min(cz + 1, dim_z - 1) + 1):
         for y in range(wp.max(cy - 1, 0), wp.min(cy + 1, dim_y - 1) + 1):
             row = (z * dim_y + y) * dim_x
             for j in range(cell_start[row + x_lo], cell_start[row + x_hi + 1]):
-                r = x_k - x[j]
-                q = h2 - wp.dot(r, r)
-                total += wp.max(q * q * q, 0.0)
+                total += poly6_unnormalized(x_k - x[j], h)
     rho[k] = density_norm * total
 
 
@@ -128,15 +127,10 @@ def acceleration_rows(
                 d2 = wp.dot(r, r)
                 # the same pruning and arithmetic as kernels_pruned.get_acceleration
                 if d2 < h2 and j != k:
-                    d = wp.sqrt(d2)
-                    rho_j = rho[j]
-                    inv_rho_j = 1.0 / rho_j
-                    w = h - d
-                    p_j = stiffness * (rho_j - rest_density)
-                    f_pressure -= r * ((p_k + p_j) * 0.5 * inv_rho_j * w * w / d)
-                    f_viscous += (v[j] - v_k) * (inv_rho_j * w)
-    force = pressure_norm * f_pressure + viscous_norm * f_viscous
-    a[k] = force / rho_k + wp.vec3(0.0, gravity, 0.0)
+                    dp, dv = neighbour_terms(j, r, d2, rho, v, v_k, p_k, stiffness, rest_density, h)
+                    f_pressure -= dp
+                    f_viscous += dv
+    a[k] = force_per_mass(f_pressure, f_viscous, rho_k, pressure_norm, viscous_norm) + wp.vec3(0.0, gravity, 0.0)
 
 
 @wp.kernel
@@ -161,14 +155,11 @@ def density_planes(
     cy = cell_coord(x_k[1], h, dim_y)
     x_lo = wp.max(cx - 1, 0)
     x_hi = wp.min(cx + 1, dim_x - 1)
-    h2 = h * h
     total = float(0.0)
     for y in range(wp.max(cy - 1, 0), wp.min(cy + 1, dim_y - 1) + 1):
         row = (z * dim_y + y) * dim_x
         for j in range(cell_start[row + x_lo], cell_start[row + x_hi + 1]):
-            r = x_k - x[j]
-            q = h2 - wp.dot(r, r)
-            total += wp.max(q * q * q, 0.0)
+            total += poly6_unnormalized(x_k - x[j], h)
     wp.atomic_add(rho, k, density_norm * total)
 
 
@@ -215,14 +206,10 @@ def acceleration_planes(
             r = x[j] - x_k
             d2 = wp.dot(r, r)
             if d2 < h2 and j != k:
-                d = wp.sqrt(d2)
-                rho_j = rho[j]
-                inv_rho_j = 1.0 / rho_j
-                w = h - d
-                p_j = stiffness * (rho_j - rest_density)
-                f_pressure -= r * ((p_k + p_j) * 0.5 * inv_rho_j * w * w / d)
-                f_viscous += (v[j] - v_k) * (inv_rho_j * w)
-    share = (pressure_norm * f_pressure + viscous_norm * f_viscous) / rho_k
+                dp, dv = neighbour_terms(j, r, d2, rho, v, v_k, p_k, stiffness, rest_density, h)
+                f_pressure -= dp
+                f_viscous += dv
+    share = force_per_mass(f_pressure, f_viscous, rho_k, pressure_norm, viscous_norm)
     if dz == 0:
         share = share + wp.vec3(0.0, gravity, 0.0)
     wp.atomic_add(a, k, share)

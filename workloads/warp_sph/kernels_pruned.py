@@ -9,8 +9,22 @@ costs one square root and two divisions (a reciprocal of its density, and ``1/d`
 pressure term), not two and three.
 """
 from workloads.warp_backend import configured_warp
+from workloads.warp_sph.kernels import force_per_mass
 
 wp = configured_warp()
+
+
+@wp.func
+def neighbour_terms(j: int, r: wp.vec3, d2: float, rho: wp.array(dtype=float), v: wp.array(dtype=wp.vec3),
+                    v_i: wp.vec3, p_i: float, stiffness: float, rest_density: float, h: float):
+    # neighbour j's pressure term (to subtract) and viscosity term: one square root, two divisions;
+    # its density and velocity are loaded only here
+    d = wp.sqrt(d2)
+    rho_j = rho[j]
+    inv_rho_j = 1.0 / rho_j
+    w = h - d
+    p_j = stiffness * (rho_j - rest_density)
+    return r * ((p_i + p_j) * 0.5 * inv_rho_j * w * w / d), (v[j] - v_i) * (inv_rho_j * w)
 
 
 @wp.kernel
@@ -41,12 +55,7 @@ def get_acceleration(
         d2 = wp.dot(r, r)
         if d2 < h2 and j != i:
             # only neighbours get here: their velocity and density are loaded now
-            d = wp.sqrt(d2)
-            rho_j = rho[j]
-            inv_rho_j = 1.0 / rho_j
-            w = h - d
-            p_j = stiffness * (rho_j - rest_density)
-            f_pressure -= r * ((p_i + p_j) * 0.5 * inv_rho_j * w * w / d)
-            f_viscous += (v[j] - v_i) * (inv_rho_j * w)
-    force = pressure_norm * f_pressure + viscous_norm * f_viscous
-    a[i] = force / rho_i + wp.vec3(0.0, gravity, 0.0)
+            dp, dv = neighbour_terms(j, r, d2, rho, v, v_i, p_i, stiffness, rest_density, h)
+            f_pressure -= dp
+            f_viscous += dv
+    a[i] = force_per_mass(f_pressure, f_viscous, rho_i, pressure_norm, viscous_norm) + wp.vec3(0.0, gravity, 0.0)

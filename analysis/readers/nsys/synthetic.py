@@ -45,15 +45,21 @@ def _template(db: sqlite3.Connection) -> dict:
             "cols_k": cols_k, "cols_r": cols_r, "cols_n": cols_n}
 
 
-def build(source: str, out: str, n_kernels: int, per_call: int) -> dict:
-    """Copy ``source`` to ``out`` and append ``n_kernels`` kernel launches in compute calls."""
+def _copy(source: str, out: str) -> tuple[sqlite3.Connection, dict]:
+    """``source`` (gzipped or not) copied to ``out``, opened for bulk writes, and its template."""
     with plain_file(source) as plain, open(plain, "rb") as f_in, open(out, "wb") as f_out:
         while chunk := f_in.read(1 << 20):
             f_out.write(chunk)
     db = sqlite3.connect(out)
+    # a scratch file made in one go: no journal, no syncs
     db.execute("PRAGMA journal_mode=OFF")
     db.execute("PRAGMA synchronous=OFF")
-    t = _template(db)
+    return db, _template(db)
+
+
+def build(source: str, out: str, n_kernels: int, per_call: int) -> dict:
+    """Copy ``source`` to ``out`` and append ``n_kernels`` kernel launches in compute calls."""
+    db, t = _copy(source, out)
     ck, cr, cn = t["cols_k"], t["cols_r"], t["cols_n"]
     k_start, k_end, k_corr = ck.index("start"), ck.index("end"), ck.index("correlationId")
     r_start, r_end, r_corr = cr.index("start"), cr.index("end"), cr.index("correlationId")
@@ -128,13 +134,7 @@ def build_scale(source: str, out: str, n_kernels: int = 10_000_000, flat_ranges:
     and ranges copy the columns of the source's own last compute range and its launches (names,
     thread, process, stream, launch shape), with fresh times and correlation ids; rows are made
     by SQL inside SQLite, so building 20 million rows takes minutes, not hours."""
-    with plain_file(source) as plain, open(plain, "rb") as f_in, open(out, "wb") as f_out:
-        while chunk := f_in.read(1 << 20):
-            f_out.write(chunk)
-    db = sqlite3.connect(out)
-    db.execute("PRAGMA journal_mode=OFF")
-    db.execute("PRAGMA synchronous=OFF")
-    t = _template(db)
+    db, t = _copy(source, out)
     ck, cr, cn = t["cols_k"], t["cols_r"], t["cols_n"]
     corr0 = db.execute("SELECT MAX(correlationId) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0] + 1
     base = max(db.execute(f"SELECT MAX(end) FROM {table}").fetchone()[0] or 0
