@@ -639,7 +639,7 @@ def test_a_recipe_cannot_load_an_experiment_from_a_step_that_does_not_compile_in
     from workloads.contract import Recipe, WorkloadError
 
     common = dict(name="r", title="R", seed_document="000", framework="jax", requires=(), variants=("a", "b"),
-                  improves_on=(("b", "a"),), default_size=1, size_meaning="n", experiments=("e",),
+                  default_size=1, size_meaning="n", experiments=("e",),
                   compiles_in_setup=("b",))
     Recipe(**common, experiments_from_cache=(("e", "b", 8),))
     for bad in (("e", "a", 8), ("x", "b", 8), ("e", "b", 0)):

@@ -37,8 +37,9 @@ class WorkloadError(RuntimeError):
 
 
 class RecipeFactsError(WorkloadError):
-    """A recipe's facts (``workloads/<recipe>/profile.yaml``, or the config's overrides of them) are
-    missing or wrong: names the file and what is wrong."""
+    """A recipe's facts (its ``RECIPE`` table in ``workloads/<recipe>/__init__.py``, its
+    ``profile.yaml``, or the config's overrides of them) are missing or wrong: names the file and
+    what is wrong."""
 
     def __init__(self, path, what: str) -> None:
         super().__init__(f"{path}: {what}")
@@ -93,16 +94,6 @@ class Variant(abc.ABC):
     name: ClassVar[str]
     #: one line saying what this step changes compared with the step it improves on
     summary: ClassVar[str]
-    #: the variant this step improves on (None for the baseline): reports compare each step with it,
-    #: so that a branch (a pool added to an earlier step) is compared with its parent, not the list's
-    #: previous entry. Must equal the recipe's ``improves_on`` table (:meth:`Recipe.variant_class`).
-    improves_on: ClassVar[str | None] = None
-    #: setup compiles (or loads) every program the calls run, so the first call is the same whether
-    #: the programs were compiled in this process or loaded from a cache. Only then may the step's
-    #: nsys run load the recipe's shared compile cache (Framework.shared_compile_cache): its first
-    #: call is the cold-start page's "first call of a cold process". Must equal the recipe's
-    #: ``compiles_in_setup`` table (:meth:`Recipe.variant_class`).
-    compiles_in_setup: ClassVar[bool] = False
     #: largest accepted ||out - ref|| / ||ref|| (float64 work: rounding only)
     tolerance: ClassVar[float] = 1e-12
     #: :meth:`reference` or :meth:`reference_at` computes on the device (Warp's float64 simulation):
@@ -259,7 +250,12 @@ class RecordedEventPair(EventPair):
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """A workload: its variants in order (baseline first) and what it needs."""
+    """A workload: its variants in order (baseline first) and what it needs.
+
+    The variants are a ladder: each step improves on the step listed just before it, and reports
+    compare it with that step; a step that improves on an earlier one instead (a branch) is named in
+    :attr:`improves_on`. Per-variant facts live here, not on the variant classes, so that the
+    pipeline reads them without importing the variants' GPU packages."""
 
     name: str
     title: str
@@ -286,14 +282,17 @@ class Recipe:
     #: captures only that range (``--capture-range=cudaProfilerApi``), as the HPC-center guide
     #: "GPU Profiling, Optimization, and Debugging" does
     capture_range: bool = False
-    #: the step ladder: (variant, the variant it improves on) for every variant after the baseline.
-    #: A static table here, so that reports read it without importing the variants' GPU packages;
-    #: each variant module states the same as ``Variant.improves_on``.
+    #: the step ladder's branches: each step improves on the step listed just before it, unless named
+    #: here as (step, the earlier step it improves on): a pool added to the baseline, two ways on from
+    #: one step. Reports compare each step with that parent (:meth:`parent_of`). A static table, so
+    #: that the pipeline reads it without importing the variants' GPU packages.
     improves_on: tuple[tuple[str, str], ...] = ()
     #: place in the reports and the index (lower first; equal orders by name)
     order: int = 1000
-    #: the variants whose setup compiles every program their calls run (``Variant.compiles_in_setup``,
-    #: stated here too so that the pipeline reads it without importing the variants' GPU packages)
+    #: the variants whose setup compiles (or loads) every program their calls run, so that the first
+    #: call is the same whether the programs were compiled in this process or loaded from a cache. Only
+    #: their nsys runs load the recipe's shared compile cache (Framework.shared_compile_cache): that
+    #: first call is the cold-start page's "first call of a cold process"
     compiles_in_setup: tuple[str, ...] = ()
     #: experiments whose processes load the recipe's shared compile cache (Framework.shared_compile_cache)
     #: rather than each compiling the same programs: (experiment, variant, size), the step whose timed
@@ -306,35 +305,41 @@ class Recipe:
     experiments_in_turns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        parents = dict(self.improves_on)
-        if len(parents) != len(self.improves_on):
-            raise WorkloadError(f"recipe {self.name!r}: a variant is named twice in improves_on")
-        for i, v in enumerate(self.variants):
-            parent = parents.pop(v, None)
-            if i == 0 and parent is not None:
-                raise WorkloadError(f"recipe {self.name!r}: the baseline {v!r} cannot improve on {parent!r}")
-            if i > 0 and parent not in self.variants[:i]:
-                raise WorkloadError(f"recipe {self.name!r}: improves_on must name, for {v!r}, a variant listed "
-                                    f"before it (got {parent!r})")
-        if parents:
-            raise WorkloadError(f"recipe {self.name!r}: improves_on names unknown variants {sorted(parents)}")
+        named = [step for step, _ in self.improves_on]
+        if len(set(named)) != len(named):
+            self._refuse("a variant is named twice in improves_on")
+        for step, parent in self.improves_on:
+            if step not in self.variants:
+                self._refuse(f"improves_on names unknown variant {step!r} (have: {', '.join(self.variants)})")
+            i = self.variants.index(step)
+            if i == 0:
+                self._refuse(f"the baseline {step!r} cannot improve on {parent!r}")
+            if parent not in self.variants[:i]:
+                self._refuse(f"improves_on must name, for {step!r}, a variant listed before it (got {parent!r})")
+            if parent == self.variants[i - 1]:
+                self._refuse(f"improves_on names ({step!r}, {parent!r}), the step listed just before it: that is "
+                             "every step's parent unless named, so leave it out")
         unknown = sorted(set(self.compiles_in_setup) - set(self.variants))
         if unknown:
-            raise WorkloadError(f"recipe {self.name!r}: compiles_in_setup names unknown variants {unknown}")
+            self._refuse(f"compiles_in_setup names unknown variants {unknown} (have: {', '.join(self.variants)})")
         unknown = sorted(set(self.experiments_in_turns) - set(self.experiments))
         if unknown:
-            raise WorkloadError(f"recipe {self.name!r}: experiments_in_turns names unknown experiments {unknown}")
+            self._refuse(f"experiments_in_turns names unknown experiments {unknown}")
         for experiment, variant, size in self.experiments_from_cache:
             if experiment not in self.experiments or variant not in self.compiles_in_setup or size < 1:
-                raise WorkloadError(f"recipe {self.name!r}: experiments_from_cache names ({experiment!r}, {variant!r}, "
-                                    f"{size}): it needs one of its experiments, a variant that compiles in setup "
-                                    "and a positive size")
+                self._refuse(f"experiments_from_cache names ({experiment!r}, {variant!r}, {size}): it needs one of "
+                             "its experiments, a variant that compiles in setup and a positive size")
+
+    def _refuse(self, what: str) -> None:
+        raise RecipeFactsError(f"workloads/{self.name}/__init__.py", f"RECIPE: {what}")
 
     def parent_of(self, variant: str) -> str | None:
-        """The variant ``variant`` improves on (None for the baseline)."""
+        """The variant ``variant`` improves on: the one listed before it unless :attr:`improves_on`
+        names another (None for the baseline)."""
         if variant not in self.variants:
             raise WorkloadError(f"workload {self.name!r} has no variant {variant!r}")
-        return dict(self.improves_on).get(variant)
+        i = self.variants.index(variant)
+        return dict(self.improves_on).get(variant, self.variants[i - 1] if i else None)
 
     def variant_class(self, variant: str) -> type[Variant]:
         if variant not in self.variants:
@@ -347,13 +352,6 @@ class Recipe:
             raise WorkloadError(f"workloads/{self.name}/{variant}.py must define VARIANT, a Variant subclass")
         if cls.name != variant:
             raise WorkloadError(f"workloads/{self.name}/{variant}.py: VARIANT.name is {cls.name!r}, not {variant!r}")
-        if cls.improves_on != self.parent_of(variant):
-            raise WorkloadError(f"workloads/{self.name}/{variant}.py: VARIANT.improves_on is {cls.improves_on!r}, but "
-                                f"the recipe's improves_on table says {self.parent_of(variant)!r}")
-        if cls.compiles_in_setup != (variant in self.compiles_in_setup):
-            raise WorkloadError(f"workloads/{self.name}/{variant}.py: VARIANT.compiles_in_setup is "
-                                f"{cls.compiles_in_setup}, but the recipe's compiles_in_setup table "
-                                f"{'does not list' if cls.compiles_in_setup else 'lists'} it")
         return cls
 
 
