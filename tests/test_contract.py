@@ -54,6 +54,30 @@ def test_a_recipe_table_naming_an_unknown_variant_is_refused_with_its_file():
     assert set(pycuda.compiles_in_setup) == set(pycuda.variants)
 
 
+def test_a_variant_writes_the_authors_hooks_and_gets_the_plumbing_from_its_framework():
+    """Variant's own body is the author's contract; synchronize and event_pair are the framework
+    mixin's (workloads.backend.Backend), required still: a variant with neither cannot be made."""
+    from workloads.backend import Backend
+    from workloads.cupy_backend import CupyDevice
+    from workloads.harness.check import CheckHooks
+
+    own = {k for k, v in vars(Variant).items() if callable(v) and not k.startswith("_")}
+    assert own == {"setup", "step", "result", "reference", "work", "teardown"}
+    assert issubclass(Variant, CheckHooks) and issubclass(CupyDevice, Backend)
+
+    class NoPlumbing(Variant):
+        name, summary = "baseline", "x"
+        def setup(self): pass
+        def step(self): pass
+        def result(self): return np.zeros(1)
+        def reference(self): return np.zeros(1)
+        def work(self): return Work(bytes_read=0, bytes_written=8, flops=0)
+
+    with pytest.raises(TypeError, match="event_pair"):
+        NoPlumbing(size=1)
+    assert CupyDevice.synchronize is BY_NAME["cupy_sqdiff"].variant_class("fused").synchronize
+
+
 def test_unknown_variant_names_the_choices():
     with pytest.raises(WorkloadError, match="baseline"):
         BY_NAME["cupy_sqdiff"].variant_class("turbo")

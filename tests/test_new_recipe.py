@@ -46,7 +46,8 @@ import time
 
 import numpy as np
 
-from workloads.contract import EventPair, Variant, Work
+from workloads.backend import EventPair
+from workloads.contract import Variant, Work
 
 
 class HostPair(EventPair):

@@ -10,12 +10,12 @@ pipeline can time, trace and profile any of them without knowing what they do:
     v.setup()            # allocate and fill inputs            (NVTX phase "setup")
     v.step()             # one call of the computation, async  (NVTX phase "compute")
     out = v.result()     # bring the result to the host        (NVTX phase "transfer")
-    v.keep_reference_inputs(None)  # inputs drawn on the device: their host copy, GPU still held
     v.teardown()         # free the device memory (the GPU may go to the next run)
     ref = v.reference()  # float64 NumPy reference             (NVTX phase "check")
 
-(a variant whose reference computes on the device says so, ``reference_uses_device``, and the
-runner then computes it before ``teardown``).
+Those hooks and ``work`` are the author's; the framework's mixin (:mod:`workloads.backend`) adds
+the device plumbing, and :mod:`workloads.harness.check` the hooks the runner calls around its GPU
+turn, with defaults (host inputs before it, the sampled check and the reference's inputs after).
 
 Each variant declares the work it must do (:class:`Work`): the fewest bytes it
 has to move through device memory and the floating-point operations it has to
@@ -27,9 +27,12 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
+
+from workloads.backend import Backend
+from workloads.harness.check import CheckHooks
 
 
 class WorkloadError(RuntimeError):
@@ -87,8 +90,18 @@ class Work:
         return dataclasses.asdict(self)
 
 
-class Variant(abc.ABC):
-    """One step of a recipe. Subclasses set the class attributes and the five methods."""
+class Variant(CheckHooks, Backend):
+    """One step of a recipe. Subclasses set ``name`` and ``summary`` and write the five hooks:
+    :meth:`setup`, :meth:`step` (the call), :meth:`result`, :meth:`reference` and :meth:`work`
+    (and :meth:`teardown` where the device memory should go before the process ends).
+
+    The rest comes with defaults or from elsewhere. Device plumbing (``synchronize``,
+    ``event_pair``, ``free_cached_device_memory``: :class:`workloads.backend.Backend`) comes from
+    the framework's mixin, listed first (``class Fused(CupyDevice, Variant)``). The hooks the
+    runner calls around its GPU turn (:mod:`workloads.harness.check`: ``prepare_host`` with
+    ``keep``/``take`` before it; the sampled check's ``sample_indices``, ``reference_at``,
+    ``sampled_result`` and the reference inputs after it) have defaults a variant overrides only
+    where it has a cheaper way."""
 
     #: short identifier used on the command line and in file names
     name: ClassVar[str]
@@ -96,28 +109,12 @@ class Variant(abc.ABC):
     summary: ClassVar[str]
     #: largest accepted ||out - ref|| / ||ref|| (float64 work: rounding only)
     tolerance: ClassVar[float] = 1e-12
-    #: :meth:`reference` or :meth:`reference_at` computes on the device (Warp's float64 simulation):
-    #: the runner then computes the reference before it frees the device and gives the GPU to the
-    #: next run; otherwise after (the float64 reference on the host is CPU work: 1-4 s for a 2 GiB
-    #: result). Inputs drawn on the device are copied back by :meth:`keep_reference_inputs` instead
-    reference_uses_device: ClassVar[bool] = False
-    #: result elements the sampled check compares (``--check sample``: the profiled runs, whose
-    #: full-size check would cost seconds per process; the timed run checks every element)
-    check_sample_elements: ClassVar[int] = 1 << 16
 
     def __init__(self, size: int, seed: int = 0) -> None:
         if size <= 0:
             raise WorkloadError(f"size must be positive, got {size}")
         self.size = size
         self.seed = seed
-
-    def prepare_host(self, check: str) -> None:
-        """Host work that needs no GPU, done before the run waits for its GPU turn; ``check`` is how
-        much of the result the run will compare ("full" or "sample"). The default does nothing; CuPy
-        pre-faults the host arrays a full check copies back into (6 GiB at 16384^2, whose first
-        touch inside the copies held the GPU ~2 s a run); Numba's and PyCUDA's host-data steps draw
-        their seeded inputs (setup takes them, or copies them into page-locked buffers, which need
-        the CUDA context)."""
 
     @abc.abstractmethod
     def setup(self) -> None:
@@ -139,113 +136,10 @@ class Variant(abc.ABC):
     def work(self) -> Work:
         """Bytes and FLOPs one call of :meth:`step` must move and do."""
 
-    def sample_indices(self, total: int) -> np.ndarray:
-        """Flat indices of the result elements the sampled check compares: seeded by the variant's
-        seed, sorted, without repeats. Override where the reference is cheap for another pattern
-        (whole rows of a matrix product)."""
-        if total <= self.check_sample_elements:
-            return np.arange(total)
-        rng = np.random.default_rng([self.seed, total])
-        return np.sort(rng.choice(total, size=self.check_sample_elements, replace=False))
-
-    def reference_at(self, flat_indices: np.ndarray) -> np.ndarray:
-        """The float64 reference at ``flat_indices`` of the flattened result. The default computes
-        the whole reference; elementwise recipes override it with the cheap computation."""
-        return np.ascontiguousarray(self.reference().reshape(-1)[flat_indices], dtype=np.float64)
-
-    def sampled_result(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """The last call's result at the sampled check's elements: (those elements, their flat
-        indices from :meth:`sample_indices`, the result's element count). The default copies the
-        whole result to the host and picks; a framework that can gather on the device overrides
-        it (CuPy: 512 KiB cross to the host instead of a 2 GiB result)."""
-        out = np.asarray(self.result())
-        idx = self.sample_indices(out.size)
-        return np.ascontiguousarray(out.reshape(-1)[idx]), idx, int(out.size)
-
-    def host_reference_inputs(self, flat_indices: np.ndarray | None):
-        """What :meth:`reference` (``flat_indices`` None) or :meth:`reference_at` (those elements)
-        reads from the device, copied to the host now: a variant whose inputs were drawn on the GPU
-        overrides it and reads its inputs through :meth:`reference_inputs`. The default: None (the
-        inputs are on the host already)."""
-        return None
-
-    def keep(self, name: str, value) -> None:
-        """Keep ``value`` for one later :meth:`take` of ``name``: host arrays :meth:`prepare_host`
-        makes before the turn for ``setup``, inputs copied back for the reference after it."""
-        self.__dict__[f"_kept_{name}"] = value
-
-    def take(self, name: str, make: Callable[[], object]):
-        """What :meth:`keep` kept under ``name``, taken once (the process then holds no second
-        reference to it, and a caller may change it in place), else ``make()``: a variant set up
-        without :meth:`prepare_host` (by hand, in a test) makes it where it needs it."""
-        kept = self.__dict__.pop(f"_kept_{name}", None)
-        return make() if kept is None else kept
-
-    def keep_reference_inputs(self, flat_indices: np.ndarray | None) -> None:
-        """The runner calls it once the result is on the host and before :meth:`teardown`, while the
-        run still holds the GPU: :meth:`host_reference_inputs` now, kept for the reference that
-        follows, which then runs after the GPU is given back."""
-        self.keep("reference_inputs", self.host_reference_inputs(flat_indices))
-
-    def reference_inputs(self, flat_indices: np.ndarray | None):
-        """For :meth:`reference` and :meth:`reference_at`: the inputs :meth:`keep_reference_inputs`
-        kept, else copied from the device now."""
-        return self.take("reference_inputs", lambda: self.host_reference_inputs(flat_indices))
-
-    # Device plumbing: every framework has its own; workloads share a mixin per framework.
-    @abc.abstractmethod
-    def synchronize(self) -> None:
-        """Wait until all work this variant queued has finished."""
-
-    @abc.abstractmethod
-    def event_pair(self) -> "EventPair":
-        """A (start, stop) pair of device events on the stream :meth:`step` uses."""
-
-    def free_cached_device_memory(self) -> None:
-        """After :meth:`teardown`: give back what the framework's allocator keeps cached for reuse
-        (CuPy's pool, RMM's, Numba's deferred frees). The framework mixins override it; the
-        default keeps everything (then the process keeps its GPU turn if it holds much)."""
-
     def teardown(self) -> None:
         """Release the device memory setup() and the calls took (the runner then gives the GPU to the
         next run if the process holds little of it: :func:`workloads.harness.gpu_turn.release_turn`); the
         default drops nothing and leaves it to garbage collection."""
-
-
-class EventPair(abc.ABC):
-    """Device events around a region; elapsed time is read after both completed."""
-
-    @abc.abstractmethod
-    def start(self) -> None: ...
-
-    @abc.abstractmethod
-    def stop(self) -> None: ...
-
-    @abc.abstractmethod
-    def elapsed_ms(self) -> float:
-        """Milliseconds between start and stop, waiting for stop if needed."""
-
-
-class RecordedEventPair(EventPair):
-    """A pair of a framework's CUDA events, each with ``record()`` and ``synchronize()``: the
-    subclass makes ``_start`` and ``_stop`` and reads the time between them."""
-
-    _start: object
-    _stop: object
-
-    def start(self) -> None:
-        self._start.record()
-
-    def stop(self) -> None:
-        self._stop.record()
-
-    def elapsed_ms(self) -> float:
-        self._stop.synchronize()
-        return float(self._between_ms())
-
-    @abc.abstractmethod
-    def _between_ms(self) -> float:
-        """Milliseconds from the start event to the stop event, both complete."""
 
 
 @dataclasses.dataclass(frozen=True)

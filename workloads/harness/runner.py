@@ -331,15 +331,16 @@ def free_device_and_end_turn(v: Variant) -> dict | None:
 
 def _check(v: Variant, recipe: Recipe, ph, how: str = "full") -> tuple[float, dict, dict | None]:
     """The relative error of the last result, what was compared (every element, or the variant's
-    seeded sample: :meth:`Variant.sampled_result` against :meth:`Variant.reference_at`), and the
+    seeded sample: :meth:`~workloads.harness.check.CheckHooks.sampled_result` against
+    :meth:`~workloads.harness.check.CheckHooks.reference_at`), and the
     GPU turn's end (:func:`workloads.harness.gpu_turn.release_turn`).
 
     Once the result is on the host, and with it the host copy of any input drawn on the device
-    (:meth:`Variant.keep_reference_inputs`), the variant frees the device (``teardown`` and its
+    (:meth:`~workloads.harness.check.CheckHooks.keep_reference_inputs`), the variant frees the device (``teardown`` and its
     framework's cached memory); the run then gives its GPU turn back, if it holds a tenth of the
     GPU's memory or less, so that the float64 reference and the comparison, CPU work of seconds for
     a 2 GiB result, run beside the next run's turn rather than in it. A reference that computes on
-    the device (``Variant.reference_uses_device``) is computed before the teardown."""
+    the device (``CheckHooks.reference_uses_device``) is computed before the teardown."""
     what = f"{recipe.name}/{v.name} size {v.size}"
     with ph("transfer"):
         if how == "sample":
