@@ -441,7 +441,7 @@ _TURN_CHILD = ("import os, sys, time; time.sleep({before}); b = {barrier!r}\n"
                "if b:\n os.makedirs(b, exist_ok=True); open(os.path.join(b, str(os.getpid())), 'w').close()\n"
                " while len(os.listdir(b)) < {count}: time.sleep(0.02)\n"
                "from workloads.harness import gpu_turn\n"
-               "t = gpu_turn.take_turn('probe'); print(t['waited_s'] if t else 'none'); time.sleep({inside})")
+               "t = gpu_turn.take_turn('probe'); print(t.waited_s if t else 'none'); time.sleep({inside})")
 
 
 def _cold_turns(work_dir, before, inside, env, *extra, barrier="", count=0):

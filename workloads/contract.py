@@ -138,7 +138,7 @@ class Variant(CheckHooks, Backend):
 
     def teardown(self) -> None:
         """Release the device memory setup() and the calls took (the runner then gives the GPU to the
-        next run if the process holds little of it: :func:`workloads.harness.gpu_turn.release_turn`); the
+        next run if the process holds little of it: :meth:`workloads.harness.gpu_turn.GpuTurn.release`); the
         default drops nothing and leaves it to garbage collection."""
 
 
