@@ -137,9 +137,9 @@ class Variant(CheckHooks, Backend):
         """Bytes and FLOPs one call of :meth:`step` must move and do."""
 
     def teardown(self) -> None:
-        """Release the device memory setup() and the calls took (the runner then gives the GPU to the
-        next run if the process holds little of it: :meth:`workloads.harness.gpu_turn.GpuTurn.release`); the
-        default drops nothing and leaves it to garbage collection."""
+        """Release the device memory setup() and the calls took (the runner then gives the GPU to
+        the next run if the process holds little of it: :meth:`workloads.harness.gpu_turn.GpuTurn.release`);
+        the default drops nothing and leaves it to garbage collection."""
 
 
 @dataclasses.dataclass(frozen=True)
