@@ -441,7 +441,7 @@ _TURN_CHILD = ("import os, sys, time; time.sleep({before}); b = {barrier!r}\n"
                "if b:\n os.makedirs(b, exist_ok=True); open(os.path.join(b, str(os.getpid())), 'w').close()\n"
                " while len(os.listdir(b)) < {count}: time.sleep(0.02)\n"
                "from workloads.harness import gpu_turn\n"
-               "t = gpu_turn.take_turn('probe'); print(t['waited_s'] if t else 'none'); time.sleep({inside})")
+               "t = gpu_turn.take_turn('probe'); print(t.waited_s if t else 'none'); time.sleep({inside})")
 
 
 def _cold_turns(work_dir, before, inside, env, *extra, barrier="", count=0):
@@ -639,7 +639,7 @@ def test_a_recipe_cannot_load_an_experiment_from_a_step_that_does_not_compile_in
     from workloads.contract import Recipe, WorkloadError
 
     common = dict(name="r", title="R", seed_document="000", framework="jax", requires=(), variants=("a", "b"),
-                  improves_on=(("b", "a"),), default_size=1, size_meaning="n", experiments=("e",),
+                  default_size=1, size_meaning="n", experiments=("e",),
                   compiles_in_setup=("b",))
     Recipe(**common, experiments_from_cache=(("e", "b", 8),))
     for bad in (("e", "a", 8), ("x", "b", 8), ("e", "b", 0)):

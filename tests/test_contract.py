@@ -25,24 +25,57 @@ def test_every_variant_loads_without_a_gpu(recipe):
         assert cls.summary.strip(), f"{recipe.name}/{name} needs a one-line summary"
 
 
-def test_a_variant_and_its_recipe_must_agree_on_compiling_in_setup():
-    """Recipe.compiles_in_setup decides which nsys runs load the shared compile cache: a table that
-    disagrees with the variant's own statement is refused, both ways, and so is an unknown name."""
+def test_per_variant_facts_are_declared_once_in_the_recipe_table():
+    """improves_on and compiles_in_setup live in the recipe's RECIPE table only (the pipeline reads
+    them without importing a variant): no variant class states them again."""
+    for recipe in RECIPES:
+        for name in recipe.variants:
+            cls = recipe.variant_class(name)
+            assert not hasattr(cls, "improves_on") and not hasattr(cls, "compiles_in_setup"), f"{recipe.name}/{name}"
+
+
+def test_a_recipe_table_naming_an_unknown_variant_is_refused_with_its_file():
+    """Recipe.compiles_in_setup decides which nsys runs load the shared compile cache: a name that is
+    not one of the recipe's variants is refused, naming the recipe's __init__.py and the key."""
     import dataclasses
 
-    jax = BY_NAME["jax_matmul"]
-    assert jax.variant_class("bf16").compiles_in_setup
-    with pytest.raises(WorkloadError, match="does not list it"):
-        dataclasses.replace(jax, compiles_in_setup=("baseline", "float32")).variant_class("bf16")
+    from workloads.contract import RecipeFactsError
+
     warp = BY_NAME["warp_sph"]
-    assert not warp.variant_class("baseline").compiles_in_setup
-    with pytest.raises(WorkloadError, match="lists it"):
-        dataclasses.replace(warp, compiles_in_setup=("baseline",)).variant_class("baseline")
-    with pytest.raises(WorkloadError, match="unknown variants"):
+    assert "baseline" not in warp.compiles_in_setup and "graph" in warp.compiles_in_setup
+    with pytest.raises(RecipeFactsError, match=r"workloads/warp_sph/__init__.py: RECIPE: compiles_in_setup names "
+                                               r"unknown variants \['turbo'\]") as e:
         dataclasses.replace(warp, compiles_in_setup=("turbo",))
+    assert e.value.path == "workloads/warp_sph/__init__.py"
+    with pytest.raises(RecipeFactsError, match=r"warp_sph/__init__.py: RECIPE: improves_on names unknown variant 'turbo'"):
+        dataclasses.replace(warp, improves_on=(("turbo", "baseline"),))
     # PyCUDA's steps all build their SourceModule in setup
     pycuda = BY_NAME["pycuda_kernel"]
-    assert all(pycuda.variant_class(v).compiles_in_setup for v in pycuda.variants)
+    assert set(pycuda.compiles_in_setup) == set(pycuda.variants)
+
+
+def test_a_variant_writes_the_authors_hooks_and_gets_the_plumbing_from_its_framework():
+    """Variant's own body is the author's contract; synchronize and event_pair are the framework
+    mixin's (workloads.backend.Backend), required still: a variant with neither cannot be made."""
+    from workloads.backend import Backend
+    from workloads.cupy_backend import CupyDevice
+    from workloads.harness.check import CheckHooks
+
+    own = {k for k, v in vars(Variant).items() if callable(v) and not k.startswith("_")}
+    assert own == {"setup", "step", "result", "reference", "work", "teardown"}
+    assert issubclass(Variant, CheckHooks) and issubclass(CupyDevice, Backend)
+
+    class NoPlumbing(Variant):
+        name, summary = "baseline", "x"
+        def setup(self): pass
+        def step(self): pass
+        def result(self): return np.zeros(1)
+        def reference(self): return np.zeros(1)
+        def work(self): return Work(bytes_read=0, bytes_written=8, flops=0)
+
+    with pytest.raises(TypeError, match="event_pair"):
+        NoPlumbing(size=1)
+    assert CupyDevice.synchronize is BY_NAME["cupy_sqdiff"].variant_class("fused").synchronize
 
 
 def test_unknown_variant_names_the_choices():
@@ -123,7 +156,7 @@ def test_the_raw_kernel_step_is_registered():
     from workloads.registry import recipe_facts
 
     cupy = BY_NAME["cupy_sqdiff"]
-    assert cupy.parent_of("raw_kernel") == "fused" and cupy.variant_class("raw_kernel").improves_on == "fused"
+    assert cupy.parent_of("raw_kernel") == "fused"
     ncu = recipe_facts("cupy_sqdiff")["ncu"]
     # raw_kernel launches a kernel no other step does
     assert "raw_kernel" in ncu["variants"]

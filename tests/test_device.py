@@ -125,7 +125,8 @@ import time
 
 import numpy as np
 
-from workloads.contract import EventPair, Variant, Work, WorkloadError
+from workloads.backend import EventPair
+from workloads.contract import Variant, Work, WorkloadError
 
 
 class HostPair(EventPair):

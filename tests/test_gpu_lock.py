@@ -182,7 +182,7 @@ def test_several_jobs_given_the_same_gpu_by_hand_take_turns_on_it(tmp_path, fake
     a step's measurement runs (--turns) take turns on GPU 0's lock, never overlapping."""
     env = dict(fake_gpus, CUDA_VISIBLE_DEVICES="0")
     code = ("import sys\nfrom workloads.harness import gpu_turn\nt = gpu_turn.take_turn('probe')\n"
-            "print(t['started_unix_ns'])\n")
+            "print(t.record['started_unix_ns'])\n")
     procs = [_cold(tmp_path / "w", env, code, extra=("--turns",), stdout=subprocess.PIPE) for _ in range(3)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
@@ -342,21 +342,21 @@ def test_a_command_that_cannot_start_is_one_line_and_exit_2_before_any_lock(tmp_
     assert not _records(tmp_path / "w")
 
 
-# --- gap 4: a child forked before release_turn ran on unlocked
+# --- gap 4: a child forked before GpuTurn.release ran on unlocked
 
 _FORKED = textwrap.dedent("""\
     import os, sys
     from workloads.harness import gpu_turn
     if sys.argv[3] == "no-check":
         gpu_turn.live_children = lambda pid: []  # the other guard alone: the lock is closed, not unlocked
-    gpu_turn.take_turn("probe")
+    turn = gpu_turn.take_turn("probe")
     if os.fork() == 0:  # a worker forked inside the turn, waiting for the test's word
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 1)
         os.dup2(null, 2)  # the test reads the run's output to its end: not the worker's
         open(sys.argv[2]).read()
         os._exit(0)
-    decision = gpu_turn.release_turn(1, 100)
+    decision = turn.release(1, 100)
     print(decision["released"], decision.get("reason", ""), flush=True)
 """)
 

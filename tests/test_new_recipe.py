@@ -28,7 +28,7 @@ FRAMEWORK = Framework(
 )
 
 RECIPE = Recipe(name="toy_scale", title="Toy scale", seed_document="a test of the suite itself", framework="toynp",
-                requires=("numpy",), variants=("baseline", "in_place"), improves_on=(("in_place", "baseline"),),
+                requires=("numpy",), variants=("baseline", "in_place"),
                 default_size=1000, size_meaning="elements")
 '''
 
@@ -46,7 +46,8 @@ import time
 
 import numpy as np
 
-from workloads.contract import EventPair, Variant, Work
+from workloads.backend import EventPair
+from workloads.contract import Variant, Work
 
 
 class HostPair(EventPair):
@@ -58,7 +59,6 @@ class HostPair(EventPair):
 class Scale(Variant):
     name = "{name}"
     summary = "3 x on the host"
-    improves_on = {parent!r}
 
     def setup(self):
         self.x = np.random.default_rng(self.seed).random(self.size)
@@ -112,9 +112,9 @@ def copy_with_recipe(tmp_path_factory):
     folder.mkdir()
     (folder / "__init__.py").write_text(INIT)
     (folder / "__main__.py").write_text(MAIN)
-    (folder / "baseline.py").write_text(VARIANT.format(name="baseline", parent=None,
+    (folder / "baseline.py").write_text(VARIANT.format(name="baseline",
                                                        step="np.multiply(self.x, 3.0, out=self.out)"))
-    (folder / "in_place.py").write_text(VARIANT.format(name="in_place", parent="baseline",
+    (folder / "in_place.py").write_text(VARIANT.format(name="in_place",
                                                        step="self.out[:] = self.x; self.out *= 3.0"))
     (folder / "profile.yaml").write_text(FACTS)
     after = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())

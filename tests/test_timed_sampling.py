@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from workloads.harness import runner, sampling, telemetry
-from workloads.contract import EventPair, WorkloadError
+from workloads.backend import EventPair
+from workloads.contract import WorkloadError
 
 
 class FakeClock:

@@ -1,5 +1,5 @@
 """A measurement run gives its GPU turn back once its result is on the host and its device memory
-is free (workloads.harness.gpu_turn.release_turn, workloads.harness.runner._check): the float64 check then runs
+is free (workloads.harness.gpu_turn.GpuTurn.release, workloads.harness.runner._check): the float64 check then runs
 beside the next run's turn. A run that still holds much of the GPU keeps the turn to its exit."""
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ def _lock_is_free(path: Path) -> bool:
 _CHILD = """
 import json, sys
 from workloads.harness import gpu_turn
-gpu_turn.take_turn('probe')
+turn = gpu_turn.take_turn('probe')
 held, total = json.loads(sys.argv[1])
-decision = gpu_turn.release_turn(held, total)
+decision = turn.release(held, total)
 import fcntl
 f = open(sys.argv[2], 'a')
 try:
@@ -161,6 +161,23 @@ def _no_phase(*_args, **_kwargs):
     return contextlib.nullcontext()
 
 
+class _LoggedTurn:
+    """A held GPU turn that logs where the runner gives it back (a real one would free the lock)."""
+
+    waited_s, cpu_cores, held = 0.0, None, True
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def measure_on_holder_cores(self) -> None:
+        self.log.append("holder cores")
+
+    def release(self, held_bytes, total_bytes) -> dict:
+        self.log.append("release")
+        self.held = False
+        return {"released": True, "held_bytes": held_bytes}
+
+
 @pytest.mark.parametrize("cls, how, order", [
     (_Probe, "full", ["result", "keep whole", "teardown", "free", "release", "reference"]),
     (_Probe, "sample", ["result", "keep 65536", "teardown", "free", "release", "reference_at"]),
@@ -173,17 +190,10 @@ def test_the_reference_is_computed_after_the_gpu_is_given_back_unless_it_uses_th
                                                                                           order):
     log: list[str] = []
     monkeypatch.setattr(_Probe, "log", log)
-    monkeypatch.setattr(gpu_turn, "holds_turn", lambda: True)
     monkeypatch.setattr(telemetry, "process_gpu_memory", lambda: (1, 100))
-
-    def release(held, total):
-        log.append("release")
-        return {"released": True, "held_bytes": held}
-
-    monkeypatch.setattr(gpu_turn, "release_turn", release)
     v = cls(size=1 << 18)
     v.setup()
-    err, check, turn_end = runner._check(v, _RECIPE, _no_phase, how)
+    err, check, turn_end = runner._check(v, _RECIPE, _no_phase, how, _LoggedTurn(log))
     assert log == order and err == 0.0 and turn_end == {"released": True, "held_bytes": 1}
     assert check["method"] == how and check["of"] == 1 << 18
     assert check["elements"] == (1 << 18 if how == "full" else v.check_sample_elements)
@@ -192,7 +202,6 @@ def test_the_reference_is_computed_after_the_gpu_is_given_back_unless_it_uses_th
 def test_without_a_turn_the_run_checks_as_before_and_records_no_turn_end(monkeypatch):
     log: list[str] = []
     monkeypatch.setattr(_Probe, "log", log)
-    monkeypatch.setattr(gpu_turn, "holds_turn", lambda: False)
     v = _Probe(size=64)
     v.setup()
     err, check, turn_end = runner._check(v, _RECIPE, _no_phase, "full")
@@ -201,7 +210,6 @@ def test_without_a_turn_the_run_checks_as_before_and_records_no_turn_end(monkeyp
 
 def test_a_wrong_result_still_fails_after_the_turn_is_given_back(monkeypatch):
     monkeypatch.setattr(_Probe, "log", [])
-    monkeypatch.setattr(gpu_turn, "holds_turn", lambda: False)
 
     class Wrong(_Probe):
         def result(self) -> np.ndarray:
@@ -298,9 +306,9 @@ from workloads.harness import gpu_turn
 before = sorted(os.sched_getaffinity(0))
 turn = gpu_turn.take_turn('probe')
 during = sorted(os.sched_getaffinity(0))
-gpu_turn.release_turn(1, 100)
+turn.release(1, 100)
 print(json.dumps({"before": before, "during": during, "after": sorted(os.sched_getaffinity(0)),
-                  "turn_cores": turn.get("cpu_cores")}))
+                  "turn_cores": turn.cpu_cores}))
 """
 
 
@@ -319,11 +327,11 @@ import json, os
 from workloads.harness import gpu_turn
 turn = gpu_turn.take_turn('probe', setup_on_every_core=True)
 setup = sorted(os.sched_getaffinity(0))
-gpu_turn.measure_on_holder_cores()
+turn.measure_on_holder_cores()
 measuring = sorted(os.sched_getaffinity(0))
-gpu_turn.release_turn(1, 100)
+turn.release(1, 100)
 print(json.dumps({"setup": setup, "measuring": measuring, "after": sorted(os.sched_getaffinity(0)),
-                  "turn": [turn.get("setup_cpu_cores"), turn.get("cpu_cores")]}))
+                  "turn": [turn.record.get("setup_cpu_cores"), turn.cpu_cores]}))
 """
 
 
@@ -346,9 +354,9 @@ def test_without_a_split_a_turn_leaves_the_cores_alone(monkeypatch, tmp_path):
     environ = {gpu_turn.LOCK_VARIABLE: str(tmp_path / "gpu0.lock")}
     turn = gpu_turn.take_turn("probe", environ)
     try:
-        assert "cpu_cores" not in turn and moves == []
+        assert turn.cpu_cores is None and "cpu_cores" not in turn.record and moves == []
     finally:
-        gpu_turn.release_turn(1, 100)
+        turn.release(1, 100)
     assert moves == []
 
 
@@ -468,8 +476,9 @@ def test_host_work_the_variant_names_is_done_before_the_run_waits_for_its_turn(m
     monkeypatch.setattr(_Probe, "log", [])
     monkeypatch.setattr(Recipe, "variant_class", lambda self, name: Prepared)
     monkeypatch.setattr(gpu_turn, "take_turn",
-                        lambda what, environ=os.environ, **kw: log.append(f"turn {sorted(kw.items())}"))
-    monkeypatch.setattr(gpu_turn, "measure_on_holder_cores", lambda environ=os.environ: log.append("holder cores"))
+                        lambda what, environ=os.environ, **kw: log.append(f"turn {sorted(kw.items())}")
+                        or _LoggedTurn(log))
+    monkeypatch.setattr(telemetry, "process_gpu_memory", lambda: (1, 100))
     monkeypatch.setattr(runner.provenance, "collect", lambda requires: {})
     # the framework's own device check creates a CUDA context: it waits for the turn too
     monkeypatch.setattr(runner, "framework_device_problem", lambda recipe, device: log.append(f"check {device}"))
@@ -480,6 +489,8 @@ def test_host_work_the_variant_names_is_done_before_the_run_waits_for_its_turn(m
     assert log[:5] == [f"prepare {check}", "turn [('setup_on_every_core', True)]", "check cuda", "setup",
                        "holder cores"]
     assert record["host_wall_s"]["prepare_host"] >= 0 and record["check"]["method"] == check
+    # the runner passed its turn on: given back after the calls, and the record says so
+    assert "release" in log and record["gpu_turn_end"] == {"released": True, "held_bytes": 1}
 
 
 # a child launched with a handed turn: whether the GPU's lock is held before it adopts the turn,
@@ -491,9 +502,9 @@ from workloads.harness import gpu_turn
 before = not _lock_is_free(sys.argv[1])
 turn = gpu_turn.take_turn('probe', setup_on_every_core=True)
 during = not _lock_is_free(sys.argv[1])
-decision = gpu_turn.release_turn(1, 100) if sys.argv[3] == 'release' else None
+decision = turn.release(1, 100) if sys.argv[3] == 'release' else None
 after = not _lock_is_free(sys.argv[1])
-json.dump({"before": before, "during": during, "after": after, "turn": turn, "decision": decision,
+json.dump({"before": before, "during": during, "after": after, "turn": turn.record, "decision": decision,
            "variable_left": gpu_turn.HANDED_VARIABLE in os.environ}, open(sys.argv[2], 'w'))
 """
 

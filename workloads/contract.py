@@ -10,12 +10,12 @@ pipeline can time, trace and profile any of them without knowing what they do:
     v.setup()            # allocate and fill inputs            (NVTX phase "setup")
     v.step()             # one call of the computation, async  (NVTX phase "compute")
     out = v.result()     # bring the result to the host        (NVTX phase "transfer")
-    v.keep_reference_inputs(None)  # inputs drawn on the device: their host copy, GPU still held
     v.teardown()         # free the device memory (the GPU may go to the next run)
     ref = v.reference()  # float64 NumPy reference             (NVTX phase "check")
 
-(a variant whose reference computes on the device says so, ``reference_uses_device``, and the
-runner then computes it before ``teardown``).
+Those hooks and ``work`` are the author's; the framework's mixin (:mod:`workloads.backend`) adds
+the device plumbing, and :mod:`workloads.harness.check` the hooks the runner calls around its GPU
+turn, with defaults (host inputs before it, the sampled check and the reference's inputs after).
 
 Each variant declares the work it must do (:class:`Work`): the fewest bytes it
 has to move through device memory and the floating-point operations it has to
@@ -27,9 +27,12 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
+
+from workloads.backend import Backend
+from workloads.harness.check import CheckHooks
 
 
 class WorkloadError(RuntimeError):
@@ -37,8 +40,9 @@ class WorkloadError(RuntimeError):
 
 
 class RecipeFactsError(WorkloadError):
-    """A recipe's facts (``workloads/<recipe>/profile.yaml``, or the config's overrides of them) are
-    missing or wrong: names the file and what is wrong."""
+    """A recipe's facts (its ``RECIPE`` table in ``workloads/<recipe>/__init__.py``, its
+    ``profile.yaml``, or the config's overrides of them) are missing or wrong: names the file and
+    what is wrong."""
 
     def __init__(self, path, what: str) -> None:
         super().__init__(f"{path}: {what}")
@@ -86,47 +90,31 @@ class Work:
         return dataclasses.asdict(self)
 
 
-class Variant(abc.ABC):
-    """One step of a recipe. Subclasses set the class attributes and the five methods."""
+class Variant(CheckHooks, Backend):
+    """One step of a recipe. Subclasses set ``name`` and ``summary`` and write the five hooks:
+    :meth:`setup`, :meth:`step` (the call), :meth:`result`, :meth:`reference` and :meth:`work`
+    (and :meth:`teardown` where the device memory should go before the process ends).
+
+    The rest comes with defaults or from elsewhere. Device plumbing (``synchronize``,
+    ``event_pair``, ``free_cached_device_memory``: :class:`workloads.backend.Backend`) comes from
+    the framework's mixin, listed first (``class Fused(CupyDevice, Variant)``). The hooks the
+    runner calls around its GPU turn (:mod:`workloads.harness.check`: ``prepare_host`` with
+    ``keep``/``take`` before it; the sampled check's ``sample_indices``, ``reference_at``,
+    ``sampled_result`` and the reference inputs after it) have defaults a variant overrides only
+    where it has a cheaper way."""
 
     #: short identifier used on the command line and in file names
     name: ClassVar[str]
     #: one line saying what this step changes compared with the step it improves on
     summary: ClassVar[str]
-    #: the variant this step improves on (None for the baseline): reports compare each step with it,
-    #: so that a branch (a pool added to an earlier step) is compared with its parent, not the list's
-    #: previous entry. Must equal the recipe's ``improves_on`` table (:meth:`Recipe.variant_class`).
-    improves_on: ClassVar[str | None] = None
-    #: setup compiles (or loads) every program the calls run, so the first call is the same whether
-    #: the programs were compiled in this process or loaded from a cache. Only then may the step's
-    #: nsys run load the recipe's shared compile cache (Framework.shared_compile_cache): its first
-    #: call is the cold-start page's "first call of a cold process". Must equal the recipe's
-    #: ``compiles_in_setup`` table (:meth:`Recipe.variant_class`).
-    compiles_in_setup: ClassVar[bool] = False
     #: largest accepted ||out - ref|| / ||ref|| (float64 work: rounding only)
     tolerance: ClassVar[float] = 1e-12
-    #: :meth:`reference` or :meth:`reference_at` computes on the device (Warp's float64 simulation):
-    #: the runner then computes the reference before it frees the device and gives the GPU to the
-    #: next run; otherwise after (the float64 reference on the host is CPU work: 1-4 s for a 2 GiB
-    #: result). Inputs drawn on the device are copied back by :meth:`keep_reference_inputs` instead
-    reference_uses_device: ClassVar[bool] = False
-    #: result elements the sampled check compares (``--check sample``: the profiled runs, whose
-    #: full-size check would cost seconds per process; the timed run checks every element)
-    check_sample_elements: ClassVar[int] = 1 << 16
 
     def __init__(self, size: int, seed: int = 0) -> None:
         if size <= 0:
             raise WorkloadError(f"size must be positive, got {size}")
         self.size = size
         self.seed = seed
-
-    def prepare_host(self, check: str) -> None:
-        """Host work that needs no GPU, done before the run waits for its GPU turn; ``check`` is how
-        much of the result the run will compare ("full" or "sample"). The default does nothing; CuPy
-        pre-faults the host arrays a full check copies back into (6 GiB at 16384^2, whose first
-        touch inside the copies held the GPU ~2 s a run); Numba's and PyCUDA's host-data steps draw
-        their seeded inputs (setup takes them, or copies them into page-locked buffers, which need
-        the CUDA context)."""
 
     @abc.abstractmethod
     def setup(self) -> None:
@@ -148,118 +136,20 @@ class Variant(abc.ABC):
     def work(self) -> Work:
         """Bytes and FLOPs one call of :meth:`step` must move and do."""
 
-    def sample_indices(self, total: int) -> np.ndarray:
-        """Flat indices of the result elements the sampled check compares: seeded by the variant's
-        seed, sorted, without repeats. Override where the reference is cheap for another pattern
-        (whole rows of a matrix product)."""
-        if total <= self.check_sample_elements:
-            return np.arange(total)
-        rng = np.random.default_rng([self.seed, total])
-        return np.sort(rng.choice(total, size=self.check_sample_elements, replace=False))
-
-    def reference_at(self, flat_indices: np.ndarray) -> np.ndarray:
-        """The float64 reference at ``flat_indices`` of the flattened result. The default computes
-        the whole reference; elementwise recipes override it with the cheap computation."""
-        return np.ascontiguousarray(self.reference().reshape(-1)[flat_indices], dtype=np.float64)
-
-    def sampled_result(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """The last call's result at the sampled check's elements: (those elements, their flat
-        indices from :meth:`sample_indices`, the result's element count). The default copies the
-        whole result to the host and picks; a framework that can gather on the device overrides
-        it (CuPy: 512 KiB cross to the host instead of a 2 GiB result)."""
-        out = np.asarray(self.result())
-        idx = self.sample_indices(out.size)
-        return np.ascontiguousarray(out.reshape(-1)[idx]), idx, int(out.size)
-
-    def host_reference_inputs(self, flat_indices: np.ndarray | None):
-        """What :meth:`reference` (``flat_indices`` None) or :meth:`reference_at` (those elements)
-        reads from the device, copied to the host now: a variant whose inputs were drawn on the GPU
-        overrides it and reads its inputs through :meth:`reference_inputs`. The default: None (the
-        inputs are on the host already)."""
-        return None
-
-    def keep(self, name: str, value) -> None:
-        """Keep ``value`` for one later :meth:`take` of ``name``: host arrays :meth:`prepare_host`
-        makes before the turn for ``setup``, inputs copied back for the reference after it."""
-        self.__dict__[f"_kept_{name}"] = value
-
-    def take(self, name: str, make: Callable[[], object]):
-        """What :meth:`keep` kept under ``name``, taken once (the process then holds no second
-        reference to it, and a caller may change it in place), else ``make()``: a variant set up
-        without :meth:`prepare_host` (by hand, in a test) makes it where it needs it."""
-        kept = self.__dict__.pop(f"_kept_{name}", None)
-        return make() if kept is None else kept
-
-    def keep_reference_inputs(self, flat_indices: np.ndarray | None) -> None:
-        """The runner calls it once the result is on the host and before :meth:`teardown`, while the
-        run still holds the GPU: :meth:`host_reference_inputs` now, kept for the reference that
-        follows, which then runs after the GPU is given back."""
-        self.keep("reference_inputs", self.host_reference_inputs(flat_indices))
-
-    def reference_inputs(self, flat_indices: np.ndarray | None):
-        """For :meth:`reference` and :meth:`reference_at`: the inputs :meth:`keep_reference_inputs`
-        kept, else copied from the device now."""
-        return self.take("reference_inputs", lambda: self.host_reference_inputs(flat_indices))
-
-    # Device plumbing: every framework has its own; workloads share a mixin per framework.
-    @abc.abstractmethod
-    def synchronize(self) -> None:
-        """Wait until all work this variant queued has finished."""
-
-    @abc.abstractmethod
-    def event_pair(self) -> "EventPair":
-        """A (start, stop) pair of device events on the stream :meth:`step` uses."""
-
-    def free_cached_device_memory(self) -> None:
-        """After :meth:`teardown`: give back what the framework's allocator keeps cached for reuse
-        (CuPy's pool, RMM's, Numba's deferred frees). The framework mixins override it; the
-        default keeps everything (then the process keeps its GPU turn if it holds much)."""
-
     def teardown(self) -> None:
-        """Release the device memory setup() and the calls took (the runner then gives the GPU to the
-        next run if the process holds little of it: :func:`workloads.harness.gpu_turn.release_turn`); the
-        default drops nothing and leaves it to garbage collection."""
-
-
-class EventPair(abc.ABC):
-    """Device events around a region; elapsed time is read after both completed."""
-
-    @abc.abstractmethod
-    def start(self) -> None: ...
-
-    @abc.abstractmethod
-    def stop(self) -> None: ...
-
-    @abc.abstractmethod
-    def elapsed_ms(self) -> float:
-        """Milliseconds between start and stop, waiting for stop if needed."""
-
-
-class RecordedEventPair(EventPair):
-    """A pair of a framework's CUDA events, each with ``record()`` and ``synchronize()``: the
-    subclass makes ``_start`` and ``_stop`` and reads the time between them."""
-
-    _start: object
-    _stop: object
-
-    def start(self) -> None:
-        self._start.record()
-
-    def stop(self) -> None:
-        self._stop.record()
-
-    def elapsed_ms(self) -> float:
-        self._stop.synchronize()
-        return float(self._between_ms())
-
-    @abc.abstractmethod
-    def _between_ms(self) -> float:
-        """Milliseconds from the start event to the stop event, both complete."""
+        """Release the device memory setup() and the calls took (the runner then gives the GPU to
+        the next run if the process holds little of it: :meth:`workloads.harness.gpu_turn.GpuTurn.release`);
+        the default drops nothing and leaves it to garbage collection."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """A workload: its variants in order (baseline first) and what it needs."""
+    """A workload: its variants in order (baseline first) and what it needs.
+
+    The variants are a ladder: each step improves on the step listed just before it, and reports
+    compare it with that step; a step that improves on an earlier one instead (a branch) is named in
+    :attr:`improves_on`. Per-variant facts live here, not on the variant classes, so that the
+    pipeline reads them without importing the variants' GPU packages."""
 
     name: str
     title: str
@@ -286,14 +176,17 @@ class Recipe:
     #: captures only that range (``--capture-range=cudaProfilerApi``), as the HPC-center guide
     #: "GPU Profiling, Optimization, and Debugging" does
     capture_range: bool = False
-    #: the step ladder: (variant, the variant it improves on) for every variant after the baseline.
-    #: A static table here, so that reports read it without importing the variants' GPU packages;
-    #: each variant module states the same as ``Variant.improves_on``.
+    #: the step ladder's branches: each step improves on the step listed just before it, unless named
+    #: here as (step, the earlier step it improves on): a pool added to the baseline, two ways on from
+    #: one step. Reports compare each step with that parent (:meth:`parent_of`). A static table, so
+    #: that the pipeline reads it without importing the variants' GPU packages.
     improves_on: tuple[tuple[str, str], ...] = ()
     #: place in the reports and the index (lower first; equal orders by name)
     order: int = 1000
-    #: the variants whose setup compiles every program their calls run (``Variant.compiles_in_setup``,
-    #: stated here too so that the pipeline reads it without importing the variants' GPU packages)
+    #: the variants whose setup compiles (or loads) every program their calls run, so that the first
+    #: call is the same whether the programs were compiled in this process or loaded from a cache. Only
+    #: their nsys runs load the recipe's shared compile cache (Framework.shared_compile_cache): that
+    #: first call is the cold-start page's "first call of a cold process"
     compiles_in_setup: tuple[str, ...] = ()
     #: experiments whose processes load the recipe's shared compile cache (Framework.shared_compile_cache)
     #: rather than each compiling the same programs: (experiment, variant, size), the step whose timed
@@ -306,35 +199,41 @@ class Recipe:
     experiments_in_turns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        parents = dict(self.improves_on)
-        if len(parents) != len(self.improves_on):
-            raise WorkloadError(f"recipe {self.name!r}: a variant is named twice in improves_on")
-        for i, v in enumerate(self.variants):
-            parent = parents.pop(v, None)
-            if i == 0 and parent is not None:
-                raise WorkloadError(f"recipe {self.name!r}: the baseline {v!r} cannot improve on {parent!r}")
-            if i > 0 and parent not in self.variants[:i]:
-                raise WorkloadError(f"recipe {self.name!r}: improves_on must name, for {v!r}, a variant listed "
-                                    f"before it (got {parent!r})")
-        if parents:
-            raise WorkloadError(f"recipe {self.name!r}: improves_on names unknown variants {sorted(parents)}")
+        named = [step for step, _ in self.improves_on]
+        if len(set(named)) != len(named):
+            self._refuse("a variant is named twice in improves_on")
+        for step, parent in self.improves_on:
+            if step not in self.variants:
+                self._refuse(f"improves_on names unknown variant {step!r} (have: {', '.join(self.variants)})")
+            i = self.variants.index(step)
+            if i == 0:
+                self._refuse(f"the baseline {step!r} cannot improve on {parent!r}")
+            if parent not in self.variants[:i]:
+                self._refuse(f"improves_on must name, for {step!r}, a variant listed before it (got {parent!r})")
+            if parent == self.variants[i - 1]:
+                self._refuse(f"improves_on names ({step!r}, {parent!r}), the step listed just before it: that is "
+                             "every step's parent unless named, so leave it out")
         unknown = sorted(set(self.compiles_in_setup) - set(self.variants))
         if unknown:
-            raise WorkloadError(f"recipe {self.name!r}: compiles_in_setup names unknown variants {unknown}")
+            self._refuse(f"compiles_in_setup names unknown variants {unknown} (have: {', '.join(self.variants)})")
         unknown = sorted(set(self.experiments_in_turns) - set(self.experiments))
         if unknown:
-            raise WorkloadError(f"recipe {self.name!r}: experiments_in_turns names unknown experiments {unknown}")
+            self._refuse(f"experiments_in_turns names unknown experiments {unknown}")
         for experiment, variant, size in self.experiments_from_cache:
             if experiment not in self.experiments or variant not in self.compiles_in_setup or size < 1:
-                raise WorkloadError(f"recipe {self.name!r}: experiments_from_cache names ({experiment!r}, {variant!r}, "
-                                    f"{size}): it needs one of its experiments, a variant that compiles in setup "
-                                    "and a positive size")
+                self._refuse(f"experiments_from_cache names ({experiment!r}, {variant!r}, {size}): it needs one of "
+                             "its experiments, a variant that compiles in setup and a positive size")
+
+    def _refuse(self, what: str) -> None:
+        raise RecipeFactsError(f"workloads/{self.name}/__init__.py", f"RECIPE: {what}")
 
     def parent_of(self, variant: str) -> str | None:
-        """The variant ``variant`` improves on (None for the baseline)."""
+        """The variant ``variant`` improves on: the one listed before it unless :attr:`improves_on`
+        names another (None for the baseline)."""
         if variant not in self.variants:
             raise WorkloadError(f"workload {self.name!r} has no variant {variant!r}")
-        return dict(self.improves_on).get(variant)
+        i = self.variants.index(variant)
+        return dict(self.improves_on).get(variant, self.variants[i - 1] if i else None)
 
     def variant_class(self, variant: str) -> type[Variant]:
         if variant not in self.variants:
@@ -347,13 +246,6 @@ class Recipe:
             raise WorkloadError(f"workloads/{self.name}/{variant}.py must define VARIANT, a Variant subclass")
         if cls.name != variant:
             raise WorkloadError(f"workloads/{self.name}/{variant}.py: VARIANT.name is {cls.name!r}, not {variant!r}")
-        if cls.improves_on != self.parent_of(variant):
-            raise WorkloadError(f"workloads/{self.name}/{variant}.py: VARIANT.improves_on is {cls.improves_on!r}, but "
-                                f"the recipe's improves_on table says {self.parent_of(variant)!r}")
-        if cls.compiles_in_setup != (variant in self.compiles_in_setup):
-            raise WorkloadError(f"workloads/{self.name}/{variant}.py: VARIANT.compiles_in_setup is "
-                                f"{cls.compiles_in_setup}, but the recipe's compiles_in_setup table "
-                                f"{'does not list' if cls.compiles_in_setup else 'lists'} it")
         return cls
 
 

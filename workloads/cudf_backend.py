@@ -26,7 +26,8 @@ from __future__ import annotations
 import time
 
 from workloads import settings
-from workloads.contract import EventPair, WorkloadError
+from workloads.backend import Backend, EventPair
+from workloads.contract import WorkloadError
 from workloads.cupy_backend import CupyEventPair
 
 ENV_DATAFRAME = "COOKBOOK_DATAFRAME"
@@ -93,7 +94,7 @@ def default_stream_event_pair() -> EventPair:
     return CupyEventPair()
 
 
-class CudfDevice:
+class CudfDevice(Backend):
     """Mixin giving a Variant synchronize() and event_pair() for the library in ``self.library``."""
 
     library: str

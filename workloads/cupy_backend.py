@@ -1,7 +1,7 @@
 """CuPy plumbing shared by CuPy variants: synchronization and CUDA events on the current stream."""
 from __future__ import annotations
 
-from workloads.contract import EventPair, RecordedEventPair
+from workloads.backend import Backend, EventPair, RecordedEventPair
 
 
 class CupyEventPair(RecordedEventPair):
@@ -16,8 +16,8 @@ class CupyEventPair(RecordedEventPair):
         return self._cupy.cuda.get_elapsed_time(self._start, self._stop)
 
 
-class CupyDevice:
-    """Mixin giving a Variant CuPy's synchronize() and event_pair()."""
+class CupyDevice(Backend):
+    """Mixin giving a Variant CuPy's synchronize(), event_pair() and the return of its pools."""
 
     def synchronize(self) -> None:
         import cupy

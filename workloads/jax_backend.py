@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import time
 
-from workloads.contract import EventPair, WorkloadError
+from workloads.backend import Backend, EventPair
+from workloads.contract import WorkloadError
 
 #: how reports name the timer of JAX variants
 TIMER = "host timer with block_until_ready"
@@ -56,7 +57,7 @@ class HostClockPair(EventPair):
         return (self._stop_ns - self._start_ns) / 1e6
 
 
-class JaxDevice:
+class JaxDevice(Backend):
     """Mixin giving a Variant JAX's synchronize() and event_pair().
 
     The variant keeps the arrays its last :meth:`step` produced in ``self.pending`` (any pytree of

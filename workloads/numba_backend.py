@@ -1,7 +1,7 @@
 """Numba CUDA plumbing shared by Numba variants: synchronization and events."""
 from __future__ import annotations
 
-from workloads.contract import EventPair, RecordedEventPair
+from workloads.backend import Backend, EventPair, RecordedEventPair
 
 
 def _event(cuda):
@@ -26,8 +26,8 @@ class NumbaEventPair(RecordedEventPair):
         return self._start.elapsed_time(self._stop)
 
 
-class NumbaDevice:
-    """Mixin giving a Variant Numba's synchronize() and event_pair()."""
+class NumbaDevice(Backend):
+    """Mixin giving a Variant Numba's synchronize(), event_pair() and its deferred frees done."""
 
     def synchronize(self) -> None:
         from numba import cuda

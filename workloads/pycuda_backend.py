@@ -1,7 +1,7 @@
 """PyCUDA plumbing shared by PyCUDA variants: the context, synchronization and events."""
 from __future__ import annotations
 
-from workloads.contract import EventPair, RecordedEventPair
+from workloads.backend import Backend, EventPair, RecordedEventPair
 
 
 def driver():
@@ -31,7 +31,7 @@ class PycudaEventPair(RecordedEventPair):
         return self._start.time_till(self._stop)
 
 
-class PycudaDevice:
+class PycudaDevice(Backend):
     """Mixin giving a Variant PyCUDA's synchronize() and event_pair() (on the default stream)."""
 
     def synchronize(self) -> None:

@@ -29,7 +29,8 @@ import sys
 import time
 
 from workloads import settings
-from workloads.contract import EventPair, WorkloadError
+from workloads.backend import Backend, EventPair
+from workloads.contract import WorkloadError
 
 ENV_DEVICE = "COOKBOOK_WARP_DEVICE"
 ENV_LINEINFO = "COOKBOOK_LINEINFO"
@@ -128,7 +129,7 @@ class WarpEventPair(EventPair):
         return (self._t1 - self._t0) * 1e3
 
 
-class WarpDevice:
+class WarpDevice(Backend):
     """Mixin giving a Variant Warp's device, synchronize() and event_pair()."""
 
     _device = None

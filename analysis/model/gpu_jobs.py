@@ -60,7 +60,7 @@ RECORD_SCHEMA = {
             "properties": {"started_unix_ns": _NS, "ended_unix_ns": _NS, "waited_s": {"type": "number"},
                            # the process died before writing its end: the end is a bound (gpu_jobs._read_turns)
                            "end_unknown": {"type": "boolean"},
-                           # the run gave the GPU back before its exit (workloads.harness.gpu_turn.release_turn)
+                           # the run gave the GPU back before its exit (workloads.harness.gpu_turn.GpuTurn.release)
                            "released_before_exit": {"type": "boolean"},
                            # the CPU cores the run measured on with the GPU (workloads.harness.gpu_turn.split_cores)
                            "cpu_cores": {"type": "string"},

@@ -4,9 +4,10 @@ phase, provenance and the commands the captures ran. The numbers only: the words
 :mod:`analysis.report.page_text`'s, and :mod:`analysis.report.markdown` and
 :mod:`analysis.report.figures` format this model; they never read captures or compute numbers.
 
-Ladder order is the recipe's declaration (``Recipe.improves_on``, a static table in
-``workloads/<recipe>/__init__.py``, readable without the GPU packages): each step is compared with
-the step it improves on, so a branch (a pool added to an earlier step) meets its parent.
+Ladder order is the recipe's declaration (``Recipe.parent_of``: the step listed before, or the
+branch its ``improves_on`` table in ``workloads/<recipe>/__init__.py`` names, readable without the
+GPU packages): each step is compared with the step it improves on, so a branch (a pool added to an
+earlier step) meets its parent.
 
 The per-step limiter is one slot, :data:`LIMITER`: a pure function of a step's run summary, its
 floor, the size's runs, the ceilings and the framework's advice table, returning an

@@ -20,7 +20,6 @@ def all_aggregations(lib, grouped):
 class AggAll(GroupbyVariant):
     name = "agg_all"
     summary = 'one agg(["count", "mean", "sum"]): a single groupby pass'
-    improves_on = "split_agg"
 
     def compute(self, lib, grouped):
         return all_aggregations(lib, grouped)

@@ -11,7 +11,6 @@ class AggAllPool(AggAll):
 
     name = "agg_all_pool"
     summary = "agg_all with allocations from an RMM pool"
-    improves_on = "agg_all"
     use_pool = True
 
 

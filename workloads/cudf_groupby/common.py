@@ -128,8 +128,6 @@ class GroupbyVariant(CudfDevice, Variant):
 
     #: cuDF's memory from an RMM pool made in setup (pandas: nothing to pool, the step is skipped)
     use_pool = False
-    # CuPy's generator compiles its kernels in setup; groupby and to_pandas compile nothing
-    compiles_in_setup = True
 
     def __init__(self, size: int, seed: int = 0) -> None:
         super().__init__(size, seed)

@@ -16,7 +16,6 @@ class SplitAggPool(SplitAgg):
 
     name = "split_agg_pool"
     summary = "split_agg with allocations from an RMM pool"
-    improves_on = "split_agg"
     use_pool = True
 
 

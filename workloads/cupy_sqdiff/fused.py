@@ -25,7 +25,6 @@ def squared_diff_fused(a, b):
 class Fused(SquaredDifference):
     name = "fused"
     summary = "@cupy.fuse of d = x - y; d * d: one kernel, no temporary, no pow"
-    improves_on = "fused_pow"
 
     def compute(self, a, b):
         return squared_diff_fused(a, b)

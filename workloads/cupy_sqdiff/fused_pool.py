@@ -6,7 +6,6 @@ from workloads.cupy_sqdiff.fused import squared_diff_fused
 class FusedPool(SquaredDifference):
     name = "fused_pool"
     summary = "fused kernel with allocations from an RMM pool"
-    improves_on = "fused"
 
     def configure_allocator(self) -> None:
         use_rmm_pool()

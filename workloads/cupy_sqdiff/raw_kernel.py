@@ -115,7 +115,6 @@ def squared_diff_raw(kernel, blocks: int, a, b):
 class RawKernel(SquaredDifference):
     name = "raw_kernel"
     summary = "hand-written CUDA kernel (cupy.RawKernel): grid-stride loop, 16-byte double2 loads and stores"
-    improves_on = "fused"
 
     def setup(self) -> None:
         super().setup()

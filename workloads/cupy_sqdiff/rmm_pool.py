@@ -11,7 +11,6 @@ from workloads.cupy_sqdiff.common import SquaredDifference, use_rmm_pool
 class RmmPool(SquaredDifference):
     name = "rmm_pool"
     summary = "baseline expression, allocations from an RMM pool"
-    improves_on = "baseline"
 
     def configure_allocator(self) -> None:
         use_rmm_pool()

@@ -7,9 +7,10 @@ uses the GPU takes turns. The wrapper names the lock file in ``COOKBOOK_GPU_TURN
 takes it (an exclusive ``flock``) before its setup touches the GPU and keeps it until the process
 exits, when the operating system lets it go (after every process that holds a copy of the open
 lock, a child forked in the turn included, has exited), unless it gives the GPU back earlier
-(:func:`release_turn`, which keeps the turn while the process has a live child): once its last result is on the host and its device memory is given back,
-the float64 check, the record and the process's exit run on the CPU beside the next run's turn
-(the check of a 2 GiB result took 2-5 s per run). A run whose memory is still held keeps the
+(:meth:`GpuTurn.release`, which keeps the turn while the process has a live child): once its last
+result is on the host and its device memory is given back, the float64 check, the record and the
+process's exit run on the CPU beside the next run's turn (the check of a 2 GiB result took 2-5 s
+per run). A run whose memory is still held keeps the
 turn to its exit, so that the next run never starts short of memory (JAX preallocates 75% of the
 GPU by default, and the next JAX run would fail to allocate).
 
@@ -29,6 +30,9 @@ runs whole on the holder's half too, until its measurement is over.
 
 Without ``COOKBOOK_GPU_TURN_LOCK`` (a run by hand, a job that holds its GPU throughout, a host with
 several GPUs where the wrapper holds one for the whole job) :func:`take_turn` does nothing.
+
+The turn is one :class:`GpuTurn` object, which :func:`take_turn` returns to the run that owns it
+(the runner, an experiment); the run passes it to whatever ends the turn or reads it.
 
 The turn's start and end (Unix ns) are written to ``<COOKBOOK_GPU_TURN_RECORD>-<pid>.json``, one
 file per process (JAX's allocator experiment runs five in one job, each with its own turn); the
@@ -62,9 +66,10 @@ HANDED_VARIABLE = "COOKBOOK_GPU_TURN_HANDED"
 #: fewest cores worth splitting (two for the holder, two for the rest)
 MIN_CORES_TO_SPLIT = 4
 
-#: the open lock file of this process's turn (kept open, so locked, until the process exits or
-#: :func:`release_turn` gives it back), and the turn's record
-_held = None
+#: this process's turn, kept here as well as by its owner so that its lock file stays open (so
+#: locked) until the process exits or :meth:`GpuTurn.release` gives it back, and so that a second
+#: :func:`take_turn` in the process returns it
+_held: "GpuTurn | None" = None
 #: a run may give its turn back while it still holds at most this fraction of the GPU's memory (its
 #: CUDA context and libraries' handles, ~0.5 GiB): the next run then has nine tenths of the GPU or
 #: more. What a run holds is NVML's figure for its process, not a declaration of the recipe
@@ -193,14 +198,6 @@ def use_every_core(environ=os.environ) -> str | None:
     return core_text(cores)
 
 
-def measure_on_holder_cores(environ=os.environ) -> str | None:
-    """From a run's measurement on, the holder's cores alone (:func:`take_turn` with
-    ``setup_on_every_core``); a no-op without a turn. Their list, or None."""
-    if _held is None:
-        return None
-    return use_holder_cores(environ)
-
-
 def use_other_cores(environ=os.environ) -> str | None:
     """Move this process back to the cores of the processes that do not hold the GPU."""
     return _use_cores(OTHER_CORES_VARIABLE, environ)
@@ -289,7 +286,7 @@ def turn_for_child(what: str, environ=os.environ) -> Iterator[HandedTurn]:
     wait for the GPU's turn here, before the child exists, and hand it over at the launch. The child
     starts on the holder's cores holding the GPU, as a job that holds it throughout would start it,
     and gives the turn back once its measurement is over and its device memory freed
-    (:func:`release_turn`), else at its exit: the GPU then goes to other runs while the child checks
+    (:meth:`GpuTurn.release`), else at its exit: the GPU then goes to other runs while the child checks
     its result, writes its record and exits, and while this process reads it and launches the next.
     Without ``COOKBOOK_GPU_TURN_LOCK`` it takes nothing (the job holds the GPU itself, or a
     scheduler gave it one) and the handed turn adds nothing to the launch."""
@@ -308,14 +305,14 @@ def turn_for_child(what: str, environ=os.environ) -> Iterator[HandedTurn]:
         handed.let_go()
 
 
-def adopt_handed_turn(environ=os.environ) -> dict | None:
+def adopt_handed_turn(environ=os.environ) -> GpuTurn | None:
     """In a child launched with a turn (:func:`turn_for_child`): hold that turn as :func:`take_turn`
     would have taken it, from the parent's start of it; the turn, or None when none was handed over.
     Call it first thing, before a library could start processes of its own that would inherit the
     lock: the file is made non-inheritable here and the variable removed from the environment."""
     global _held
-    if _held is not None:
-        return _held[1]
+    if _held is not None and _held.held:
+        return _held
     text = settings.text(HANDED_VARIABLE, environ)
     if not text:
         return None
@@ -337,8 +334,8 @@ def adopt_handed_turn(environ=os.environ) -> dict | None:
     holder_cores = settings.text(HOLDER_CORES_VARIABLE, environ)
     if holder_cores:
         turn["cpu_cores"] = holder_cores
-    _held = (f, turn, _write_turn_record(turn, environ))
-    return turn
+    _held = GpuTurn(f, turn, _write_turn_record(turn, environ))
+    return _held
 
 
 def _write_turn_record(turn: dict, environ) -> str | None:
@@ -360,19 +357,19 @@ def _write_turn_record(turn: dict, environ) -> str | None:
     return record_path
 
 
-def take_turn(what: str, environ=os.environ, setup_on_every_core: bool = False) -> dict | None:
+def take_turn(what: str, environ=os.environ, setup_on_every_core: bool = False) -> GpuTurn | None:
     """Wait for the GPU's lock named in ``COOKBOOK_GPU_TURN_LOCK`` and hold it until this process
-    exits or gives it back (:func:`release_turn`). Returns the turn (``started_unix_ns``, ``waited_s``), or None when no lock is named.
-    A second call in the same process returns the turn already held.
+    exits or gives it back (:meth:`GpuTurn.release`). Returns the turn, or None when no lock is
+    named. A second call in the same process returns the turn already held.
 
     Where the pipeline split the cores, the process moves to the holder's (``cpu_cores``), or with
     ``setup_on_every_core`` to every core of the split (``setup_cpu_cores``) until it calls
-    :func:`measure_on_holder_cores`: a run's setup measures nothing, and only one process holds the
-    GPU, so its compiles (XLA's GEMM autotuning compiles every candidate kernel on a thread pool)
+    :meth:`GpuTurn.measure_on_holder_cores`: a run's setup measures nothing, and only one process
+    holds the GPU, so its compiles (XLA's GEMM autotuning compiles every candidate kernel on a thread pool)
     may take the other jobs' cores too; its measurement then runs on the holder's alone."""
     global _held
-    if _held is not None:
-        return _held[1]
+    if _held is not None and _held.held:
+        return _held
     handed = adopt_handed_turn(environ)
     if handed is not None:
         # a start-up measured from the launch: held from before it, on the holder's cores throughout
@@ -389,13 +386,8 @@ def take_turn(what: str, environ=os.environ, setup_on_every_core: bool = False) 
         holder_cores = use_holder_cores(environ)
         if holder_cores:
             turn["cpu_cores"] = holder_cores
-    _held = (f, turn, _write_turn_record(turn, environ))
-    return turn
-
-
-def holds_turn() -> bool:
-    """Whether this process holds a GPU turn now."""
-    return _held is not None
+    _held = GpuTurn(f, turn, _write_turn_record(turn, environ))
+    return _held
 
 
 def _proc_stat_fields(pid: str) -> list[str] | None:
@@ -426,40 +418,73 @@ def live_children(pid: int) -> list[int]:
     return sorted(children)
 
 
-def release_turn(held_bytes: int | None, total_bytes: int | None) -> dict | None:
-    """Give the GPU's turn back before the process exits when the process holds at most
-    :data:`RELEASE_MAX_HELD_FRACTION` of the GPU's memory (``held_bytes`` of ``total_bytes``, NVML's
-    figures: :func:`workloads.harness.telemetry.process_gpu_memory`) and has no live child process (one it
-    started could still use the GPU). Call it only once the process will use the GPU no more. Returns what was decided, for the run's record (``released``, ``held_bytes``,
-    and ``reason`` where the turn is kept), or None when the run holds no turn."""
-    global _held
-    if _held is None:
-        return None
-    f, turn, record_path = _held
-    decision: dict = {"released": False, "held_bytes": held_bytes}
-    if held_bytes is None or not total_bytes:
-        decision["reason"] = "NVML did not report this process's GPU memory: the turn lasts to the exit"
+class GpuTurn:
+    """This process's turn on the GPU, from :func:`take_turn` (or :func:`adopt_handed_turn`) to
+    :meth:`release` or the process's exit. ``record`` is what the turn's record file holds
+    (``asked_unix_ns``, ``started_unix_ns``, ``waited_s``; ``cpu_cores`` and ``setup_cpu_cores``
+    where the pipeline split the cores; ``handed_by_parent``)."""
+
+    def __init__(self, f, record: dict, record_path: str | None) -> None:
+        self._f = f
+        self.record = record
+        self._record_path = record_path
+
+    @property
+    def held(self) -> bool:
+        """Whether the process still holds the turn (not given back by :meth:`release`)."""
+        return self._f is not None
+
+    @property
+    def waited_s(self) -> float:
+        """Seconds from asking for the turn to getting it."""
+        return self.record["waited_s"]
+
+    @property
+    def cpu_cores(self) -> str | None:
+        """The CPU cores the run had to itself while it held the GPU (:func:`split_cores`), or None."""
+        return self.record.get("cpu_cores")
+
+    def measure_on_holder_cores(self, environ=os.environ) -> str | None:
+        """From a run's measurement on, the holder's cores alone (:func:`take_turn` with
+        ``setup_on_every_core``); a no-op once the turn is given back. Their list, or None."""
+        return use_holder_cores(environ) if self.held else None
+
+    def release(self, held_bytes: int | None, total_bytes: int | None) -> dict | None:
+        """Give the GPU's turn back before the process exits when the process holds at most
+        :data:`RELEASE_MAX_HELD_FRACTION` of the GPU's memory (``held_bytes`` of ``total_bytes``,
+        NVML's figures: :func:`workloads.harness.telemetry.process_gpu_memory`) and has no live child
+        process (one it started could still use the GPU). Call it only once the process will use the
+        GPU no more. Returns what was decided, for the run's record (``released``, ``held_bytes``, and
+        ``reason`` where the turn is kept), or None when the turn was given back already."""
+        global _held
+        if not self.held:
+            return None
+        decision: dict = {"released": False, "held_bytes": held_bytes}
+        if held_bytes is None or not total_bytes:
+            decision["reason"] = "NVML did not report this process's GPU memory: the turn lasts to the exit"
+            return decision
+        limit = RELEASE_MAX_HELD_FRACTION * total_bytes
+        if held_bytes > limit:
+            decision["reason"] = (f"the process still holds {held_bytes / 2**30:.2f} GiB of the GPU's memory, over "
+                                  f"{RELEASE_MAX_HELD_FRACTION:.0%} of it: the turn lasts to the exit")
+            return decision
+        children = live_children(os.getpid())
+        if children:
+            decision["reason"] = (f"child process(es) {', '.join(map(str, children))} of this run are alive and "
+                                  "may use the GPU: the turn lasts to the exit")
+            return decision
+        self.record["ended_unix_ns"] = time.time_ns()
+        self.record["released_before_exit"] = True
+        if self._record_path is not None:
+            # written before the lock goes: a reader never sees a later turn start before this one's end
+            write_json_atomic(self._record_path, self.record)
+        # closed, not unlocked: a copy of the open lock that a forked child still holds keeps the GPU
+        # locked until that child exits (LOCK_UN would release it for every copy at once)
+        self._f.close()
+        self._f = None
+        if _held is self:
+            _held = None
+        # the check and the exit run beside the next run's turn, on the others' cores
+        use_other_cores()
+        decision["released"] = True
         return decision
-    limit = RELEASE_MAX_HELD_FRACTION * total_bytes
-    if held_bytes > limit:
-        decision["reason"] = (f"the process still holds {held_bytes / 2**30:.2f} GiB of the GPU's memory, over "
-                              f"{RELEASE_MAX_HELD_FRACTION:.0%} of it: the turn lasts to the exit")
-        return decision
-    children = live_children(os.getpid())
-    if children:
-        decision["reason"] = (f"child process(es) {', '.join(map(str, children))} of this run are alive and may use "
-                              "the GPU: the turn lasts to the exit")
-        return decision
-    turn["ended_unix_ns"] = time.time_ns()
-    turn["released_before_exit"] = True
-    if record_path is not None:
-        # written before the lock goes: a reader never sees a later turn start before this one's end
-        write_json_atomic(record_path, turn)
-    # closed, not unlocked: a copy of the open lock that a forked child still holds keeps the GPU
-    # locked until that child exits (LOCK_UN would release it for every copy at once)
-    f.close()
-    _held = None
-    # the check and the exit run beside the next run's turn, on the others' cores
-    use_other_cores()
-    decision["released"] = True
-    return decision

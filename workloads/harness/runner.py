@@ -314,32 +314,33 @@ def _capture_range(recipe: Recipe):
     return cuda_profiler_range()
 
 
-def free_device_and_end_turn(v: Variant) -> dict | None:
+def free_device_and_end_turn(v: Variant, turn: gpu_turn.GpuTurn | None) -> dict | None:
     """Free the variant's device memory (``teardown``, then its framework's cached blocks) and give
-    the GPU's turn back if the process now holds little of it (:func:`workloads.harness.gpu_turn.release_turn`);
+    the GPU's ``turn`` back if the process now holds little of it (:meth:`gpu_turn.GpuTurn.release`);
     what was decided, or None without a turn. After it the process uses the GPU no more, and its
     host work shares the cores with the next run's (:func:`workloads.hostmath.share_cores`)."""
     v.teardown()
     v.free_cached_device_memory()
-    if not gpu_turn.holds_turn():
+    if turn is None or not turn.held:
         return None
-    turn_end = gpu_turn.release_turn(*telemetry.process_gpu_memory())
+    turn_end = turn.release(*telemetry.process_gpu_memory())
     if turn_end["released"]:
         hostmath.share_cores()
     return turn_end
 
 
-def _check(v: Variant, recipe: Recipe, ph, how: str = "full") -> tuple[float, dict, dict | None]:
+def _check(v: Variant, recipe: Recipe, ph, how: str = "full",
+           turn: gpu_turn.GpuTurn | None = None) -> tuple[float, dict, dict | None]:
     """The relative error of the last result, what was compared (every element, or the variant's
-    seeded sample: :meth:`Variant.sampled_result` against :meth:`Variant.reference_at`), and the
-    GPU turn's end (:func:`workloads.harness.gpu_turn.release_turn`).
+    seeded sample: ``sampled_result`` against ``reference_at``, :mod:`workloads.harness.check`), and
+    the end of the run's GPU ``turn`` (:meth:`gpu_turn.GpuTurn.release`).
 
     Once the result is on the host, and with it the host copy of any input drawn on the device
-    (:meth:`Variant.keep_reference_inputs`), the variant frees the device (``teardown`` and its
-    framework's cached memory); the run then gives its GPU turn back, if it holds a tenth of the
-    GPU's memory or less, so that the float64 reference and the comparison, CPU work of seconds for
-    a 2 GiB result, run beside the next run's turn rather than in it. A reference that computes on
-    the device (``Variant.reference_uses_device``) is computed before the teardown."""
+    (``keep_reference_inputs``), the variant frees the device (``teardown`` and its framework's
+    cached memory); the run then gives its GPU turn back, if it holds a tenth of the GPU's memory
+    or less, so that the float64 reference and the comparison, CPU work of seconds for a 2 GiB
+    result, run beside the next run's turn rather than in it. A reference that computes on the
+    device (``reference_uses_device``) is computed before the teardown."""
     what = f"{recipe.name}/{v.name} size {v.size}"
     with ph("transfer"):
         if how == "sample":
@@ -356,7 +357,7 @@ def _check(v: Variant, recipe: Recipe, ph, how: str = "full") -> tuple[float, di
     if v.reference_uses_device:
         with ph("check"):
             ref = reference()
-    turn_end = free_device_and_end_turn(v)
+    turn_end = free_device_and_end_turn(v, turn)
     with ph("check"):
         if ref is None:
             ref = reference()
@@ -402,7 +403,8 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         v.synchronize()
     wall_s["setup"] = time.perf_counter() - t0
     # the setup ran on every core (nothing is measured in it); what follows, on the holder's alone
-    gpu_turn.measure_on_holder_cores()
+    if turn is not None:
+        turn.measure_on_holder_cores()
     setup_done = time.time_ns()
     record: dict = {
         # analysis.model.timed_record.SCHEMA_VERSION reads it; records without the field are version 1
@@ -418,10 +420,10 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         "annotated_functions": annotated,
     }
     if turn is not None:
-        record["gpu_turn_waited_s"] = turn["waited_s"]
-        if turn.get("cpu_cores"):
+        record["gpu_turn_waited_s"] = turn.waited_s
+        if turn.cpu_cores:
             # the CPU cores this run had to itself while it held the GPU (gpu_turn.split_cores)
-            record["gpu_turn_cpu_cores"] = turn["cpu_cores"]
+            record["gpu_turn_cpu_cores"] = turn.cpu_cores
     # how busy this run's cores and the others are while it measures (workloads/harness/hostload.py); a
     # cold/warm start holds the GPU from its launch and records none (nothing read before its first call)
     load = None if args.mode == "first" else hostload.HostLoad()
@@ -467,7 +469,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
         # over the profiled calls, or the warm-up, samples and energy burst
         record["host_load"] = load.stop()
     t0 = time.perf_counter()
-    record["relative_error"], record["check"], turn_end = _check(v, recipe, ph, args.check)
+    record["relative_error"], record["check"], turn_end = _check(v, recipe, ph, args.check, turn)
     wall_s["transfer_and_check"] = time.perf_counter() - t0
     if turn_end is not None:
         record["gpu_turn_end"] = turn_end

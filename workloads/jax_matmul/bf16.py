@@ -20,7 +20,6 @@ from workloads.jax_matmul.floats import FloatLoop
 class Bf16(FloatLoop):
     name = "bf16"
     summary = "the jitted loop on bfloat16 inputs, float32 accumulation (preferred_element_type): tensor cores"
-    improves_on = "float32"
     input_dtype = "bfloat16"
     flops_kind = "fp16_tensor"
 

@@ -140,9 +140,6 @@ class MatmulLoop(JaxDevice, Variant):
 
     ``self.pending`` holds the products of the last call, smallest first (what synchronize waits for)."""
 
-    #: every step's setup runs or compiles its programs once (XLA autotunes the GEMMs there)
-    compiles_in_setup = True
-
     #: "int32", "float32" or "bfloat16": the inputs' dtype
     input_dtype: str = "int32"
     #: the products' dtype

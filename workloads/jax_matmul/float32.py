@@ -18,7 +18,6 @@ from workloads.jax_matmul.floats import FloatLoop
 class Float32(FloatLoop):
     name = "float32"
     summary = "the jitted loop on float32 inputs, precision=HIGHEST (full float32, no TF32)"
-    improves_on = "jit"
     input_dtype = "float32"
     flops_kind = "fp32"
 

@@ -27,7 +27,6 @@ def seed_loop(pairs):
 class Jit(JittedLoop):
     name = "jit"
     summary = "the loop as one jax.jit program over inputs made once, int32"
-    improves_on = "baseline"
 
     def setup(self) -> None:
         import jax.numpy as jnp

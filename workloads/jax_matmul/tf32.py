@@ -63,7 +63,6 @@ def tf32_precision(platform: str):
 class Tf32(FloatLoop):
     name = "tf32"
     summary = "the float32 loop with TF32 inputs on the tensor cores (DotAlgorithmPreset.TF32_TF32_F32), float32 sums"
-    improves_on = "float32"
     input_dtype = "float32"
     flops_kind = "tf32_tensor"
     float_divisor = 7

@@ -15,7 +15,6 @@ from workloads.numba_ufunc import body
 class DeviceResident(NumbaDevice, Variant):
     name = "device_resident"
     summary = "inputs generated on the GPU, ufunc with a device out=: no host copies per call"
-    improves_on = "streams"
     tolerance = 1e-13
     #: the device arrays' element type (the float32 steps change it; the fill rounds to it)
     dtype = "float64"

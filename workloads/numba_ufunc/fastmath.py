@@ -55,7 +55,6 @@ class Fastmath(Float32):
 
     name = "fastmath"
     summary = "fastmath=True: sin/exp/tanh/sqrt/division on the approximate (MUFU) instructions, denormals flushed"
-    improves_on = "float32"
     fastmath = True
     tolerance = rounding.tolerance(body.FILL_MAX_ABS, fastmath=True)
 

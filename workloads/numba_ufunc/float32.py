@@ -52,7 +52,6 @@ class Float32(DeviceResident):
 
     name = "float32"
     summary = "float32 data and float32 math (libdevice sinf/expf/tanhf, IEEE division and sqrt): no FP64 instruction"
-    improves_on = "device_resident"
     dtype = "float32"
     #: Numba's fastmath for the kernel (the next step)
     fastmath = False

@@ -11,7 +11,6 @@ from workloads.numba_ufunc.common import HostDataUfunc
 class Pinned(HostDataUfunc):
     name = "pinned"
     summary = "pinned host buffers, explicit copies to a device array and back (no overlap yet)"
-    improves_on = "baseline"
     pinned_host = True
 
     def setup(self) -> None:

@@ -16,7 +16,6 @@ N_CHUNKS = 16
 class Streams(HostDataUfunc):
     name = "streams"
     summary = f"{N_CHUNKS} chunks over {N_STREAMS} streams: H2D, kernel and D2H of different chunks overlap"
-    improves_on = "pinned"
     pinned_host = True
 
     def setup(self) -> None:

@@ -13,8 +13,6 @@ class ScaleVariant(PycudaDevice, Variant):
     tolerance = 0.0
     #: whether data cross the host link in every call
     host_data = True
-    # setup builds the module (kernels.module()): no call compiles
-    compiles_in_setup = True
 
     def prepare_host(self, check: str) -> None:
         # before the GPU turn: 1 GiB of normals is host work that held the GPU 0.4-1.0 s a run (H100)

@@ -14,7 +14,6 @@ from workloads.pycuda_kernel.common import ScaleVariant
 class DeviceResident(ScaleVariant):
     name = "device_resident"
     summary = "gpuarray input and output stay on the device: one launch per call, no copies"
-    improves_on = "pinned_async"
     host_data = False
     kernel_name = "scale_grid_stride"
 

@@ -15,7 +15,6 @@ from workloads.pycuda_kernel.common import ScaleVariant
 class PinnedAsync(ScaleVariant):
     name = "pinned_async"
     summary = "page-locked host buffers, async copies and launch on one stream"
-    improves_on = "grid_sized"
 
     def setup(self) -> None:
         drv = driver()

@@ -63,7 +63,6 @@ class Streams(PinnedAsync):
     name = "streams"
     summary = (f"{N_CHUNKS} chunks over {N_STREAMS} streams: copies in, kernels and copies out of different "
                "chunks overlap")
-    improves_on = "pinned_async"
     #: configurable by a subclass (or on the class before setup)
     n_chunks = N_CHUNKS
     n_streams = N_STREAMS

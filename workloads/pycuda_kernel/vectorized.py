@@ -10,7 +10,6 @@ from workloads.pycuda_kernel.device_resident import DeviceResident
 class Vectorized(DeviceResident):
     name = "vectorized"
     summary = "device-resident, float4 loads and stores: 16 bytes per memory instruction instead of 4"
-    improves_on = "device_resident"
     kernel_name = "scale_vec4"
 
 

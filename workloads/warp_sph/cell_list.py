@@ -50,7 +50,6 @@ from workloads.warp_sph.sorted import Sorted
 class CellList(Sorted):
     name = "cell_list"
     summary = "sorted + the suite's cell list: counting sort into box cells, 9 contiguous runs per particle, no hash grid"
-    improves_on = "sorted"
     #: threads per block of the two neighbour passes (Warp's default)
     neighbour_block_dim: ClassVar[int] = 256
 

@@ -92,8 +92,9 @@ class RecordingLogger:
         print("Warp Error: " + message, file=sys.stderr, flush=True)
 
 
-def run_child(variant: str, size: int) -> dict:
-    """One process's cold or warm start: setup, one frame, one more frame; wall-clock stamps."""
+def run_child(variant: str, size: int, turn=None) -> dict:
+    """One process's cold or warm start: setup, one frame, one more frame; wall-clock stamps. ``turn``:
+    the GPU turn its parent handed it (None: none), given back once its frames are done."""
     import numpy as np
 
     t = {"imported_unix_ns": _IMPORTED_UNIX_NS}
@@ -121,7 +122,7 @@ def run_child(variant: str, size: int) -> dict:
     out = v.result()
     # the start-up and its frames are measured: the GPU goes to other runs while this process checks,
     # records and exits (the turn its parent took for it, gpu_turn.turn_for_child), as a step's run's
-    free_device_and_end_turn(v)
+    free_device_and_end_turn(v, turn)
     if not np.isfinite(out).all():
         raise WorkloadError(f"exp_coldstart: {variant} produced non-finite positions")
     launch = settings.text("COOKBOOK_LAUNCH_UNIX_NS")
@@ -255,8 +256,8 @@ def _command(p: argparse.ArgumentParser, a: argparse.Namespace) -> str | None:
         raise WorkloadError("--size must be positive")
     if a.child:
         # the turn the experiment took before launching this process (gpu_turn.turn_for_child)
-        gpu_turn.adopt_handed_turn()
-        write_json_atomic(a.child, run_child(a.variant, a.size))
+        turn = gpu_turn.adopt_handed_turn()
+        write_json_atomic(a.child, run_child(a.variant, a.size, turn))
         return None
     if not a.out_dir:
         p.error("--out-dir is required")

@@ -16,10 +16,7 @@ from workloads.warp_sph.common import SphFrame
 class Fused(SphFrame):
     name = "fused"
     summary = "graph + walls, kick and drift fused into one integrate kernel"
-    improves_on = "graph"
     use_graph = True
-    # setup loads the kernels' modules before it captures the graph (SphFrame._capture)
-    compiles_in_setup = True
 
     def kernel_modules(self) -> list:
         from workloads.warp_sph import kernels, kernels_fused

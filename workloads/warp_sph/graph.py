@@ -22,10 +22,7 @@ from workloads.warp_sph.common import SphFrame
 class Graph(SphFrame):
     name = "graph"
     summary = "hash grid reserved once; each frame's 40 substeps replayed as one CUDA graph"
-    improves_on = "baseline"
     use_graph = True
-    # setup loads the kernels' modules before it captures the graph (SphFrame._capture)
-    compiles_in_setup = True
 
 
 VARIANT = Graph

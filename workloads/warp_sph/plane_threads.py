@@ -38,7 +38,6 @@ from workloads.warp_sph.cell_list import CellList
 class PlaneThreads(CellList):
     name = "plane_threads"
     summary = "cell_list + three threads per particle (one per z-plane) in both neighbour passes"
-    improves_on = "cell_list"
 
     def neighbour_passes(self, x, v) -> None:
         from workloads.warp_sph import kernels_cells

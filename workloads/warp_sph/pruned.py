@@ -34,7 +34,6 @@ from workloads.warp_sph.fused import Fused
 class Pruned(Fused):
     name = "pruned"
     summary = "fused + one grid bucket per box cell and get_acceleration rejecting candidates on |r|^2 first"
-    improves_on = "fused"
     grid_covers_box = True
 
     def kernel_modules(self) -> list:

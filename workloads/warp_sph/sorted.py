@@ -42,7 +42,6 @@ from workloads.warp_sph.pruned import Pruned
 class Sorted(Pruned):
     name = "sorted"
     summary = "pruned + positions and velocities gathered into cell order after every substep"
-    improves_on = "pruned"
 
     def allocate_state(self) -> None:
         super().allocate_state()
