@@ -59,6 +59,7 @@ from typing import Sequence
 
 import numpy as np
 
+from analysis.common.sqlite_files import MEMORY_CAPTURE_TABLES, missing_tables
 from workloads import frameworks
 from workloads.contract import WorkloadError, check_result
 from workloads.harness.runner import at_least, timed_step, write_json_atomic
@@ -308,8 +309,6 @@ def _profile_once(setting, args, env, profile_cmd, child_cmd, child_json, rep_pr
         if e.returncode != 0 or not os.path.exists(sqlite):
             entry["nsys_error"] = f"nsys export exited with {e.returncode}: {_tail(e.stdout + e.stderr, 1500)}"
         else:
-            from analysis.readers.nsys.trace import MEMORY_CAPTURE_TABLES, missing_tables  # noqa: PLC0415
-
             missing = missing_tables(sqlite, MEMORY_CAPTURE_TABLES)
             if missing:
                 # nsys exits 0 when it loses the CUDA events while processing them: check the export

@@ -129,7 +129,7 @@ def groupby_passes(tree: NvtxTree, root: TreeRange) -> int:
 
 def _kernels_in(ex: Trace, ranges: Sequence[TreeRange]) -> list[list[str]]:
     """Per range: demangled names of the kernels launched from it (its thread, calls inside it)."""
-    trace = ex.launches()
+    trace = cols.launches(ex)
     per = cols.ops_in_ranges(trace, ranges)
     ids = np.unique(np.concatenate([trace.ops.name[i][trace.ops.kind[i] == cols.KERNEL] for i in per]
                                    or [np.zeros(0, np.int64)]))
