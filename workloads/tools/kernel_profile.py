@@ -41,6 +41,7 @@ from workloads.harness import provenance
 from workloads.contract import WorkloadError
 from workloads.harness.runner import write_json_atomic
 from workloads.harness.cold import cache_root, fresh_cache_env, run_command, safe_rmtree
+from workloads.registry import BY_NAME
 from workloads.tools.gpu_jobs import gpu_job
 
 #: report name inside the output folder (ncu adds .ncu-rep)
@@ -126,8 +127,6 @@ def _fail(code: int, message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workloads.registry import BY_NAME  # noqa: PLC0415
-
     recipe = BY_NAME.get(args.workload)
     if recipe is None:
         return _fail(2, f"no workload {args.workload!r} (have: {', '.join(BY_NAME)})")

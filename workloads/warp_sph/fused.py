@@ -22,12 +22,12 @@ class Fused(SphFrame):
     compiles_in_setup = True
 
     def kernel_modules(self) -> list:
-        from workloads.warp_sph import kernels, kernels_fused
+        from workloads.warp_sph import kernels, kernels_fused  # imports Warp: only after configured_warp() (setup)
 
         return [kernels, kernels_fused]
 
     def launch_integration_on(self, x, v) -> None:
-        from workloads.warp_sph import kernels_fused
+        from workloads.warp_sph import kernels_fused  # imports Warp: only after configured_warp() (setup)
 
         p = self.params
         self.wp.launch(kernels_fused.integrate, dim=self.size,
