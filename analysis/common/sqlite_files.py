@@ -1,6 +1,7 @@
 """SQLite files opened read-only, and which tables one holds: what the nsys readers
 (analysis.readers.nsys) and a GPU-side tool checking the export it just wrote
-(workloads.jax_matmul.exp_allocator) both need, without reading any table."""
+(workloads.jax_matmul.exp_allocator) both need. Nothing here reads a table of an export: that is
+analysis.readers.nsys' alone."""
 from __future__ import annotations
 
 import os
@@ -35,8 +36,3 @@ def missing_tables(path: str, required: Sequence[str]) -> list[str]:
     finally:
         db.close()
     return [t for t in required if t not in tables]
-
-
-#: what an nsys export of a device-memory capture (``--cuda-memory-usage true``) must hold to be
-#: read (analysis.readers.nsys.trace.Trace.device_memory_events, and the kernels beside them)
-MEMORY_CAPTURE_TABLES = ("CUDA_GPU_MEMORY_USAGE_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL")

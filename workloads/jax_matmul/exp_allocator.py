@@ -59,7 +59,7 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.common.sqlite_files import MEMORY_CAPTURE_TABLES, missing_tables
+from analysis.common.sqlite_files import missing_tables
 from workloads import annotate, frameworks
 from workloads.contract import WorkloadError, check_result
 from workloads.harness import gpu_turn, provenance
@@ -94,6 +94,9 @@ NSYS_FLAGS = ("-t", "cuda,nvtx", "--cuda-memory-usage", "true", "-s", "none", "-
               "--cuda-graph-trace=node",
               # without XLA's own NVTX domains, whose strings nsys could not always resolve
               *frameworks.nsys_nvtx_flags(frameworks.framework("jax")))
+#: the tables NSYS_FLAGS have nsys export: the memory events and the kernels the report reads
+#: (analysis.readers.nsys.trace.Trace.device_memory_events); an export without them lost the CUDA events
+MEMORY_CAPTURE_TABLES = ("CUDA_GPU_MEMORY_USAGE_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL")
 
 
 def child_environment(parent: dict[str, str], setting: str) -> dict[str, str]:
