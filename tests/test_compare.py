@@ -12,7 +12,8 @@ import pytest
 
 from analysis.model import noise
 from analysis.cli.main import main
-from analysis.model.compare import _order, compare_folders
+from analysis.model.compare import compare_folders
+from analysis.model.compare_steps import step_order as _order
 from analysis.report.compare_text import markdown as compare_markdown
 from analysis.common.gzfiles import existing_capture
 from analysis.model.run_summary import load_json

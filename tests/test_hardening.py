@@ -71,7 +71,7 @@ def test_an_export_whose_name_holds_uri_characters_is_read_as_itself(tmp_path, n
 
 
 def test_an_export_is_opened_read_only(tmp_path):
-    from analysis.readers.nsys.trace import read_only_uri
+    from analysis.common.sqlite_files import read_only_uri
 
     path = _gunzip(EXPORT_A, tmp_path / "x #1?.sqlite")
     db = sqlite3.connect(read_only_uri(path), uri=True)

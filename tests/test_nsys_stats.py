@@ -311,4 +311,7 @@ def test_only_the_nsys_package_reads_the_export_tables():
     names = re.compile(r"CUPTI_ACTIVITY|NVTX_EVENTS|StringIds")
     readers = {str(p.relative_to(REPO)) for top in ("analysis", "workloads") for p in (REPO / top).rglob("*.py")
                if names.search(p.read_text())}
-    assert readers and {p for p in readers if not p.startswith("analysis/readers/nsys/")} == set()
+    # but the JAX allocator experiment names the tables its nsys flags export, to retry a capture whose
+    # fresh export lacks them (it asks SQLite's own sqlite_master, no table of the export)
+    outside = {p for p in readers if not p.startswith("analysis/readers/nsys/")}
+    assert readers and outside <= {"workloads/jax_matmul/exp_allocator.py"}

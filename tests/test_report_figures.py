@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.report import figures, markdown
+from analysis.report import figures, markdown, plotting
 from analysis.readers.ncu import read_launches
 
 from analysis.model import run_summary
@@ -153,7 +153,7 @@ def _ceilings(workload: str) -> dict:
 def _drawn(monkeypatch, draw) -> list:
     """The matplotlib figures ``draw`` makes, kept open instead of saved."""
     kept = []
-    monkeypatch.setattr(figures, "_save", lambda fig, path: kept.append(fig))
+    monkeypatch.setattr(plotting, "save_figure", lambda fig, path: kept.append(fig))
     draw()
     for fig in kept:
         fig.canvas.draw()  # lays out the text, so that extents are final

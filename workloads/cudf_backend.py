@@ -28,7 +28,7 @@ import time
 from workloads import settings
 from workloads.backend import Backend, EventPair
 from workloads.contract import WorkloadError
-from workloads.cupy_backend import CupyEventPair
+from workloads.cupy_backend import CupyEventPair, free_cupy_and_rmm_pools
 
 ENV_DATAFRAME = "COOKBOOK_DATAFRAME"
 LIBRARIES = ("cudf", "pandas")
@@ -115,6 +115,4 @@ class CudfDevice(Backend):
     def free_cached_device_memory(self) -> None:
         if self.library == "cudf":
             # cuDF allocates through RMM, and makes RMM CuPy's allocator too
-            from workloads.cupy_backend import free_cupy_and_rmm_pools
-
             free_cupy_and_rmm_pools()

@@ -22,6 +22,8 @@ import importlib.util
 from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping
 
+from workloads.warp_backend import configured_warp
+
 #: the CUDA driver's own JIT cache (PTX -> SASS): every framework that loads PTX goes through it
 DRIVER_CACHE_VARIABLES = MappingProxyType({"CUDA_CACHE_PATH": "cuda"})
 
@@ -168,8 +170,6 @@ def _pycuda_cuda_problem() -> str | None:
 def _warp_cuda_problem() -> str | None:
     if importlib.util.find_spec("warp") is None:
         return "Warp is not installed (pip install warp-lang)"
-    from workloads.warp_backend import configured_warp
-
     wp = configured_warp()
     return None if wp.is_cuda_available() else "Warp finds no CUDA GPU or driver"
 

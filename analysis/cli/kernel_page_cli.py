@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 
 from analysis.cli.commands import add_command
 from analysis.common.errors import AnalysisInputError
@@ -31,9 +32,11 @@ def _run(a: argparse.Namespace) -> int:
     run = load_run(a.run) if a.run else None
     check_targets(a.output, *([a.json] if a.json else []))
     k = read_kernel_profile(a.report, a.launch)
-    if run and k.function_name != run["profiled_kernel"]:
-        raise AnalysisInputError(a.report, f"profiled {k.function_name!r}, but {a.run} says "
-                                           f"{run['profiled_kernel']!r}: report and run record do not belong together")
+    # the run record names the pattern ncu selected by (older records also the kernel it selected)
+    if run and (re.fullmatch(run["kernel_regex"], k.function_name) is None
+                or k.function_name != run.get("profiled_kernel", k.function_name)):
+        raise AnalysisInputError(a.report, f"profiled {k.function_name!r}, but {a.run} asked for "
+                                           f"-k regex:{run['kernel_regex']}: report and run record do not belong together")
     page = kernel_page(k, run, top=a.top, report_hint=a.report)
     check_targets(a.output, *([a.json] if a.json else []))
     write_page(a.output, page)

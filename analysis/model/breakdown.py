@@ -75,7 +75,7 @@ def _copy_ids(ex: Trace) -> tuple[int | None, int | None]:
 
 def gpu_time(ex: Trace) -> dict:
     """Whole run: GPU time by kind, busy (union) and idle between the first and last operation."""
-    trace = ex.launches()
+    trace = cols.launches(ex)
     if len(trace.ops) == 0:
         raise AnalysisInputError(ex.path, "export holds no GPU operations (kernels, memcpys, memsets)")
     return ops_time(trace.ops, slice(None), *_copy_ids(ex))
@@ -99,7 +99,7 @@ def range_record(r: NvtxRange, ops: cols.Ops, idx: np.ndarray, h2d: int | None, 
 def range_gpu_time(ex: Trace, ranges: Sequence[NvtxRange] | None = None) -> list[dict]:
     """Per NVTX range (every closed range by default, in start order): the GPU time of the work it
     launched (see the module's doc)."""
-    trace = ex.launches()
+    trace = cols.launches(ex)
     if ranges is None:
         ranges = ex.nvtx_ranges()
         if not ranges:
@@ -148,7 +148,7 @@ def copy_throughput(ex: Trace, ranges: Sequence[NvtxRange] | None = None) -> lis
     """Copy throughput per direction and host memory kind: of every memcpy, or of the copies
     launched inside ``ranges``. An export without memcpys gives an empty list (a program that copies
     nothing has nothing to report); an export that is not one raises."""
-    trace = ex.launches()
+    trace = cols.launches(ex)
     kinds, mem = _labels(ex)
     if ranges is None:
         return copy_rows(trace.ops, slice(None), kinds, mem)

@@ -23,148 +23,10 @@ with confidence.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import os
 
-from analysis.common import layout
-
-from analysis.model import limiter, noise, verdicts
+from analysis.model import noise, verdicts
 from analysis.common.errors import AnalysisInputError
-from analysis.common.gzfiles import existing_capture
-from analysis.model.floors import floor
-from analysis.model.records import load_record
-from analysis.model.timed_record import load_timed
-from workloads.harness.telemetry import energy_per_call
-from analysis.model.run_summary import summarize_run
-from workloads.registry import BY_NAME
-
-#: experiment folders hold timing records of other programs (allocator studies), not steps
-SKIPPED_FOLDERS = ("experiments",)
-
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-    workload: str
-    variant: str
-    size: int
-    path: str
-    times_ms: list[float]
-    time_over_floor: float | None
-    sm_clock_mhz_range: list[int] | None
-    energy_per_call_j: float | None
-    limiter: str | None = None  # the measured limiter's label; None: no nsys capture beside the record
-    #: the measured limiter's (kind, unit) (analysis.model.limiter.step_class); None: not measured
-    limiter_class: tuple | None = None
-    limiter_kind: str | None = None  # analysis.model.limiter.StepLimiter.kind, where measured
-    #: the provenance fields compare reads (analysis.model.timed_record.TIMED_RECORD_SCHEMA); {} in records without
-    provenance: dict = dataclasses.field(default_factory=dict)
-    #: host_call_ms, work and times_ms of the record: what step_class reads without a measured limiter
-    record_view: dict = dataclasses.field(default_factory=dict)
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.workload, self.variant, self.size)
-
-    @property
-    def step_class(self) -> tuple[noise.StepClass, str]:
-        """What sets this step's time, and what that rests on (analysis.model.noise.step_class)."""
-        return noise.step_class(self.limiter_kind, self.record_view)
-
-    @property
-    def gpu_model(self) -> str | None:
-        return ((self.provenance.get("gpus") or [{}])[0]).get("name")
-
-    @property
-    def host(self) -> tuple[str | None, int | None]:
-        return self.provenance.get("cpu_model"), self.provenance.get("cpu_count")
-
-
-def nearest_ceilings(folder: str, root: str) -> dict | None:
-    """The ceilings a record in ``folder`` uses: the nearest ``ceilings.json`` above it, up to ``root``
-    (a workload merged in from a later run keeps its own)."""
-    while True:
-        path = os.path.join(folder, "ceilings.json")
-        if os.path.exists(path):
-            return load_record(path, "a ceilings record")["ceilings"]
-        if os.path.samefile(folder, root) or os.path.dirname(folder) == folder:
-            return None
-        folder = os.path.dirname(folder)
-
-
-def load_steps(root: str) -> dict[tuple[str, str, int], list[Step]]:
-    """Every timed process under ``root``, grouped by step (workload, variant, size). A folder that
-    holds several runs (side by side, e.g. ``run1/``, ``run2/``) has several processes per step."""
-    if not os.path.isdir(root):
-        raise AnalysisInputError(root, "not a folder of captures")
-    steps: dict[tuple[str, str, int], list[Step]] = {}
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS)
-        # a live run's record, or a reference's gzipped copy
-        name = next((n for n in (layout.TIMING, layout.TIMING + layout.GZIP_SUFFIX) if n in files), None)
-        if name is None:
-            continue
-        path = os.path.join(folder, name)
-        rec = load_timed(path)
-        if len(rec["times_ms"]) < verdicts.MIN_SAMPLES:
-            raise AnalysisInputError(path, f"{len(rec['times_ms'])} samples, need at least {verdicts.MIN_SAMPLES}")
-        ceilings = nearest_ceilings(folder, root)
-        tel = rec.get("telemetry") or {}
-        prov = rec.get("provenance") or {}
-        step = Step(rec["workload"], rec["variant"], int(rec["size"]), path, [float(t) for t in rec["times_ms"]],
-                    None, tel.get("sm_clock_mhz_range"), energy_per_call(tel)[0],
-                    provenance={k: prov.get(k) for k in ("gpus", "driver_version", "cpu_model", "cpu_count",
-                                                        "packages")} | {"host_load": rec.get("host_load")},
-                    record_view={k: rec.get(k) for k in ("work", "host_call_ms", "times_ms")})
-        if ceilings:
-            try:
-                fl = floor(rec["work"], ceilings)
-                step = dataclasses.replace(step, time_over_floor=rec["timing"]["median_ms"] / fl.ms)
-            except (ValueError, KeyError):
-                pass  # no ceiling matches this work: the time/floor column says n/a
-        steps.setdefault(step.key, []).append(step)
-    if not steps:
-        raise AnalysisInputError(root, "no timing.json records under this folder")
-    return with_limiters(steps)
-
-
-@functools.lru_cache(maxsize=None)
-def _summary(folder: str) -> dict:
-    """A capture folder's run summary, once per process (a folder compared with itself is read once)."""
-    return summarize_run(folder)
-
-
-def with_limiters(steps: dict[tuple[str, str, int], list[Step]]) -> dict[tuple[str, str, int], list[Step]]:
-    """Each process's measured limiter, where its folder holds the nsys capture's export (a timed-only
-    run has none, nor a folder copied without its traces): its run summary against the ncu launches of
-    the recipe's runs at that size in the folder."""
-    summaries: dict[str, dict] = {}
-    for runs in steps.values():
-        for s in runs:
-            folder = os.path.dirname(s.path)
-            if os.path.exists(os.path.join(folder, layout.NSYS_RUN)) and existing_capture(folder, layout.NSYS_EXPORT):
-                summaries[s.path] = _summary(os.path.realpath(folder))
-    def pool_key(path: str, run: dict) -> tuple[str, int, str]:
-        # one pool per recipe, size and folder of the recipe's variants (a run folder among several):
-        # <that folder>/<variant>/n<size>/timing.json
-        return run["workload"], run["size"], os.path.dirname(os.path.dirname(os.path.dirname(path)))
-
-    pools: dict[tuple[str, int, str], list] = {}
-    for path, run in summaries.items():
-        pools.setdefault(pool_key(path, run), []).append(run)
-    out = {}
-    for key, runs in steps.items():
-        labelled = []
-        for s in runs:
-            run = summaries.get(s.path)
-            if run is not None:
-                pool = limiter.pool_of(pools[pool_key(s.path, run)])
-                measured = limiter.step_limiter(run, pool)
-                s = dataclasses.replace(s, limiter=measured.label(), limiter_class=(measured.kind, measured.unit),
-                                        limiter_kind=measured.kind)
-            labelled.append(s)
-        out[key] = labelled
-    return out
-
+from analysis.model.compare_steps import Step, load_steps, step_order
 
 @dataclasses.dataclass(frozen=True)
 class StepComparison:
@@ -252,13 +114,6 @@ class Comparison:
                 "only_in_base": [list(k) for k in self.only_base], "only_in_cand": [list(k) for k in self.only_cand]}
 
 
-def _order(key: tuple[str, str, int]) -> tuple:
-
-    w, v, n = key
-    variants = BY_NAME[w].variants if w in BY_NAME else ()
-    return (w, n, variants.index(v) if v in variants else len(variants), v)
-
-
 def machine(steps: dict[tuple[str, str, int], list[Step]]) -> dict:
     """A side's machine as its records say: GPU model, driver, CPU model and core count (the first
     record that names each; None where no record does, as in records older than the field)."""
@@ -301,7 +156,7 @@ def compare_folders(base_root: str, cand_root: str, noise_model: noise.NoiseMode
     ``noise.json`` where it keeps one. ``within_run``: the two folders hold one run's processes,
     judged on their own intervals."""
     base, cand = load_steps(base_root), load_steps(cand_root)
-    shared = sorted(set(base) & set(cand), key=_order)
+    shared = sorted(set(base) & set(cand), key=step_order)
     if not shared:
         raise AnalysisInputError(cand_root, f"no step in common with {base_root}")
     base_machine, cand_machine = machine(base), machine(cand)
@@ -317,6 +172,6 @@ def compare_folders(base_root: str, cand_root: str, noise_model: noise.NoiseMode
     for k in shared:
         verdict, within = judge(base[k], cand[k], model, host_differs)
         steps.append(StepComparison(base[k], cand[k], verdict, within, _packages_differ(base[k][0], cand[k][0])))
-    return Comparison(base_root, cand_root, steps, sorted(set(base) - set(cand), key=_order),
-                      sorted(set(cand) - set(base), key=_order), model.path if model else None,
+    return Comparison(base_root, cand_root, steps, sorted(set(base) - set(cand), key=step_order),
+                      sorted(set(cand) - set(base), key=step_order), model.path if model else None,
                       base_machine, cand_machine, host_differs)

@@ -15,12 +15,12 @@ and calls a step faster or slower only when the widened interval lies wholly out
 band. A step the model holds no runs of uses its class's pooled spread (the root mean square of the
 class's steps' ``log_sd``).
 
-A step's class says what sets its time (:func:`step_class`): the GPU's work (device-bound), the host's
-calls and launches (host-bound), or the copies over the host link (host-link-bound). Each step also
-carries the smallest slowdown its margin lets a comparison call 95% of the time
-(``detectable_slowdown``): the threshold, the margin, a one-sided 99% draw of the two runs'
-difference and the width of its within-run interval; the steps a CI gate can hold to a 5% change
-are those whose detectable slowdown is at most 5%.
+A step's class says what sets its time (:func:`analysis.model.compare_steps.step_class`): the GPU's
+work (device-bound), the host's calls and launches (host-bound), or the copies over the host link
+(host-link-bound). Each step also carries the smallest slowdown its margin lets a comparison call
+95% of the time (``detectable_slowdown``): the threshold, the margin, a one-sided 99% draw of the
+two runs' difference and the width of its within-run interval; the steps a CI gate can hold to a 5%
+change are those whose detectable slowdown is at most 5%.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import dataclasses
 import itertools
 import math
 import os
-from typing import Literal, Mapping
+from typing import Mapping
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from analysis.common import layout
 from analysis.common.errors import AnalysisInputError
 from analysis.model.run_summary import check_json, load_json
 from analysis.model import verdicts
+from analysis.model.compare_steps import CLASSES, StepClass, load_steps, step_order
 
 NOISE_FILE = layout.NOISE
 WIDTH_RESAMPLES = 999
@@ -50,39 +51,6 @@ Z_POWER = 2.3263
 LOG_SD_FLOOR = 0.003
 #: the quantile over the A/A pairs of a step's within-run half-width that its detectable slowdown assumes
 WIDTH_QUANTILE = 0.9
-
-StepClass = Literal["device", "host", "host-link"]
-CLASSES: tuple[StepClass, ...] = ("device", "host", "host-link")
-
-#: measured limiter kinds (analysis.model.limiter.StepLimiter.kind) and the class they put a step in
-_KIND_CLASS: dict[str, StepClass] = {
-    "memory": "device", "compute": "device", "latency": "device",
-    "launch/host": "host", "synchronization": "host",
-    "host link": "host-link",
-}
-#: without a measured limiter: a call whose host side (host_call_ms) takes at least this share of its
-#: CUDA-event time is set by its launches, not its kernels
-HOST_SHARE = 0.15
-
-
-def step_class(limiter_kind: str | None, record: Mapping) -> tuple[StepClass, str]:
-    """What sets a step's time, and what that rests on. The measured limiter (nsys and ncu) decides
-    where there is one; otherwise the timed record: copies over the host link in the declared work ->
-    host-link-bound; host call time at least HOST_SHARE of the CUDA-event time -> host-bound; else
-    device-bound."""
-    if limiter_kind in _KIND_CLASS:
-        return _KIND_CLASS[limiter_kind], f"measured limiter: {limiter_kind}"
-    work = record.get("work") or {}
-    if (work.get("bytes_h2d") or 0) + (work.get("bytes_d2h") or 0) > 0:
-        return "host-link", "timed record: its work copies over the host link"
-    host_ms, event_ms = record.get("host_call_ms"), record.get("times_ms")
-    if host_ms and event_ms:
-        share = float(np.median(host_ms)) / float(np.median(event_ms))
-        if share >= HOST_SHARE:
-            return "host", f"timed record: host call time {share:.0%} of the CUDA-event time"
-        return "device", f"timed record: host call time {share:.0%} of the CUDA-event time"
-    return "device", "timed record: no host call time recorded"
-
 
 def log_sd_of(log_medians) -> float:
     """The between-run spread of one step: the SD (n - 1) of the log of its median over the runs."""
@@ -185,11 +153,9 @@ def derive(runs: Mapping[str, str], classify_from: str, threshold: float) -> dic
     commit): per step present in at least two runs, the SD of the log median across runs; per class
     (each step's class from its timed record and, where ``classify_from`` holds the nsys and ncu
     captures, its measured limiter), the pooled spread."""
-    from analysis.model import compare  # noqa: PLC0415 - compare imports this module
-
-    loaded = {name: compare.load_steps(root) for name, root in runs.items()}
-    reference = compare.load_steps(classify_from)
-    keys = sorted(set().union(*loaded.values()), key=compare._order)
+    loaded = {name: load_steps(root) for name, root in runs.items()}
+    reference = load_steps(classify_from)
+    keys = sorted(set().union(*loaded.values()), key=step_order)
     steps, hosts = {}, []
     for key in keys:
         present = {name: s[key] for name, s in loaded.items() if key in s}

@@ -37,8 +37,7 @@ PROVENANCE = {
 #: workloads/tools/kernel_profile.py's kernel-run.json: what a kernel page's provenance shows
 KERNEL_RUN = {
     "type": "object",
-    "required": ["workload", "variant", "size", "kernel", "framework", "kernel_regex", "profiled_kernel",
-                 "command", "provenance"],
+    "required": ["workload", "variant", "size", "kernel", "framework", "kernel_regex", "command", "provenance"],
     "properties": {
         "workload": _TEXT, "variant": _TEXT, "size": _POSITIVE, "kernel": _TEXT, "framework": _TEXT,
         "kernel_regex": _TEXT, "profiled_kernel": _TEXT, "command": {**_TEXTS, "minItems": 1},

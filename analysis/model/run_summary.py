@@ -258,7 +258,7 @@ def summarize_nsys(ex: Trace, workload: str, variant: str) -> dict:
         raise AnalysisInputError(
             ex.path, f"no NVTX range {SUITE_DOMAIN}:{workload}/{variant}/compute: NVTX tracing was off "
                          "(nsys -t nvtx) or the capture is of another workload")
-    trace = ex.launches()
+    trace = cols.launches(ex)
     ops = trace.ops
     gpus = ex.gpu_info()
     kinds, mem = ex.enum_labels("ENUM_CUDA_MEMCPY_OPER"), ex.enum_labels("ENUM_CUDA_MEM_KIND")

@@ -21,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from analysis.model.compare import Comparison, StepComparison, nearest_ceilings
+from analysis.model.compare import Comparison, StepComparison
+from analysis.model.compare_steps import nearest_ceilings
 from analysis.report.compare_text import only_on_one_side
 from analysis.model.run_summary import load_json
 from analysis.model.limiter import Kind, Unit

@@ -3,20 +3,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display on GPU hosts and CI
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
-
-from analysis.model.gpu_jobs import gpu_label_order  # noqa: E402
-from analysis.common.outputs import save_figure_atomic  # noqa: E402
+from analysis.model.gpu_jobs import gpu_label_order
 from analysis.report import roofline
+from analysis.report import plotting
+from analysis.report.plotting import matplotlib, plt
 
 # Stable colours per kind of GPU time, as Nsight Systems draws them (kernels blue, copies red...)
 KIND_COLORS = {"kernel": "#4c72b0", "memcpy": "#c44e52", "memset": "#dd8452", "idle": "#cccccc"}
-# Deterministic PNGs: no timestamp or version in the file's metadata
-_PNG_META = {"Software": None}
 
 
 def _log_if_wide(ax, values, axis: str = "x") -> bool:
@@ -67,7 +60,7 @@ def ladder_figure(model, path: str) -> None:
     bottom = _legend_below(fig, [ax for ax, _, _ in panels])
     _suptitle(fig, f"{model.title}: time per step against its floors")
     fig.tight_layout(rect=(0, bottom, 1, 1))
-    _save(fig, path)
+    plotting.save_figure(fig, path)
 
 
 def _legend_below(fig, axes) -> float:
@@ -117,7 +110,7 @@ def busy_figure(model, path: str) -> None:
     bottom = _legend_below(fig, [ax for ax, _, _ in panels])
     _suptitle(fig, f"{model.title}: how much of each steady call the GPU was busy")
     fig.tight_layout(rect=(0, bottom, 1, 1))
-    _save(fig, path)
+    plotting.save_figure(fig, path)
 
 
 # NVTX phases in the colours the workloads give them (workloads/annotate.py PHASE_COLORS)
@@ -253,7 +246,7 @@ def timeline_figure(summaries_by_size: dict[int, Sequence[dict]], path: str, tit
     fig.legend(handles, list(legend), loc="lower center", ncol=8, frameon=False, fontsize=8)
     fig.suptitle(f"{title}: timelines at size {size} (nsys)")
     fig.tight_layout(rect=(0, 0.09, 1, 1))
-    _save(fig, path)
+    plotting.save_figure(fig, path)
 
 
 def roofline_figure(summaries_by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title: str) -> bool:
@@ -262,10 +255,6 @@ def roofline_figure(summaries_by_size: dict[int, Sequence[dict]], ceilings: dict
     False, and nothing written, where no kernel has floating-point work to place."""
 
     return roofline.figure(summaries_by_size, ceilings, path, title)
-
-
-def _save(fig, path: str) -> None:
-    save_figure_atomic(fig, path, dpi=110, metadata=_PNG_META)
 
 
 #: one colour per kind of GPU job in the job chart
@@ -293,4 +282,4 @@ def gpu_jobs_figure(jobs: Sequence, path: str, title: str) -> None:
     ax.set_title(f"{title}: GPU jobs by GPU and time", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.tight_layout()
-    _save(fig, path)
+    plotting.save_figure(fig, path)

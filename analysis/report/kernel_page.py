@@ -366,7 +366,7 @@ def _provenance_section(k: KernelProfile, run: dict | None) -> list[str]:
         f"- workload `{run['workload']}`, variant `{run['variant']}`, size {run['size']:,}, one call; the "
         f"{_ordinal(run.get('launch_skip') or 0)} launch matching `-k regex:{run['kernel_regex']}` inside the "
         f"variant's NVTX `compute` range: "
-        f"`{run['profiled_kernel']}`",
+        f"`{k.function_name}`",
         f"- environment added: {', '.join(f'`{a}={_portable_value(b)}`' for a, b in sorted(run.get('environment', {}).items())) or 'none'};"
         " every cache in a fresh private folder (a cold start)",
         f"- GPU: {gpus[0]['name'] if gpus else 'unknown'}, driver {prov.get('driver_version') or 'unknown'}, "

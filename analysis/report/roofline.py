@@ -14,8 +14,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+from matplotlib.lines import Line2D
+
 from analysis.model import limiter
 from analysis.readers import ncu_metrics as metrics
+from analysis.report import plotting
+from analysis.report.plotting import matplotlib, plt
 
 LEVELS = ("DRAM", "L2", "L1")
 
@@ -191,12 +195,6 @@ def figure(by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title:
     r = roofline(by_size)
     if not r.drawable():
         return False
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-    from matplotlib.lines import Line2D
-
-    from analysis.report.figures import _save  # figures imports this module (its roofline_figure)
-
     compute, memory = roofs(r, ceilings)
     side = _not_drawn(r)
     legend_rows = -(-(len(r.points) + len(LEVELS)) // 2)
@@ -265,5 +263,5 @@ def figure(by_size: dict[int, Sequence[dict]], ceilings: dict, path: str, title:
     ax.set_ylabel("achieved FLOP/s (ncu)")
     ax.set_title(f"{title}: hierarchical roofline, size {r.size}\n(dashed: device peaks from ncu at the clock the "
                  "launches ran at; solid: rates measured by the suite)", fontsize=9)
-    _save(fig, path)
+    plotting.save_figure(fig, path)
     return True

@@ -30,6 +30,7 @@ its CUDA text (``reports/kernels/cupy_sqdiff_raw_kernel_cookbook_squared_diff_ra
 """
 from __future__ import annotations
 
+from workloads import cuda_source
 from workloads.contract import WorkloadError
 from workloads.cupy_sqdiff.common import SquaredDifference
 
@@ -76,8 +77,6 @@ _KERNELS: dict[tuple[str, ...], object] = {}
 def raw_kernel():
     """The compiled kernel, built once per set of options (``-lineinfo`` only when line information
     is requested: workloads/cuda_source.py)."""
-    from workloads import cuda_source
-
     options = cuda_source.lineinfo_options()
     if options not in _KERNELS:
         import cupy

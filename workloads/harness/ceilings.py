@@ -34,6 +34,7 @@ from workloads import annotate
 
 from workloads.harness import provenance
 from workloads.harness.runner import at_least, write_json_atomic
+from workloads.jax_matmul.common import tf32_tolerance
 
 
 def _median_time_ms(launch: Callable[[], None], warmup: int, repeats: int) -> tuple[float, float]:
@@ -207,8 +208,6 @@ def measure_tf32_gemm(warmup: int, repeats: int, n: int = 8192) -> dict:
     """float32 inputs and output, TF32 tensor-core math: cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32
     (what XLA asks cuBLAS for in a float32 dot whose algorithm allows TF32)."""
     import cupy
-
-    from workloads.jax_matmul.common import tf32_tolerance  # noqa: PLC0415 - imports no JAX
 
     a = ((cupy.arange(n * n, dtype=cupy.int32) % GEMM_INPUT_MODULUS).astype(cupy.float32)
          / cupy.float32(TF32_INPUT_DIVISOR)).reshape(n, n)

@@ -27,6 +27,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from workloads.harness.l2 import cuda_pci_bus_id
+
 #: reasons that mean the clocks were held down (not idle, not an application setting)
 THROTTLING = ("SwPowerCap", "HwSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown", "SwThermalSlowdown")
 
@@ -58,7 +60,7 @@ class Telemetry:
             return cls(reason=f"NVML did not start: {e}")
         try:
             if pci_bus_id is None:
-                from workloads.harness.l2 import cuda_pci_bus_id as pci_bus_id
+                pci_bus_id = cuda_pci_bus_id
             handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id())
         except Exception as e:  # no CUDA driver, or NVML does not know the bus id: record why
             return cls(reason=f"the GPU of this process was not found in NVML: {e}")

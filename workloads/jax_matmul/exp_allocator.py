@@ -59,9 +59,13 @@ from typing import Sequence
 
 import numpy as np
 
-from workloads import frameworks
+from analysis.common.sqlite_files import missing_tables
+from workloads import annotate, frameworks
 from workloads.contract import WorkloadError, check_result
+from workloads.harness import gpu_turn, provenance
 from workloads.harness.runner import at_least, timed_step, write_json_atomic
+from workloads.jax_matmul import RECIPE
+from workloads.profiler_range import CudaDriver, ProfilerRangeError
 
 RECIPE_NAME = "jax_matmul"
 EXPERIMENT = "allocator"
@@ -90,6 +94,9 @@ NSYS_FLAGS = ("-t", "cuda,nvtx", "--cuda-memory-usage", "true", "-s", "none", "-
               "--cuda-graph-trace=node",
               # without XLA's own NVTX domains, whose strings nsys could not always resolve
               *frameworks.nsys_nvtx_flags(frameworks.framework("jax")))
+#: the tables NSYS_FLAGS have nsys export: the memory events and the kernels the report reads
+#: (analysis.readers.nsys.trace.Trace.device_memory_events); an export without them lost the CUDA events
+MEMORY_CAPTURE_TABLES = ("CUDA_GPU_MEMORY_USAGE_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL")
 
 
 def child_environment(parent: dict[str, str], setting: str) -> dict[str, str]:
@@ -110,8 +117,6 @@ def _summary_ms(times_ms: Sequence[float]) -> dict:
 
 def _driver_memory() -> dict:
     """Used device memory by the driver's count, or why there is none (no GPU, no driver)."""
-    from workloads.profiler_range import CudaDriver, ProfilerRangeError
-
     try:
         return CudaDriver().memory_info()
     except ProfilerRangeError as e:
@@ -128,11 +133,6 @@ def _memory_stats() -> dict | None:
 def run_child(variant: str, size: int, warmup: int, repeats: int, setting: str) -> dict:
     """One setting, in this process (its environment already set): setup, calls, memory, check."""
     import jax
-
-    from workloads import annotate
-
-    from workloads.harness import gpu_turn, provenance
-    from workloads.jax_matmul import RECIPE
 
     v = RECIPE.variant_class(variant)(size=size)
     # CPU work first (nvidia-smi, versions); then, on a GPU the pipeline's runs share, wait for its
@@ -308,8 +308,6 @@ def _profile_once(setting, args, env, profile_cmd, child_cmd, child_json, rep_pr
         if e.returncode != 0 or not os.path.exists(sqlite):
             entry["nsys_error"] = f"nsys export exited with {e.returncode}: {_tail(e.stdout + e.stderr, 1500)}"
         else:
-            from analysis.readers.nsys.trace import MEMORY_CAPTURE_TABLES, missing_tables  # noqa: PLC0415
-
             missing = missing_tables(sqlite, MEMORY_CAPTURE_TABLES)
             if missing:
                 # nsys exits 0 when it loses the CUDA events while processing them: check the export
@@ -328,8 +326,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nsys", default=os.environ.get("NSYS", "nsys"))
     p.add_argument("--ncu", default=os.environ.get("NCU", "ncu"), help="accepted for the experiment CLI; unused")
     p.add_argument("--python", default=sys.executable)
-    from workloads.jax_matmul import RECIPE
-
     # the step and size whose timed run compiles the programs the settings load (the recipe's
     # experiments_from_cache): with others, each setting compiles for itself
     variant, size = next((v, n) for e, v, n in RECIPE.experiments_from_cache if e == EXPERIMENT)
@@ -373,8 +369,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{entry['wall_s']:.1f} s, {entry['sqlite'] or 'no export: ' + entry['nsys_error'][:200]}",
                       flush=True)
                 entries.append(entry)
-        from workloads.harness import provenance
-
         record = {"recipe": RECIPE_NAME, "experiment": EXPERIMENT, "variant": args.variant, "size": args.size,
                   "warmup": args.warmup, "repeats": args.repeats, "settings": entries,
                   "provenance": provenance.collect(("jax", "jaxlib"))}

@@ -35,6 +35,9 @@ import tempfile
 import time
 from typing import Sequence
 
+from workloads import annotate
+from workloads.harness import provenance
+from workloads.harness.runner import write_json_atomic
 from workloads.nvtx_multiprocess.recipe import positive
 
 #: the repository root: subprocesses run there so that ``-m workloads...`` resolves
@@ -61,8 +64,6 @@ def measure_range_cost(n_ranges: int, trials: int) -> dict:
     empty call, in this process (its COOKBOOK_NVTX, its profiler if any). Best of ``trials``:
     interruptions only ever add time."""
     import importlib
-
-    from workloads import annotate
 
     module = importlib.import_module(NOOP_PATH.rsplit(".", 1)[0])  # not __main__: the path must resolve
     phase, call = annotate.phase, module.noop
@@ -257,8 +258,6 @@ def run_all(args: argparse.Namespace) -> dict:
                     print(f"  {tag}: median {r['median_ms']:.4f} ms/call", file=sys.stderr)
             for setting in SETTINGS:
                 loops.append(run_range_cost(args, setting, nsys, work_dir, f"{where}-loop-{setting}"))
-    from workloads.harness import provenance
-
     return {
         "what": "NVTX annotation overhead: recipe time per call with COOKBOOK_NVTX=1 vs 0, and one range's cost",
         "workload": args.workload, "variant": args.variant, "size": args.size, "warmup": args.warmup,
@@ -301,8 +300,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if not args.output:
         p.error("--output is required")
-    from workloads.harness.runner import write_json_atomic
-
     try:
         record = run_all(args)
     except OverheadError as e:

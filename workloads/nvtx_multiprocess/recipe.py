@@ -25,6 +25,7 @@ from workloads import annotate
 
 from workloads.harness import provenance
 from workloads.contract import ResultMismatch, WorkloadError
+from workloads.harness.runner import write_json_atomic
 from workloads.nvtx_multiprocess import (CUPY_FUNCTIONS, DEFAULT_SIZES, NUMPY_FUNCTIONS, REQUIRES,
                                          SEED_DOCUMENT, WORKLOAD, role_name, variant_name)
 
@@ -301,8 +302,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from workloads.harness.runner import write_json_atomic
-
     args = parse_args(argv)
     try:
         record = run_parent(args.sizes, args.seed, args.array_module, args.functions, args.timeout_s)

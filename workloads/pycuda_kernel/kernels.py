@@ -11,6 +11,9 @@ it changes no instruction, only the debug information beside them.
 """
 from __future__ import annotations
 
+from workloads import cuda_source
+from workloads.pycuda_backend import driver
+
 SOURCE = r"""
 // One block walks the whole array: the seed-style launch that uses one SM of many.
 __global__ void scale_one_block(float *out, const float *in, unsigned long long n)
@@ -60,9 +63,6 @@ def module():
     if _module is None:
         from pycuda.compiler import SourceModule
 
-        from workloads import cuda_source
-        from workloads.pycuda_backend import driver
-
         drv = driver()
         source = cuda_source.with_line_directive(SOURCE, __file__)
         options = list(cuda_source.lineinfo_options())
@@ -81,8 +81,6 @@ def module():
 
 def filling_grid() -> int:
     """Blocks for the grid-stride kernel: 8 resident blocks of 256 threads per SM fill an SM."""
-    from workloads.pycuda_backend import driver
-
     drv = driver()
     sms = drv.Context.get_device().get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
     return sms * 8

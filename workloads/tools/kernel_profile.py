@@ -18,10 +18,11 @@ What it does, in order:
 3. runs ``ncu --set full --import-source yes --source-folders <kernel cache>`` on one call of the
    variant, limited to the kernels launched inside its NVTX ``compute`` range and to the first
    launch matching the pattern (``-c 1``);
-4. reads the profiled kernel's real name back from the report and writes ``kernel-run.json``:
-   what ran, the environment it set, the pattern, the name, and provenance.
+4. writes ``kernel-run.json``: what ran, the environment it set, the pattern, and provenance. The
+   report itself is read on the analysis side (``python -m analysis kernel-page``), which also
+   checks that the kernel it holds is one the pattern selects.
 
-Exit status: 0 done; 2 bad arguments; 3 ncu or the workload failed; 4 no kernel matched.
+Exit status: 0 done; 2 bad arguments; 3 ncu or the workload failed; 4 no kernel matched (no report).
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from workloads.harness import provenance
 from workloads.contract import WorkloadError
 from workloads.harness.runner import write_json_atomic
 from workloads.harness.cold import cache_root, fresh_cache_env, run_command, safe_rmtree
+from workloads.registry import BY_NAME
 from workloads.tools.gpu_jobs import gpu_job
 
 #: report name inside the output folder (ncu adds .ncu-rep)
@@ -126,8 +128,6 @@ def _fail(code: int, message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workloads.registry import BY_NAME  # noqa: PLC0415
-
     recipe = BY_NAME.get(args.workload)
     if recipe is None:
         return _fail(2, f"no workload {args.workload!r} (have: {', '.join(BY_NAME)})")
@@ -171,22 +171,10 @@ def run(args: argparse.Namespace) -> int:
         what = ("it wrote a report, so the workload failed after the kernel was profiled" if report.exists()
                 else "it wrote no report: the workload or ncu failed")
         return _fail(3, f"ncu exited with status {rc}: {what}; the output above says why")
-    from analysis.common.errors import AnalysisInputError  # noqa: PLC0415
-    from analysis.readers.ncu_source import kernel_names  # noqa: PLC0415
-
     if not report.exists():
         return _fail(4, f"no kernel matched: ncu profiled nothing for -k regex:{pattern} inside "
                         f"{args.workload}/{args.variant}'s compute range (is {args.kernel!r} launched by that "
                         "variant? `nsys profile` it and read the kernel names, or pass --kernel-regex)")
-    try:
-        names = kernel_names(str(report))
-    except AnalysisInputError as e:
-        return _fail(4, f"no kernel matched: {e}")
-    if not names:
-        return _fail(4, f"no kernel matched: {report} holds no profiled kernel")
-    if not name_matches(pattern, names[0]):
-        print(f"kernel_profile: note: ncu selected {names[0]!r}, which Python's re does not fully match "
-              f"with {pattern!r}", file=sys.stderr)
     record = {
         "workload": args.workload,
         "variant": args.variant,
@@ -195,7 +183,6 @@ def run(args: argparse.Namespace) -> int:
         "framework": framework,
         "kernel_regex": pattern,
         "launch_skip": args.launch_skip,
-        "profiled_kernel": names[0],
         "line_directives": args.line_directives if getattr(frameworks.FRAMEWORKS.get(framework), "line_directives",
                                                            False) else None,
         "report": report.name,
@@ -208,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         "provenance": provenance.collect(recipe.requires),
     }
     write_json_atomic(str(out_dir / RUN_RECORD), record)
-    print(f"kernel_profile: profiled {names[0]} -> {report}")
+    print(f"kernel_profile: profiled -k regex:{pattern} -> {report}")
     return 0
 
 

@@ -64,13 +64,13 @@ class CellList(Sorted):
         self.rank_in_cell = wp.empty(n, dtype=wp.int32, device=dev)
 
     def kernel_modules(self) -> list:
-        from workloads.warp_sph import kernels_cells
+        from workloads.warp_sph import kernels_cells  # imports Warp: only after configured_warp() (setup)
 
         return [*super().kernel_modules(), kernels_cells]
 
     def sort_into(self, src: tuple, dst: tuple) -> None:
         """Counting sort of the particles in ``src`` into cell order in ``dst``; fills cell_start."""
-        from workloads.warp_sph import kernels_cells
+        from workloads.warp_sph import kernels_cells  # imports Warp: only after configured_warp() (setup)
 
         wp, dev, n, h = self.wp, self.device, self.size, self.params.h
         dims = self.grid_dims
@@ -83,7 +83,7 @@ class CellList(Sorted):
                   inputs=[*src, self.cell_of, self.rank_in_cell, self.cell_start, *dst], device=dev)
 
     def neighbour_passes(self, x, v) -> None:
-        from workloads.warp_sph import kernels_cells
+        from workloads.warp_sph import kernels_cells  # imports Warp: only after configured_warp() (setup)
 
         wp, dev, n, p = self.wp, self.device, self.size, self.params
         dims = self.grid_dims

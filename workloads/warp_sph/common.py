@@ -24,7 +24,7 @@ import numpy as np
 
 from workloads import settings
 from workloads.contract import Variant, Work, WorkloadError
-from workloads.warp_backend import WarpDevice, describe
+from workloads.warp_backend import WarpDevice, configured_warp, describe
 
 #: the example's substeps per frame: int(32 / h) with h = 0.8
 SUBSTEPS = 40
@@ -177,10 +177,8 @@ class SphFrame(WarpDevice, Variant):
     # --- setup ------------------------------------------------------------------------------
 
     def setup(self) -> None:
-        from workloads.warp_backend import configured_warp
-
         wp = configured_warp()
-        from workloads.warp_sph import kernels  # noqa: F401  (after configured_warp)
+        from workloads.warp_sph import kernels  # noqa: F401 - imports Warp: only after configured_warp()
 
         self.wp = wp
         # where the kernel cache is (ncu's --source-folders needs it with line_directives off)
@@ -211,7 +209,7 @@ class SphFrame(WarpDevice, Variant):
 
     def kernel_modules(self) -> list:
         """The Python modules whose kernels a substep launches (loaded before a capture)."""
-        from workloads.warp_sph import kernels
+        from workloads.warp_sph import kernels  # imports Warp: only after configured_warp() (setup)
 
         return [kernels]
 
@@ -285,14 +283,14 @@ class SphFrame(WarpDevice, Variant):
     # --- the kernels a substep launches -----------------------------------------------------
 
     def launch_density_on(self, x) -> None:
-        from workloads.warp_sph import kernels
+        from workloads.warp_sph import kernels  # imports Warp: only after configured_warp() (setup)
 
         p = self.params
         self.wp.launch(kernels.compute_density, dim=self.size,
                        inputs=[self.grid.id, x, self.rho, p.density_norm, p.h], device=self.device)
 
     def launch_acceleration_on(self, x, v) -> None:
-        from workloads.warp_sph import kernels
+        from workloads.warp_sph import kernels  # imports Warp: only after configured_warp() (setup)
 
         p = self.params
         self.wp.launch(kernels.get_acceleration, dim=self.size,
@@ -300,7 +298,7 @@ class SphFrame(WarpDevice, Variant):
                                p.gravity, p.pressure_norm, p.viscous_norm, p.h], device=self.device)
 
     def launch_integration_on(self, x, v) -> None:
-        from workloads.warp_sph import kernels
+        from workloads.warp_sph import kernels  # imports Warp: only after configured_warp() (setup)
 
         p, wp, dev, n = self.params, self.wp, self.device, self.size
         wp.launch(kernels.apply_bounds, dim=n, inputs=[x, v, p.damping, p.width, p.length], device=dev)
@@ -399,7 +397,7 @@ def _reference_state(v: SphFrame, x: np.ndarray, vel: np.ndarray):
 
 def _reference_forces(v: SphFrame, s: dict) -> None:
     wp = v.wp
-    from workloads.warp_sph import reference64 as r64
+    from workloads.warp_sph import reference64 as r64  # imports Warp: only after configured_warp() (setup)
 
     p, dev, n, f = v.params, v.device, v.size, v.wp.float64
     s["grid"].build(s["x"], p.h)
@@ -420,7 +418,7 @@ def reference_forces(v: SphFrame, x: np.ndarray, vel: np.ndarray) -> tuple[np.nd
 def reference_frames(v: SphFrame, frames: int) -> np.ndarray:
     """Positions after ``frames`` frames from ``v``'s starting state, in float64 Warp on ``v``'s device."""
     wp = v.wp
-    from workloads.warp_sph import reference64 as r64
+    from workloads.warp_sph import reference64 as r64  # imports Warp: only after configured_warp() (setup)
 
     if frames < 1:
         raise WorkloadError(f"reference_frames: frames must be >= 1, got {frames}")

@@ -49,6 +49,8 @@ from workloads.contract import WorkloadError  # noqa: E402
 from workloads.harness.runner import free_device_and_end_turn, write_json_atomic  # noqa: E402
 from workloads.harness.cold import cache_root, fresh_cache_env, safe_rmtree  # noqa: E402
 from workloads.tools.coldwarm import NO_PTX_JIT, driver_compiled, folder_size, run_recording  # noqa: E402
+from workloads.warp_backend import APPLIED, configured_warp  # noqa: E402
+from workloads.warp_sph import RECIPE  # noqa: E402
 
 #: Warp's module-load line (warp/_src/context.py, Module.load's ScopedTimer)
 MODULE_LOAD = re.compile(
@@ -103,12 +105,8 @@ def run_child(variant: str, size: int, turn=None) -> dict:
     t["warp_imported_unix_ns"] = time.time_ns()
     logger = RecordingLogger()
     wp.set_logger(logger)  # before init: the init banner and every module load pass through it
-    from workloads.warp_backend import APPLIED, configured_warp
-
     configured_warp()
     t["warp_initialized_unix_ns"] = time.time_ns()
-    from workloads.warp_sph import RECIPE
-
     v = RECIPE.variant_class(variant)(size=size, seed=0)
     v.setup()
     v.synchronize()
@@ -261,8 +259,6 @@ def _command(p: argparse.ArgumentParser, a: argparse.Namespace) -> str | None:
         return None
     if not a.out_dir:
         p.error("--out-dir is required")
-    from workloads.warp_sph import RECIPE
-
     variants = [v for v in a.variants.split(",") if v]
     for v in variants:
         RECIPE.variant_class(v)

@@ -41,6 +41,8 @@ from workloads.harness import provenance
 from workloads.commands import run_command
 from workloads.contract import WorkloadError
 from workloads.harness.runner import write_json_atomic
+from workloads.warp_backend import configured_warp, describe
+from workloads.warp_sph import RECIPE
 
 #: the NVTX domain of the experiment's per-frame ranges
 NVTX_DOMAIN = "cookbook.warp_sph"
@@ -63,9 +65,6 @@ def _activity(r) -> dict:
 def run_child(size: int, frames: int, variants: Sequence[str]) -> dict:
     """The measured part (runs under nsys): every variant, every mode, ``frames`` frames each."""
     import nvtx
-
-    from workloads.warp_backend import configured_warp, describe
-    from workloads.warp_sph import RECIPE
 
     wp = configured_warp()
     out = {"size": size, "frames": frames, "nvtx_domain": NVTX_DOMAIN, "runs": [], "warp": describe()}
@@ -149,8 +148,6 @@ def run_experiment(out_dir: str, nsys: str, python: str, size: int, frames: int,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from workloads.warp_sph import RECIPE
-
     p = argparse.ArgumentParser(prog="python -m workloads.warp_sph.exp_scoped_timer",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--out-dir")

@@ -19,12 +19,12 @@ class Fused(SphFrame):
     use_graph = True
 
     def kernel_modules(self) -> list:
-        from workloads.warp_sph import kernels, kernels_fused
+        from workloads.warp_sph import kernels, kernels_fused  # imports Warp: only after configured_warp() (setup)
 
         return [kernels, kernels_fused]
 
     def launch_integration_on(self, x, v) -> None:
-        from workloads.warp_sph import kernels_fused
+        from workloads.warp_sph import kernels_fused  # imports Warp: only after configured_warp() (setup)
 
         p = self.params
         self.wp.launch(kernels_fused.integrate, dim=self.size,

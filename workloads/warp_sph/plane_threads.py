@@ -40,7 +40,7 @@ class PlaneThreads(CellList):
     summary = "cell_list + three threads per particle (one per z-plane) in both neighbour passes"
 
     def neighbour_passes(self, x, v) -> None:
-        from workloads.warp_sph import kernels_cells
+        from workloads.warp_sph import kernels_cells  # imports Warp: only after configured_warp() (setup)
 
         wp, dev, n, p = self.wp, self.device, self.size, self.params
         dims = self.grid_dims

@@ -37,12 +37,12 @@ class Pruned(Fused):
     grid_covers_box = True
 
     def kernel_modules(self) -> list:
-        from workloads.warp_sph import kernels_pruned
+        from workloads.warp_sph import kernels_pruned  # imports Warp: only after configured_warp() (setup)
 
         return [*super().kernel_modules(), kernels_pruned]
 
     def launch_acceleration_on(self, x, v) -> None:
-        from workloads.warp_sph import kernels_pruned
+        from workloads.warp_sph import kernels_pruned  # imports Warp: only after configured_warp() (setup)
 
         p = self.params
         self.wp.launch(kernels_pruned.get_acceleration, dim=self.size,

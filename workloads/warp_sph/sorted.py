@@ -54,7 +54,7 @@ class Sorted(Pruned):
         self.ids_alt = wp.empty_like(self.ids0)
 
     def kernel_modules(self) -> list:
-        from workloads.warp_sph import kernels_sorted
+        from workloads.warp_sph import kernels_sorted  # imports Warp: only after configured_warp() (setup)
 
         return [*super().kernel_modules(), kernels_sorted]
 
@@ -75,7 +75,7 @@ class Sorted(Pruned):
 
     def substep_into(self, src: tuple, dst: tuple) -> None:
         """One substep on the particles in ``src``; their new state lands in ``dst`` in cell order."""
-        from workloads.warp_sph import kernels_sorted
+        from workloads.warp_sph import kernels_sorted  # imports Warp: only after configured_warp() (setup)
 
         x, v, ids = src
         self.grid.build(x, self.params.h)

@@ -14,6 +14,7 @@ import dataclasses
 import os
 import sqlite3
 import warnings
+import weakref
 from typing import Sequence
 
 import numpy as np
@@ -223,7 +224,7 @@ def read_calls(ex: Trace, where: str = "", params: Sequence = ()) -> Calls:
 def calls_named(ex: Trace, predicate) -> tuple[Calls, dict[int, str]]:
     """The API calls whose name satisfies ``predicate``, sorted by (tid, start), and the names
     of every API call by string id."""
-    trace = ex.launches()
+    trace = launches(ex)
     if trace.api_names is None:
         trace.api_names = string_ids(ex, np.unique(trace.calls.name))
     ids = [i for i, name in trace.api_names.items() if predicate(name)]
@@ -254,8 +255,20 @@ def _join_key(pid: np.ndarray, corr: np.ndarray, pids: np.ndarray, path: str) ->
     return (rank.astype(np.int64) << 33) | (corr + 1)
 
 
+#: each open Trace's launches, read once: its readers ask for them many times; gone with the Trace
+_LAUNCHES: weakref.WeakKeyDictionary[Trace, Launches] = weakref.WeakKeyDictionary()
+
+
+def launches(ex: Trace) -> Launches:
+    """Every GPU operation joined to the API call that launched it, as numpy columns (read once per Trace)."""
+    got = _LAUNCHES.get(ex)
+    if got is None:
+        got = _LAUNCHES[ex] = read_launches(ex)
+    return got
+
+
 def read_launches(ex: Trace) -> Launches:
-    """Read the GPU operations and the API calls, and join them (``Trace.launches`` keeps the result)."""
+    """Read the GPU operations and the API calls, and join them (:func:`launches` keeps the result)."""
     ops = read_ops(ex)
     calls = read_calls(ex)
     call_pid = calls.tid & PROCESS_MASK
@@ -318,11 +331,11 @@ def launched_in(ex: Trace, ranges: Sequence[NvtxRange]) -> list[tuple[list[ApiCa
     """Per range, as records: the API calls made on its thread that started and ended inside it
     (in start order), and the GPU operations they launched (:func:`ops_in_ranges`' order). The
     same join as :func:`ops_in_ranges`, for readers that want names and launch shapes."""
-    launches = ex.launches()
-    op_idx = ops_in_ranges(launches, ranges)
-    call_idx = calls_in_ranges(launches.calls, ranges)
+    joined = launches(ex)
+    op_idx = ops_in_ranges(joined, ranges)
+    call_idx = calls_in_ranges(joined.calls, ranges)
     records = ex.gpu_op_index()
-    c, ops = launches.calls, launches.ops
+    c, ops = joined.calls, joined.ops
     wanted = np.concatenate([c.name[i] for i in call_idx]) if call_idx else np.zeros(0, np.int64)
     names = string_ids(ex, np.unique(wanted))
     out = []

@@ -4,17 +4,16 @@ This package is the only code that issues SQL against an export. A :class:`Trace
 asked and at most once where a reader is costly: processes and threads with their names, NVTX
 events with their domains' names resolved per process, CUDA kernels, memcpys and memsets, CUDA
 API calls (runtime and driver), CUDA-graph node ids, device-memory events and the GPU
-description; :mod:`analysis.readers.nsys.columns` reads the same tables as numpy columns for traces of
-millions of rows. The file is opened read-only; a file that is not an SQLite database, an
-export that lacks the CUDA activity tables, or a value of the wrong type raises
-:class:`AnalysisInputError` naming the file.
+description; :mod:`analysis.readers.nsys.columns`, built on this module, reads the same tables
+as numpy columns for traces of millions of rows. The file is opened read-only; a file that is not
+an SQLite database, an export that lacks the CUDA activity tables, or a value of the wrong type
+raises :class:`AnalysisInputError` naming the file.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import os
-import pathlib
 import re
 import sqlite3
 import weakref
@@ -22,6 +21,7 @@ from typing import Iterable, Iterator, Sequence
 
 from analysis.common.errors import AnalysisInputError, DamagedExport
 from analysis.common.gzfiles import gunzip_to_temp
+from analysis.common.sqlite_files import open_read_only
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -156,12 +156,6 @@ _KINDS: dict[str, tuple[type, ...]] = {
 _EXACT_KINDS: dict[str, frozenset[type]] = {k: frozenset(v) for k, v in _KINDS.items()}
 
 
-def open_read_only(path: str | os.PathLike) -> sqlite3.Connection:
-    """A read-only connection to the SQLite file at ``path``; the path percent-encoded into the URI,
-    so that a ``#``, ``?`` or ``%`` in it names the file rather than ending the path."""
-    return sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)
-
-
 def _remove_file(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
@@ -178,7 +172,6 @@ class Trace:
         #: or the interpreter exits without close() (a Trace cached for a whole test session)
         self._remove_tmp = None
         self._domains: dict[tuple[int, int], str | None] | None = None
-        self._launches = None
         self._gpu_ops: tuple[GpuOp, ...] | None = None
         self._gpu_op_index: dict[tuple, GpuOp] | None = None
         #: NVTX_EVENTS rows, checked, by the event types asked for (readers ask several times per trace)
@@ -628,38 +621,3 @@ class Trace:
         return [NvtxRange(st, en, txt or "", self.domain_name(dom, tid), tid, pl)
                 for _rid, st, en, _type, tid, _end_tid, dom, txt, pl, _real, _cat in rows
                 if en is not None and (name is None or (txt or "") == name)]
-
-    # --- columns -----------------------------------------------------------------------------------
-
-    def launches(self) -> "columns.Launches":
-        """Every GPU operation joined to the API call that launched it, as numpy columns (read once)."""
-        if self._launches is None:
-            from analysis.readers.nsys import columns  # noqa: PLC0415 (columns builds on this module)
-            self._launches = columns.read_launches(self)
-        return self._launches
-
-
-def read_only_uri(path: str | os.PathLike) -> str:
-    """SQLite's read-only URI of ``path``, percent-encoded: a ``#``, ``?`` or ``%`` in a file name
-    is part of the name, not the URI's fragment, query or an escape."""
-    return pathlib.Path(path).resolve().as_uri() + "?mode=ro"
-
-
-def missing_tables(path: str, required: Sequence[str]) -> list[str]:
-    """The tables of ``required`` that the SQLite file at ``path`` lacks (all of them when it is
-    not a readable database): a quick check of a fresh export, before it is read."""
-    try:
-        db = open_read_only(path)
-    except sqlite3.Error:
-        return list(required)
-    try:
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.Error:
-        tables = set()
-    finally:
-        db.close()
-    return [t for t in required if t not in tables]
-
-
-#: what a device-memory capture (``--cuda-memory-usage true``) must hold to be read
-MEMORY_CAPTURE_TABLES = ("CUDA_GPU_MEMORY_USAGE_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL")

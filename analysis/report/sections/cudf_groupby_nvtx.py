@@ -129,7 +129,7 @@ def groupby_passes(tree: NvtxTree, root: TreeRange) -> int:
 
 def _kernels_in(ex: Trace, ranges: Sequence[TreeRange]) -> list[list[str]]:
     """Per range: demangled names of the kernels launched from it (its thread, calls inside it)."""
-    trace = ex.launches()
+    trace = cols.launches(ex)
     per = cols.ops_in_ranges(trace, ranges)
     ids = np.unique(np.concatenate([trace.ops.name[i][trace.ops.kind[i] == cols.KERNEL] for i in per]
                                    or [np.zeros(0, np.int64)]))
@@ -309,7 +309,7 @@ def markdown(runs: Sequence[RunNvtx], figure: str | None) -> str:
 def timeline_figure(runs: Sequence[RunNvtx], path: str) -> None:
     """One panel per step: the outlined call's ranges as bars by depth, allocation calls below; one
     time axis for all, so that the steps' lengths compare at a glance."""
-    from analysis.report.figures import _save, plt  # matplotlib (Agg) only where a figure is drawn
+    from analysis.report.plotting import plt, save_figure as _save  # matplotlib only where a figure is drawn
 
     fig, axes = plt.subplots(len(runs), 1, figsize=(11, 1.6 + 1.1 * len(runs) + 0.25 * sum(
         max(b.depth for b in r.bars) for r in runs)), squeeze=False, sharex=True)
