@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, write_tree
 
 H200 = REPO / "reports" / "reference" / "h200"
 #: two real exports of different runs (their kernels differ)
@@ -88,37 +88,22 @@ def test_an_export_is_opened_read_only(tmp_path):
 
 def _run_captures(tmp_path):
     """A run's capture folder with one workload, its ceilings, a cold-start record and a kernel page."""
-    src = tmp_path / "captures"
-    (src / "numba_ufunc" / "float32" / "n1").mkdir(parents=True)
-    (src / "numba_ufunc" / "float32" / "n1" / "timing.json").write_text("{}")
-    (src / "ceilings.json").write_text('{"run": "new"}')
-    (src / "coldstart").mkdir()
-    (src / "coldstart" / "numba_ufunc_float32.json").write_text("{}")
-    (src / "kernels" / "numba_ufunc_float32_k").mkdir(parents=True)
-    (src / "kernels" / "numba_ufunc_float32_k" / "kernel-run.json").write_text("{}")
-    return src
+    return write_tree(tmp_path / "captures", {
+        "numba_ufunc/float32/n1/timing.json": "{}", "ceilings.json": '{"run": "new"}',
+        "coldstart/numba_ufunc_float32.json": "{}", "kernels/numba_ufunc_float32_k/kernel-run.json": "{}"})
 
 
 def _reference(tmp_path):
-    dst = tmp_path / "reports" / "reference" / "h200"
-    (dst / "numba_ufunc" / "stale" / "n1").mkdir(parents=True)
-    (dst / "numba_ufunc" / "stale" / "n1" / "timing.json").write_text("{}")
-    (dst / "coldstart").mkdir()
-    (dst / "coldstart" / "numba_ufunc_stale.json").write_text("{}")
-    (dst / "kernels" / "numba_ufunc_float32_k").mkdir(parents=True)
-    (dst / "kernels" / "numba_ufunc_float32_k" / "stale.json").write_text("{}")
-    return dst
+    return write_tree(tmp_path / "reports" / "reference" / "h200", {
+        "numba_ufunc/stale/n1/timing.json": "{}", "coldstart/numba_ufunc_stale.json": "{}",
+        "kernels/numba_ufunc_float32_k/stale.json": "{}"})
 
 
 def _victim(tmp_path):
     """A folder outside the reference holding what the merge would delete if it followed a link there."""
-    victim = tmp_path / "victim"
-    victim.mkdir()
-    for name in ("numba_ufunc_float32.json", "numba_ufunc_stale.json", "stale.json", "keep.txt"):
-        (victim / name).write_text("mine")
-    (victim / "stale" / "n1").mkdir(parents=True)
-    (victim / "stale" / "n1" / "timing.json").write_text("mine")
-    return victim
+    return write_tree(tmp_path / "victim", {
+        **{name: "mine" for name in ("numba_ufunc_float32.json", "numba_ufunc_stale.json", "stale.json", "keep.txt")},
+        "stale/n1/timing.json": "mine"})
 
 
 def _files(folder):
