@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import importlib.util
 import json
 import os
 import pathlib
@@ -28,6 +29,10 @@ for _variable, _folder in {"WARP_CACHE_PATH": "warp", "NUMBA_CACHE_DIR": "numba"
                            "PYCUDA_CACHE_DIR": "pycuda", "JAX_COMPILATION_CACHE_DIR": "jax", "CUDA_CACHE_PATH": "cuda",
                            "XDG_CACHE_HOME": "xdg", "MPLCONFIGDIR": "matplotlib"}.items():
     os.environ[_variable] = str(TEST_CACHES / _folder)
+# the processes the tests start (the pipeline's jobs, `python -m analysis`, ncu's reader children)
+# keep the bytecode they compile (__pycache__, ignored by git), as Python does by default: an
+# environment that turned that off made each of them compile the project's modules again
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 if "warp" in sys.modules:
     # Warp read WARP_CACHE_PATH when it was imported (a plugin imported it first)
     sys.modules["warp"].config.kernel_cache_dir = os.environ["WARP_CACHE_PATH"]
@@ -77,7 +82,23 @@ def copy_checkout(dst: pathlib.Path, parts: tuple[str, ...] = (), reference: str
         if (REPO / rel).is_file():
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dst / rel)
+            if rel.endswith(".py"):
+                # the module's compiled bytecode too: it names the source's size and modification time,
+                # which copy2 keeps, so the copy's processes load it instead of compiling the module
+                cached = pathlib.Path(importlib.util.cache_from_source(str(REPO / rel)))
+                if cached.is_file():
+                    target = pathlib.Path(importlib.util.cache_from_source(str(dst / rel)))
+                    target.parent.mkdir(exist_ok=True)
+                    shutil.copy2(cached, target)
     return dst
+
+
+def write_tree(root: pathlib.Path, files: dict[str, str]) -> pathlib.Path:
+    """``files`` (path relative to ``root`` -> text) written under ``root``, folders made as needed."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
 
 
 def reference_runs(with_nsys_stats: bool = False) -> list[pathlib.Path]:
@@ -287,3 +308,12 @@ def run_in_thread(fn, *args):
     if "error" in out:
         raise out["error"]
     return out["value"]
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # once per run, before pytest-xdist starts its workers
+        # the project's bytecode, for the processes the tests start and the checkout's copies (copy_checkout)
+        import compileall
+
+        for package in ("analysis", "workloads"):
+            compileall.compile_dir(REPO / package, quiet=1)

@@ -486,23 +486,35 @@ def test_a_job_holding_the_gpu_throughout_keeps_turn_takers_off_it(tmp_path):
     """A cold/warm start or experiment (no --turns) holds GPU 0's lock for its whole run: a run
     that takes turns waits for it, and a run inside such a job never waits for its own wrapper."""
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    whole = _cold_turns(tmp_path, 0.0, 1.0, env)  # take_turn inside a job without --turns: a no-op
-    lock = _gpu_lock("index-0")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # until the whole-job wrapper holds GPU 0
-        if lock.exists():
-            with open(lock) as f:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    fcntl.flock(f, fcntl.LOCK_UN)
-                except BlockingIOError:
-                    break
-        time.sleep(0.02)
-    turn = _cold_turns(tmp_path, 0.0, 0.1, env, "--turns")
-    first_out, _ = whole.communicate(timeout=60)
-    turn_out, turn_err = turn.communicate(timeout=60)
+    release = tmp_path / "release"
+    # the whole job's run: its take_turn (a no-op inside a job without --turns) says "none", then it
+    # keeps the job running until the test has seen the turn-taker wait
+    code = ("import os, time\nfrom workloads.harness import gpu_turn\n"
+            "t = gpu_turn.take_turn('probe'); print(t['waited_s'] if t else 'none', flush=True)\n"
+            f"while not os.path.exists({str(release)!r}): time.sleep(0.02)")
+    whole = subprocess.Popen([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path), "--gpus",
+                              "1", "--", sys.executable, "-c", code],
+                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # its run has started, so its wrapper holds GPU 0
+        first_out = whole.stdout.readline()
+        assert first_out.strip() == "none", whole.communicate(timeout=60)
+        with open(_gpu_lock("index-0")) as f, pytest.raises(BlockingIOError):
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        turn = _cold_turns(tmp_path, 0.0, 0.1, env, "--turns")
+        turn_err = ""
+        while "waiting for the GPU's turn" not in turn_err:
+            line = turn.stderr.readline()
+            assert line, f"the turn-taker ended without waiting: {turn_err}"
+            turn_err += line
+        time.sleep(0.3)  # the wait the turn-taker's record must show
+    finally:
+        release.touch()
+    rest_out, _ = whole.communicate(timeout=60)
+    turn_out, rest_err = turn.communicate(timeout=60)
+    turn_err += rest_err
     assert whole.returncode == 0 and turn.returncode == 0, turn_err
-    assert first_out.strip() == "none"
+    assert rest_out == ""
     assert float(turn_out.strip()) > 0.2 and "waiting for the GPU's turn" in turn_err
     records = {r["assigned_by"]: r for r in _job_records(tmp_path)}
     assert records["turns"]["gpu_turns"][0]["started_unix_ns"] >= records["default"]["ended_unix_ns"]

@@ -14,11 +14,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, write_tree
 
 H200 = REPO / "reports" / "reference" / "h200"
 #: two real exports of different runs (their kernels differ)
@@ -89,37 +88,22 @@ def test_an_export_is_opened_read_only(tmp_path):
 
 def _run_captures(tmp_path):
     """A run's capture folder with one workload, its ceilings, a cold-start record and a kernel page."""
-    src = tmp_path / "captures"
-    (src / "numba_ufunc" / "float32" / "n1").mkdir(parents=True)
-    (src / "numba_ufunc" / "float32" / "n1" / "timing.json").write_text("{}")
-    (src / "ceilings.json").write_text('{"run": "new"}')
-    (src / "coldstart").mkdir()
-    (src / "coldstart" / "numba_ufunc_float32.json").write_text("{}")
-    (src / "kernels" / "numba_ufunc_float32_k").mkdir(parents=True)
-    (src / "kernels" / "numba_ufunc_float32_k" / "kernel-run.json").write_text("{}")
-    return src
+    return write_tree(tmp_path / "captures", {
+        "numba_ufunc/float32/n1/timing.json": "{}", "ceilings.json": '{"run": "new"}',
+        "coldstart/numba_ufunc_float32.json": "{}", "kernels/numba_ufunc_float32_k/kernel-run.json": "{}"})
 
 
 def _reference(tmp_path):
-    dst = tmp_path / "reports" / "reference" / "h200"
-    (dst / "numba_ufunc" / "stale" / "n1").mkdir(parents=True)
-    (dst / "numba_ufunc" / "stale" / "n1" / "timing.json").write_text("{}")
-    (dst / "coldstart").mkdir()
-    (dst / "coldstart" / "numba_ufunc_stale.json").write_text("{}")
-    (dst / "kernels" / "numba_ufunc_float32_k").mkdir(parents=True)
-    (dst / "kernels" / "numba_ufunc_float32_k" / "stale.json").write_text("{}")
-    return dst
+    return write_tree(tmp_path / "reports" / "reference" / "h200", {
+        "numba_ufunc/stale/n1/timing.json": "{}", "coldstart/numba_ufunc_stale.json": "{}",
+        "kernels/numba_ufunc_float32_k/stale.json": "{}"})
 
 
 def _victim(tmp_path):
     """A folder outside the reference holding what the merge would delete if it followed a link there."""
-    victim = tmp_path / "victim"
-    victim.mkdir()
-    for name in ("numba_ufunc_float32.json", "numba_ufunc_stale.json", "stale.json", "keep.txt"):
-        (victim / name).write_text("mine")
-    (victim / "stale" / "n1").mkdir(parents=True)
-    (victim / "stale" / "n1" / "timing.json").write_text("mine")
-    return victim
+    return write_tree(tmp_path / "victim", {
+        **{name: "mine" for name in ("numba_ufunc_float32.json", "numba_ufunc_stale.json", "stale.json", "keep.txt")},
+        "stale/n1/timing.json": "mine"})
 
 
 def _files(folder):
@@ -444,29 +428,64 @@ def test_an_output_whose_folder_is_a_file_is_refused_in_one_line(tmp_path, comma
 BIG_EXPORT = max(H200.rglob("nsys.sqlite.gz"), key=lambda p: p.stat().st_size)
 
 
-def _start_reading(tmp_path):
-    """`stats` on a gzipped export with TMPDIR in tmp_path, once its expanded copy exists there."""
+#: the child's sitecustomize: an audit hook that says "paused" on the inherited pipe at the first
+#: event named PAUSE_AT_EVENT whose first argument holds PAUSE_AT_MATCH, then waits for a signal there
+_PAUSE_HOOK = """
+import os, signal, sys
+
+_event, _match, _fd = os.environ["PAUSE_AT_EVENT"], os.environ["PAUSE_AT_MATCH"], int(os.environ["PAUSE_FD"])
+_paused = []
+
+
+def _pause(event, args):
+    if event == _event and not _paused and args and _match in str(args[0]):
+        _paused.append(True)
+        os.write(_fd, b"paused\\n")
+        while True:
+            signal.pause()
+
+
+sys.addaudithook(_pause)
+"""
+
+#: where the command is stopped: while it expands the export into its temporary copy (gzip opening
+#: the export), or once the copy is whole and SQLite opens it
+PAUSE_AT = {"expanding": ("open", BIG_EXPORT.name), "reading": ("sqlite3.connect", "cookbook-")}
+
+
+def _start_reading(tmp_path, phase="expanding"):
+    """`stats` on a gzipped export with TMPDIR in tmp_path, held at ``phase`` (PAUSE_AT) until a signal
+    comes: the test acts on the command's own event, whatever the machine's load."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_PAUSE_HOOK)
+    event, match = PAUSE_AT[phase]
+    read_fd, write_fd = os.pipe()
+    env = {**os.environ, "TMPDIR": str(tmp), "PAUSE_AT_EVENT": event, "PAUSE_AT_MATCH": match,
+           "PAUSE_FD": str(write_fd),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.Popen([sys.executable, "-m", "analysis", "stats", "--report", "cuda_api_sum", str(BIG_EXPORT)],
-                            cwd=REPO, env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    # (tempfile's own probe of the folder comes and goes first)
-    while not any(p.name.startswith("cookbook-") for p in tmp.iterdir()):
-        assert proc.poll() is None and time.monotonic() < deadline, "the command ended before it expanded the export"
-        time.sleep(0.005)
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            pass_fds=(write_fd,))
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as said:
+        paused = said.readline()  # b"" once the command ended without pausing
+    assert paused == b"paused\n", f"the command ended before it reached {phase}: {proc.communicate(timeout=60)}"
     return proc, tmp
 
 
+@pytest.mark.parametrize("phase", sorted(PAUSE_AT))
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_a_stopped_command_removes_its_expanded_capture(tmp_path, sig):
-    proc, tmp = _start_reading(tmp_path)
+def test_a_stopped_command_removes_its_expanded_capture(tmp_path, sig, phase):
+    proc, tmp = _start_reading(tmp_path, phase)
     [expanded] = [p for p in tmp.iterdir() if p.name.startswith("cookbook-")]
     assert expanded.name.startswith(f"cookbook-{proc.pid}-")
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err, err
+    assert proc.returncode == 128 + sig, err
     assert not any(tmp.iterdir()), list(tmp.iterdir())
 
 

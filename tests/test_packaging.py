@@ -96,7 +96,10 @@ def test_the_pipeline_tests_copy_tracked_files_only(tmp_path):
     from conftest import copy_checkout
 
     repo = copy_checkout(tmp_path / "repo")
-    copied = [p for p in repo.rglob("*") if p.is_file()]
+    copied = [p for p in repo.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    # bytecode comes only with the module it was compiled from
+    for cached in repo.rglob("__pycache__/*"):
+        assert (cached.parent.parent / f"{cached.name.split('.')[0]}.py").is_file(), cached
     assert (repo / "Snakefile").is_file() and (repo / "rules" / "config.yaml").is_file()
     assert not list(repo.rglob("pyvenv.cfg")) and not (repo / "results").exists()
     assert not (repo / "reports" / "reference").exists()

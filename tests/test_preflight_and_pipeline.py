@@ -114,31 +114,30 @@ def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
     assert "differ from the committed ones" in r.stdout + r.stderr
 
 
-def test_laptop_profile_plans_smaller_runs(tmp_path):
+def _plan_with_cupy(tmp_path, *args):
+    """A dry run of profile_all in a copy of the checkout, with cupy and rmm importable (empty
+    modules: only the names are checked) so that the CuPy recipe is planned."""
     repo = _repo_copy(tmp_path)
     fake = tmp_path / "fakemods"
-    for mod in ("cupy", "rmm"):  # importable names only, so that the recipe is planned
+    for mod in ("cupy", "rmm"):
         (fake / mod).mkdir(parents=True)
         (fake / mod / "__init__.py").write_text("")
     env = dict(os.environ, PYTHONPATH=str(fake))
-    r = subprocess.run(SNAKEMAKE + ["-n", "-p", "profile_all", "--profile", "profiles/laptop"], cwd=repo,
-                       capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(SNAKEMAKE + ["-n", "-p", "profile_all", *args], cwd=repo, capture_output=True, text=True,
+                       env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
+    return r
+
+
+def test_laptop_profile_plans_smaller_runs(tmp_path):
+    r = _plan_with_cupy(tmp_path, "--profile", "profiles/laptop")
     assert "cupy_sqdiff/fused/n8192/timing.json" in r.stdout
     assert "n16384" not in r.stdout
 
 
 def test_the_smoke_preset_plans_the_smallest_runs(tmp_path):
     """--config preset=smoke: every recipe's `smoke` facts (workloads/<recipe>/profile.yaml)."""
-    repo = _repo_copy(tmp_path)
-    fake = tmp_path / "fakemods"
-    for mod in ("cupy", "rmm"):  # importable names only, so that the recipe is planned
-        (fake / mod).mkdir(parents=True)
-        (fake / mod / "__init__.py").write_text("")
-    env = dict(os.environ, PYTHONPATH=str(fake))
-    r = subprocess.run(SNAKEMAKE + ["-n", "-p", "profile_all", "--config", "preset=smoke"], cwd=repo,
-                       capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
+    r = _plan_with_cupy(tmp_path, "--config", "preset=smoke")
     assert "cupy_sqdiff/fused/n1024/timing.json" in r.stdout and "warp_sph/graph/n2000/timing.json" in r.stdout
     assert "n4096" not in r.stdout and "n16384" not in r.stdout and "n62500" not in r.stdout
 

@@ -10,7 +10,7 @@ from analysis.common import layout
 from analysis.common.errors import AnalysisInputError, UnknownSchemaVersion
 from analysis.model.run_summary import SCHEMA_VERSION, captured_in_range, load_summary, union_ns
 
-from conftest import REFERENCE, summary_of
+from conftest import REFERENCE, summary_of, write_tree
 
 
 def _summary(variant, size=16384):
@@ -160,24 +160,13 @@ def test_a_partial_run_merges_into_the_reference_with_its_own_ceilings(tmp_path)
     from analysis.readers.captures import merge_reference
     from analysis.common.errors import AnalysisInputError
 
-    src = tmp_path / "captures"
-    (src / "numba_ufunc" / "v" / "n1").mkdir(parents=True)
-    (src / "numba_ufunc" / "v" / "n1" / "timing.json").write_text("{}")
-    (src / "ceilings.json").write_text('{"run": "new"}')
-    (src / "coldstart").mkdir()
-    (src / "coldstart" / "numba_ufunc_v.json").write_text("{}")
-    dst = tmp_path / "reports" / "reference" / "h200"
-    for w in ("jax_matmul", "numba_ufunc"):
-        (dst / w / "stale" / "n1").mkdir(parents=True)
-        (dst / w / "stale" / "n1" / "timing.json").write_text("{}")
-    (dst / "ceilings.json").write_text('{"run": "old"}')
-    (dst / "coldstart").mkdir()
-    (dst / "coldstart" / "numba_ufunc_stale.json").write_text("{}")
-    (dst / "coldstart" / "jax_matmul_v.json").write_text("{}")
-    (src / "kernels" / "new_v_k").mkdir(parents=True)
-    (src / "kernels" / "new_v_k" / "kernel-run.json").write_text("{}")
-    (dst / "kernels" / "new_v_k").mkdir(parents=True)
-    (dst / "kernels" / "new_v_k" / "stale.json").write_text("{}")
+    src = write_tree(tmp_path / "captures", {
+        "numba_ufunc/v/n1/timing.json": "{}", "ceilings.json": '{"run": "new"}', "coldstart/numba_ufunc_v.json": "{}",
+        "kernels/new_v_k/kernel-run.json": "{}"})
+    dst = write_tree(tmp_path / "reports" / "reference" / "h200", {
+        "jax_matmul/stale/n1/timing.json": "{}", "numba_ufunc/stale/n1/timing.json": "{}",
+        "ceilings.json": '{"run": "old"}', "coldstart/numba_ufunc_stale.json": "{}",
+        "coldstart/jax_matmul_v.json": "{}", "kernels/new_v_k/stale.json": "{}"})
     copied = merge_reference(str(src), str(dst), ["numba_ufunc"])
     assert copied == ["coldstart/numba_ufunc_v.json", "kernels/new_v_k/kernel-run.json", "numba_ufunc/ceilings.json",
                       "numba_ufunc/v/n1/timing.json.gz"]

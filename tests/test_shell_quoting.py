@@ -121,17 +121,26 @@ REFUSED_NAMES = {"kernel_workload", "kernel_variant", "only_workloads.[]", "work
                  "workloads.*.timed_first.[]", "workloads.*.ncu.variants.[]", "workloads.*.ncu.full_variants.[]"}
 
 
-def _text_keys(schema, path=()):
-    """Every key of the config schema whose value (or item) is free text: no enum, no pattern."""
+#: the path patterns the schema gives config files (more_references' values): still free text
+_FILE_PATTERNS = (None, "\\.ya?ml$")
+
+
+def _string_keys(schema, keep, path=()):
+    """Every key of the config schema whose value (or item) is a string and whose schema ``keep`` accepts."""
     kinds = schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type")]
     for name, sub in (schema.get("properties") or {}).items():
-        yield from _text_keys(sub, (*path, name))
+        yield from _string_keys(sub, keep, (*path, name))
     if isinstance(schema.get("additionalProperties"), dict):
-        yield from _text_keys(schema["additionalProperties"], (*path, "*"))
+        yield from _string_keys(schema["additionalProperties"], keep, (*path, "*"))
     if "items" in schema:
-        yield from _text_keys(schema["items"], (*path, "[]"))
-    if "string" in kinds and "enum" not in schema and (schema.get("pattern") in (None, "\\.ya?ml$")):
+        yield from _string_keys(schema["items"], keep, (*path, "[]"))
+    if "string" in kinds and keep(schema):
         yield ".".join(path)
+
+
+def _text_keys(schema):
+    """Every key of the config schema whose value (or item) is free text: no enum, no pattern."""
+    return _string_keys(schema, lambda s: "enum" not in s and s.get("pattern") in _FILE_PATTERNS)
 
 
 def _hostile(key: str, marker) -> str:
@@ -324,17 +333,9 @@ def test_cold_refuses_a_work_dir_below_a_file(tmp_path):
     assert r.returncode == 2 and f"{blocker} is a file" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
-def _pattern_keys(schema, path=()):
+def _pattern_keys(schema):
     """The keys whose text the schema restricts to a pattern (names, the trace list)."""
-    kinds = schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type")]
-    for name, sub in (schema.get("properties") or {}).items():
-        yield from _pattern_keys(sub, (*path, name))
-    if isinstance(schema.get("additionalProperties"), dict):
-        yield from _pattern_keys(schema["additionalProperties"], (*path, "*"))
-    if "items" in schema:
-        yield from _pattern_keys(schema["items"], (*path, "[]"))
-    if "string" in kinds and schema.get("pattern") not in (None, "\\.ya?ml$"):
-        yield ".".join(path)
+    return _string_keys(schema, lambda s: s.get("pattern") not in _FILE_PATTERNS)
 
 
 @pytest.mark.parametrize("key", sorted(set(_pattern_keys(__import__("yaml").safe_load(

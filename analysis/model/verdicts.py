@@ -146,6 +146,28 @@ def _ratio_of_medians(before, after, axis=-1):
     return np.median(before, axis=axis) / np.median(after, axis=axis)
 
 
+def _ordered_and_ranks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` sorted, and each sample's position in it: in the smallest integer type that holds the
+    positions, which NumPy sorts by radix (resamples of ranks sort ten times faster than of floats)."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(x.size, np.int16 if x.size <= np.iinfo(np.int16).max else np.intp)
+    ranks[order] = np.arange(x.size)
+    return x[order], ranks
+
+
+def _median_of_ranks(ranks: np.ndarray, ordered: np.ndarray, axis: int = -1) -> np.ndarray:
+    """``np.median`` of the values that resampled ``ranks`` stand for, the same floating-point operations:
+    the middle value, or the mean of the two middle ones."""
+    n = ranks.shape[axis]
+    k = n // 2
+    if ranks.dtype == np.int16:
+        part = np.sort(ranks, axis=axis, kind="stable")
+    else:
+        part = np.partition(ranks, [k - 1, k] if n % 2 == 0 else k, axis=axis)
+    upper = ordered[np.take(part, k, axis=axis)]
+    return upper if n % 2 else (ordered[np.take(part, k - 1, axis=axis)] + upper) / 2
+
+
 def compare(before: Sequence[float], after: Sequence[float], threshold: float = THRESHOLD,
             confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES, seed: int = SEED) -> Verdict:
     """Is ``after`` faster than ``before``? Both are repeated times of one call (any unit), in one process each."""
@@ -159,9 +181,19 @@ def compare(before: Sequence[float], after: Sequence[float], threshold: float = 
                        "identical", confidence, threshold)
     from scipy import stats  # noqa: PLC0415 - costly import, only here
 
-    res = stats.bootstrap((np.asarray(before, float), np.asarray(after, float)), _ratio_of_medians,
-                          n_resamples=n_resamples, confidence_level=confidence, method="percentile",
-                          vectorized=True, rng=np.random.default_rng(seed))
+    b_values, a_values = np.asarray(before, float), np.asarray(after, float)
+    if np.isnan(b_values).any() or np.isnan(a_values).any():
+        data, statistic = (b_values, a_values), _ratio_of_medians
+    else:
+        # the bootstrap draws the same indices whatever the values: resampling the samples' ranks and
+        # mapping the median ranks back to values gives the same interval, without sorting floats
+        (b_ordered, b_ranks), (a_ordered, a_ranks) = _ordered_and_ranks(b_values), _ordered_and_ranks(a_values)
+        data = (b_ranks, a_ranks)
+
+        def statistic(b, a, axis=-1):
+            return _median_of_ranks(b, b_ordered, axis) / _median_of_ranks(a, a_ordered, axis)
+    res = stats.bootstrap(data, statistic, n_resamples=n_resamples, confidence_level=confidence,
+                          method="percentile", vectorized=True, rng=np.random.default_rng(seed))
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     kind = _kind(lo, hi, threshold)
     return Verdict(kind, ratio, (lo, hi), (b.n, a.n), f"{_explain(kind, threshold, confidence)}; {detail}",
