@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.report import figures, markdown, plotting
+from analysis.report import figures, markdown, mdtext, plotting
 from analysis.readers.ncu import read_launches
 
 from analysis.model import run_summary
@@ -127,10 +127,10 @@ def test_report_lists_findings_and_copy_throughput():
 
 
 def test_short_kernel_names():
-    assert figures.short_kernel_name("void ns::k<int>(float)") == "k"
-    assert figures.short_kernel_name("cupy_square__float64_float64") == "cupy_square__float64_float64"
+    assert mdtext.short_kernel_name("void ns::k<int>(float)") == "k"
+    assert mdtext.short_kernel_name("cupy_square__float64_float64") == "cupy_square__float64_float64"
     long = _summary(next(r for r in RUNS if r.parts[-3] == "numba_ufunc"))["nsys"]["compute_kernels"][0]["name"]
-    assert figures.short_kernel_name(long) in long and "(" not in figures.short_kernel_name(long)
+    assert mdtext.short_kernel_name(long) in long and "(" not in mdtext.short_kernel_name(long)
 
 
 def test_a_caption_over_traces_of_both_kinds_says_so():

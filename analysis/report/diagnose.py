@@ -29,6 +29,7 @@ from analysis.readers.ncu import NAMES_FROM_REPORT_MODULE, Finding, Launch, read
 from analysis.model.limiter import kernel_key
 from analysis.readers.nsys import Trace
 from analysis.readers.nsys import columns as cols
+from analysis.report.mdtext import short_kernel_name
 
 FORMATS = ("md", "json", "csv")
 #: ncu rule findings the markdown shows per launch
@@ -330,7 +331,6 @@ def trace_records(s: TraceShares) -> list[dict[str, Any]]:
 # --- output ---------------------------------------------------------------------------------------
 
 def _short(name: str, limit: int = 60) -> str:
-    from analysis.report.figures import short_kernel_name  # figures imports matplotlib: only when a table is written
 
     s = short_kernel_name(name)
     return s if len(s) <= limit else s[:limit - 1] + "…"

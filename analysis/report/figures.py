@@ -6,6 +6,7 @@ from typing import Sequence
 from analysis.model.gpu_jobs import gpu_label_order
 from analysis.report import roofline
 from analysis.report import plotting
+from analysis.report.mdtext import short_kernel_name
 from analysis.report.plotting import matplotlib, plt
 
 # Stable colours per kind of GPU time, as Nsight Systems draws them (kernels blue, copies red...)
@@ -141,30 +142,6 @@ def _api_color(name: str) -> str:
     if "memcpy" in low:
         return API_COLORS["memcpy"]
     return API_COLORS["other"]
-
-
-def short_kernel_name(name: str) -> str:
-    """A kernel's name without return type, namespaces, template arguments, ABI tags or parameter
-    list, for labels: ``void ns::k<int>(float)`` -> ``k``."""
-    depth, end = 0, len(name)
-    for i, ch in enumerate(name):
-        if ch in "<[":
-            depth += 1
-        elif ch in ">]":
-            depth -= 1
-        elif ch == "(" and depth == 0:
-            end = i
-            break
-    out, depth = [], 0
-    for ch in name[:end]:
-        if ch in "<[":
-            depth += 1
-        elif ch in ">]":
-            depth -= 1
-        elif depth == 0:
-            out.append(ch)
-    short = "".join(out).split("::")[-1].strip().split(" ")[-1]
-    return short or name
 
 
 def _timeline_panel(ax, rows: dict[str, list], x0: int, x1: int, title: str, min_width: float = 0.0,

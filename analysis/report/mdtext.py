@@ -37,3 +37,27 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]], max_cell: int
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(page_cell(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def short_kernel_name(name: str) -> str:
+    """A kernel's name without return type, namespaces, template arguments, ABI tags or parameter
+    list, for labels: ``void ns::k<int>(float)`` -> ``k``."""
+    depth, end = 0, len(name)
+    for i, ch in enumerate(name):
+        if ch in "<[":
+            depth += 1
+        elif ch in ">]":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            end = i
+            break
+    out, depth = [], 0
+    for ch in name[:end]:
+        if ch in "<[":
+            depth += 1
+        elif ch in ">]":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    short = "".join(out).split("::")[-1].strip().split(" ")[-1]
+    return short or name

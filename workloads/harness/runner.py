@@ -42,6 +42,7 @@ from analysis.common import outputs
 from workloads import annotate, frameworks, hostmath, settings, sources
 from workloads.harness import gpu_turn, hostload, l2, provenance, sampling, telemetry
 from workloads.contract import Recipe, Variant, WorkloadError, check_result
+from workloads.profiler_range import cuda_profiler_range
 
 
 DEVICES = ("cuda", "cpu")
@@ -309,7 +310,6 @@ def _capture_range(recipe: Recipe):
     COOKBOOK_CAPTURE_RANGE=1, which the pipeline's nsys rule sets."""
     if not recipe.capture_range:
         return contextlib.nullcontext()
-    from workloads.profiler_range import cuda_profiler_range
 
     return cuda_profiler_range()
 
