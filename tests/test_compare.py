@@ -19,6 +19,7 @@ from analysis.common.gzfiles import existing_capture
 from analysis.model.run_summary import load_json
 
 from conftest import reference_runs
+import snakemake_forks
 
 REF = os.path.join(os.path.dirname(__file__), "..", "reports", "reference", "h200")
 PLANTED = ("cupy_sqdiff", "fused", 16384)
@@ -94,8 +95,6 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
 
 
 def test_snakemake_compare_writes_both_files_and_fails_on_a_slowdown(tmp_path):
-    import subprocess
-    import sys
 
     root = os.path.join(os.path.dirname(__file__), "..")
     # the reference's timed records and noise model without its traces: the rule's wiring is under test
@@ -108,9 +107,8 @@ def test_snakemake_compare_writes_both_files_and_fails_on_a_slowdown(tmp_path):
                  lambda rec: rec.update(times_ms=[t * 1.10 for t in rec["times_ms"]]))
 
     def run(cand_dir, work):
-        return subprocess.run([sys.executable, "-m", "snakemake", "compare", "--cores", "1", "--config",
-                               f"compare_base={base}", f"compare_cand={cand_dir}", f"work_dir={work}"],
-                              cwd=root, capture_output=True, text=True)
+        return snakemake_forks.run(["compare", "--cores", "1", "--config", f"compare_base={base}",
+                                    f"compare_cand={cand_dir}", f"work_dir={work}"], root)
 
     same = run(base, tmp_path / "w1")
     assert same.returncode == 0, same.stderr[-2000:]

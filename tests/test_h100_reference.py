@@ -7,8 +7,6 @@ import gzip
 import json
 import pathlib
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -20,11 +18,11 @@ from analysis.common.errors import AnalysisInputError
 from analysis.readers.ncu import read_raw_csv
 from analysis.model.run_summary import load_json, summarize_run
 from tests.conftest import copy_checkout
+import snakemake_forks
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 H100 = REPO / "reports" / "reference" / "h100"
 H200 = REPO / "reports" / "reference" / "h200"
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
 def test_the_h100_reference_holds_all_six_recipes_from_one_h100():
@@ -48,8 +46,8 @@ def test_h100_pages_rebuild_alone_and_start_no_further_reference(tmp_path):
     under the H100's own config file it plans that reference's pages in its own work folder and runs
     no further one (its more_references is null), so the nested run cannot recurse."""
     repo = copy_checkout(tmp_path, reference="link")
-    r = subprocess.run(SNAKEMAKE + ["-n", "-p", "rebuild_reports", "--configfile", "rules/reference_h100.yaml"],
-                       cwd=repo, capture_output=True, text=True, timeout=300)
+    r = snakemake_forks.run(["-n", "-p", "rebuild_reports", "--configfile", "rules/reference_h100.yaml"], repo,
+                            timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "results/h100/reports/reference/CHECKED" in r.stdout
     # the loop over further references' config files has none to run

@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from conftest import REPO, write_tree
+import snakemake_forks
 
 H200 = REPO / "reports" / "reference" / "h200"
 #: two real exports of different runs (their kernels differ)
@@ -644,8 +645,8 @@ def test_the_next_pipeline_run_says_what_it_cleaned_up(tmp_path):
     for path in [*stale, live]:
         path.write_text("left")
     target = f"{work}/analysis/reference/numba_ufunc/baseline/n268435456.json"
-    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--config", f"work_dir={work}", "--", target],
-                       cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": str(tmpdir)})
+    r = snakemake_forks.run(["--cores", "1", "--config", f"work_dir={work}", "--", target], REPO, timeout=600,
+                            env={**os.environ, "TMPDIR": str(tmpdir)})
     assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
     said = [line for line in r.stderr.splitlines() if line.startswith("cleaned up after an interrupted run")]
     assert len(said) == 1 and "2 file(s)" in said[0] and all(str(p) in said[0] for p in stale), r.stderr[-2000:]

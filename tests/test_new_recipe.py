@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from conftest import REPO
+import snakemake_forks
 
 NAME = "toy_scale"
 
@@ -130,9 +131,8 @@ def _env():
 
 
 def _dry_run(root, *extra):
-    return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "profile_all",
-                           "--config", f"only_workloads=[{NAME}]", *extra], cwd=root, env=_env(),
-                          capture_output=True, text=True, timeout=600)
+    return snakemake_forks.run(["-n", "--cores", "1", "profile_all", "--config", f"only_workloads=[{NAME}]", *extra],
+                               root, env=_env(), timeout=600)
 
 
 def test_the_new_recipe_runs_its_cpu_path(copy_with_recipe, tmp_path):

@@ -12,6 +12,7 @@ import pytest
 from workloads.harness import preflight
 
 from conftest import copy_checkout
+import snakemake_forks
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
@@ -36,8 +37,7 @@ def _repo_copy(tmp_path, reference=()):
 def test_profile_all_stops_at_preflight_without_a_gpu(tmp_path):
     repo = _repo_copy(tmp_path)
     env = dict(os.environ, NSYS="/nonexistent/nsys", NCU="/nonexistent/ncu")
-    r = subprocess.run(SNAKEMAKE + ["profile_all"], cwd=repo, capture_output=True, text=True, env=env,
-                       timeout=300)
+    r = snakemake_forks.run(["profile_all"], repo, env=env, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode != 0
     # once: Snakemake shows the failed job's log; the preflight does not echo it to the console too
@@ -53,9 +53,8 @@ def test_profile_all_stops_at_preflight_without_a_gpu(tmp_path):
 def test_kernel_page_preflight_names_kernel_page_and_its_no_gpu_rebuild(tmp_path):
     repo = _repo_copy(tmp_path)
     env = dict(os.environ, NSYS="/nonexistent/nsys", NCU="/nonexistent/ncu")
-    r = subprocess.run(SNAKEMAKE + ["kernel_page", "--config", "kernel_workload=warp_sph", "kernel_variant=baseline",
-                                    "kernel_name=get_acceleration"], cwd=repo, capture_output=True, text=True,
-                       env=env, timeout=300)
+    r = snakemake_forks.run(["kernel_page", "--config", "kernel_workload=warp_sph", "kernel_variant=baseline",
+                             "kernel_name=get_acceleration"], repo, env=env, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert out.count("preflight: kernel_page cannot run here") == 1, out
@@ -66,7 +65,7 @@ def test_kernel_page_preflight_names_kernel_page_and_its_no_gpu_rebuild(tmp_path
 def test_profile_all_dry_run_says_once_which_recipes_it_skips(tmp_path):
     repo = _repo_copy(tmp_path)
     skipped = {w: why for w, why in preflight.recipe_availability().items() if why}
-    r = subprocess.run(SNAKEMAKE + ["-n", "profile_all"], cwd=repo, capture_output=True, text=True, timeout=300)
+    r = snakemake_forks.run(["-n", "profile_all"], repo, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     if not skipped:
@@ -76,15 +75,13 @@ def test_profile_all_dry_run_says_once_which_recipes_it_skips(tmp_path):
     for w, why in skipped.items():
         assert out.count(f"  - {w}: {why}") == 1, (w, out)
     # only what profile_all asks for: other targets stay quiet
-    r = subprocess.run(SNAKEMAKE + ["-n", "rebuild_kernel_pages"], cwd=repo, capture_output=True, text=True,
-                       timeout=300)
+    r = snakemake_forks.run(["-n", "rebuild_kernel_pages"], repo, timeout=300)
     assert r.returncode == 0 and "profile_all skips" not in r.stdout + r.stderr
 
 
 def test_config_schema_rejects_a_typo(tmp_path):
     repo = _repo_copy(tmp_path)
-    r = subprocess.run(SNAKEMAKE + ["-n", "rebuild_reports", "--config", "work_dir=/"], cwd=repo,
-                       capture_output=True, text=True, timeout=300)
+    r = snakemake_forks.run(["-n", "rebuild_reports", "--config", "work_dir=/"], repo, timeout=300)
     assert r.returncode != 0
     assert "work_dir" in r.stdout + r.stderr
 
@@ -123,8 +120,7 @@ def _plan_with_cupy(tmp_path, *args):
         (fake / mod).mkdir(parents=True)
         (fake / mod / "__init__.py").write_text("")
     env = dict(os.environ, PYTHONPATH=str(fake))
-    r = subprocess.run(SNAKEMAKE + ["-n", "-p", "profile_all", *args], cwd=repo, capture_output=True, text=True,
-                       env=env, timeout=300)
+    r = snakemake_forks.run(["-n", "-p", "profile_all", *args], repo, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return r
 

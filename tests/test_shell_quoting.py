@@ -12,12 +12,12 @@ import sys
 import pytest
 
 from conftest import REPO
+import snakemake_forks
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
 def _snakemake(args, cwd=REPO, timeout=300):
-    return subprocess.run(SNAKEMAKE + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return snakemake_forks.run(args, cwd, timeout=timeout)
 
 
 def _configfile(tmp_path, text: str) -> str:
