@@ -3,7 +3,7 @@ imported Snakemake already: a start of Snakemake imports some 1,300 modules (its
 SQLAlchemy) before it reads the Snakefile, 0.6 s of CPU each time, and the tests start it about a
 hundred times. Each run is still a process of its own, with its own folder, environment, exit
 status, stdout and stderr (files, read back as ``subprocess.run(..., text=True)`` would decode
-them). COOKBOOK_TEST_SNAKEMAKE=process starts each one as ``python -m snakemake`` instead."""
+them). COOKBOOK_SNAKEMAKE_FORKS=0 starts each one as ``python -m snakemake`` instead."""
 from __future__ import annotations
 
 import atexit
@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+
+from workloads import settings
 
 #: the server: imports Snakemake, then forks one child per request line (JSON) on the pipe its first
 #: argument names and answers each on its second with the child's pid, then its exit status. The child leaves the loop and runs
@@ -111,7 +113,7 @@ def run(args, cwd, env: dict | None = None, timeout: float | None = None) -> sub
     """``subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=env, capture_output=True,
     text=True, timeout=timeout)``, from a fork of a process that imported Snakemake."""
     argv = [sys.executable, "-m", "snakemake", *map(str, args)]
-    if os.environ.get("COOKBOOK_TEST_SNAKEMAKE") == "process":
+    if not settings.flag("COOKBOOK_SNAKEMAKE_FORKS"):
         return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     with _lock, tempfile.TemporaryDirectory(prefix="snakemake-run-") as folder:
         _, requests, replies = _start()

@@ -133,9 +133,16 @@ def _scaled_runs(dst, factors, planted_factors=None) -> None:
                 _edit_timing(folder, scale)
 
 
-def test_several_processes_per_step_make_the_process_the_unit(tmp_path):
-    base, cand = tmp_path / "base", tmp_path / "cand"
+@pytest.fixture(scope="module")
+def three_base_runs(tmp_path_factory):
+    """Three runs of the reference (times x1.00, x1.01, x0.99) as one base side; read only."""
+    base = tmp_path_factory.mktemp("compare") / "base"
     _scaled_runs(base, (1.00, 1.01, 0.99))
+    return base
+
+
+def test_several_processes_per_step_make_the_process_the_unit(tmp_path, three_base_runs):
+    base, cand = three_base_runs, tmp_path / "cand"
     _scaled_runs(cand, (0.99, 1.00, 1.01), planted_factors=(1.10, 1.11, 1.09))
     c = compare_folders(str(base), str(cand))
     by_step = {(s.base.workload, s.base.variant, s.base.size): s for s in c.steps}
@@ -189,11 +196,10 @@ def test_each_side_names_its_measured_limiter_and_a_change_is_flagged(tmp_path):
     assert c.as_dict()["steps"][0]["cand"]["limiter"] is None
 
 
-def test_an_uncertain_step_over_processes_says_what_its_processes_can_resolve(tmp_path):
+def test_an_uncertain_step_over_processes_says_what_its_processes_can_resolve(tmp_path, three_base_runs):
     from analysis.report.compare_text import markdown
 
-    base, cand = tmp_path / "base", tmp_path / "cand"
-    _scaled_runs(base, (1.00, 1.01, 0.99))
+    base, cand = three_base_runs, tmp_path / "cand"
     _scaled_runs(cand, (0.99, 1.00, 1.01), planted_factors=(1.00, 1.05, 1.02))
     c = compare_folders(str(base), str(cand))
     planted = next(s for s in c.steps if (s.base.workload, s.base.variant, s.base.size) == PLANTED)
