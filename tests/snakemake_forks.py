@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 from workloads import settings
 
@@ -81,7 +82,7 @@ def _start():
                             env=env, pass_fds=(req_r, rep_w))
     os.close(req_r)
     os.close(rep_w)
-    _server = (proc, os.fdopen(req_w, "w"), os.fdopen(rep_r, "r"))
+    _server = (proc, os.fdopen(req_w, "w"), rep_r)
     atexit.register(_stop, _server)
     return _server
 
@@ -91,7 +92,7 @@ def _stop(server) -> None:
     its children's count as this process' children's."""
     proc, requests, replies = server
     requests.close()
-    replies.close()
+    os.close(replies)
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
@@ -99,14 +100,21 @@ def _stop(server) -> None:
         proc.wait()
 
 
-def _reply(replies, timeout: float | None) -> str:
-    ready, _, _ = select.select([replies], [], [], timeout)
-    if not ready:
-        raise TimeoutError
-    line = replies.readline()
-    if not line:
-        raise RuntimeError("the Snakemake fork server ended (tests/snakemake_forks.py)")
-    return line
+def _reply(replies: int, timeout: float | None) -> str:
+    """The server's next line, read a byte at a time from the pipe's descriptor: a buffered reader could
+    take the next answer into its buffer, where select() no longer sees it."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    line = b""
+    while not line.endswith(b"\n"):
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([replies], [], [], left)
+        if not ready:
+            raise TimeoutError
+        byte = os.read(replies, 1)
+        if not byte:
+            raise RuntimeError("the Snakemake fork server ended (tests/snakemake_forks.py)")
+        line += byte
+    return line.decode()
 
 
 def run(args, cwd, env: dict | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
