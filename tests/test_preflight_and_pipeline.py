@@ -33,6 +33,12 @@ def _repo_copy(tmp_path, reference=()):
     return copy_checkout(tmp_path / "repo", reference=reference)
 
 
+@pytest.fixture(scope="module")
+def planning_copy(tmp_path_factory):
+    """One copy of the checkout for the dry runs below, which only read it."""
+    return _repo_copy(tmp_path_factory.mktemp("planning"))
+
+
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")
 def test_profile_all_stops_at_preflight_without_a_gpu(tmp_path):
     repo = _repo_copy(tmp_path)
@@ -62,8 +68,8 @@ def test_kernel_page_preflight_names_kernel_page_and_its_no_gpu_rebuild(tmp_path
     assert "snakemake rebuild_kernel_pages" in out
 
 
-def test_profile_all_dry_run_says_once_which_recipes_it_skips(tmp_path):
-    repo = _repo_copy(tmp_path)
+def test_profile_all_dry_run_says_once_which_recipes_it_skips(planning_copy):
+    repo = planning_copy
     skipped = {w: why for w, why in preflight.recipe_availability().items() if why}
     r = snakemake_forks.run(["-n", "profile_all"], repo, timeout=300)
     out = r.stdout + r.stderr
@@ -79,8 +85,8 @@ def test_profile_all_dry_run_says_once_which_recipes_it_skips(tmp_path):
     assert r.returncode == 0 and "profile_all skips" not in r.stdout + r.stderr
 
 
-def test_config_schema_rejects_a_typo(tmp_path):
-    repo = _repo_copy(tmp_path)
+def test_config_schema_rejects_a_typo(planning_copy):
+    repo = planning_copy
     r = snakemake_forks.run(["-n", "rebuild_reports", "--config", "work_dir=/"], repo, timeout=300)
     assert r.returncode != 0
     assert "work_dir" in r.stdout + r.stderr
@@ -111,10 +117,9 @@ def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
     assert "differ from the committed ones" in r.stdout + r.stderr
 
 
-def _plan_with_cupy(tmp_path, *args):
+def _plan_with_cupy(repo, tmp_path, *args):
     """A dry run of profile_all in a copy of the checkout, with cupy and rmm importable (empty
     modules: only the names are checked) so that the CuPy recipe is planned."""
-    repo = _repo_copy(tmp_path)
     fake = tmp_path / "fakemods"
     for mod in ("cupy", "rmm"):
         (fake / mod).mkdir(parents=True)
@@ -125,15 +130,15 @@ def _plan_with_cupy(tmp_path, *args):
     return r
 
 
-def test_laptop_profile_plans_smaller_runs(tmp_path):
-    r = _plan_with_cupy(tmp_path, "--profile", "profiles/laptop")
+def test_laptop_profile_plans_smaller_runs(planning_copy, tmp_path):
+    r = _plan_with_cupy(planning_copy, tmp_path, "--profile", "profiles/laptop")
     assert "cupy_sqdiff/fused/n8192/timing.json" in r.stdout
     assert "n16384" not in r.stdout
 
 
-def test_the_smoke_preset_plans_the_smallest_runs(tmp_path):
+def test_the_smoke_preset_plans_the_smallest_runs(planning_copy, tmp_path):
     """--config preset=smoke: every recipe's `smoke` facts (workloads/<recipe>/profile.yaml)."""
-    r = _plan_with_cupy(tmp_path, "--config", "preset=smoke")
+    r = _plan_with_cupy(planning_copy, tmp_path, "--config", "preset=smoke")
     assert "cupy_sqdiff/fused/n1024/timing.json" in r.stdout and "warp_sph/graph/n2000/timing.json" in r.stdout
     assert "n4096" not in r.stdout and "n16384" not in r.stdout and "n62500" not in r.stdout
 
