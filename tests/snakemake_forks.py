@@ -133,7 +133,10 @@ def run(args, cwd, env: dict | None = None, timeout: float | None = None) -> sub
         try:
             rc = int(_reply(replies, timeout))
         except TimeoutError:
-            os.killpg(pid, signal.SIGKILL)
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:  # not yet the leader of its own group
+                os.kill(pid, signal.SIGKILL)
             _reply(replies, None)
             with open(out) as o, open(err) as e:
                 raise subprocess.TimeoutExpired(argv, timeout, o.read(), e.read()) from None
