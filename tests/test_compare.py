@@ -19,6 +19,7 @@ from analysis.common.gzfiles import existing_capture
 from analysis.model.run_summary import load_json
 
 from conftest import reference_runs
+import snakemake_forks
 
 REF = os.path.join(os.path.dirname(__file__), "..", "reports", "reference", "h200")
 PLANTED = ("cupy_sqdiff", "fused", 16384)
@@ -72,10 +73,9 @@ def test_a_planted_10_percent_slowdown_in_one_step_fails_the_gate(tmp_path, caps
         rec["timing"]["median_ms"] *= 1.10
 
     _edit_timing(cand / PLANTED[0] / PLANTED[1] / f"n{PLANTED[2]}", slower)
-    assert main(["compare", REF, str(cand)]) == 1
+    assert main(["compare", REF, str(cand), "--output-json", str(tmp_path / "c.json")]) == 1
     assert "slower: cupy_sqdiff/fused/n16384 slower 0.909× [" in capsys.readouterr().out
-    c = compare_folders(REF, str(cand))
-    kinds = {(s.base.workload, s.base.variant, s.base.size): s.verdict.kind for s in c.steps}
+    kinds = _kinds_of(json.loads((tmp_path / "c.json").read_text()))
     assert kinds.pop(PLANTED) == "slower"
     assert set(kinds.values()) == {"same"}
 
@@ -95,21 +95,22 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
 
 
 def test_snakemake_compare_writes_both_files_and_fails_on_a_slowdown(tmp_path):
-    import subprocess
-    import sys
 
     root = os.path.join(os.path.dirname(__file__), "..")
-    cand = tmp_path / "cand"
+    # the reference's timed records and noise model without its traces: the rule's wiring is under test
+    # here, and a folder without traces is compared on its times alone, with no limiters to read
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    _copy_timings(base)
+    shutil.copy(NOISE, base / "noise.json")
     _copy_timings(cand)
     _edit_timing(cand / PLANTED[0] / PLANTED[1] / f"n{PLANTED[2]}",
                  lambda rec: rec.update(times_ms=[t * 1.10 for t in rec["times_ms"]]))
 
     def run(cand_dir, work):
-        return subprocess.run([sys.executable, "-m", "snakemake", "compare", "--cores", "1", "--config",
-                               f"compare_base={REF}", f"compare_cand={cand_dir}", f"work_dir={work}"],
-                              cwd=root, capture_output=True, text=True)
+        return snakemake_forks.run(["compare", "--cores", "1", "--config", f"compare_base={base}",
+                                    f"compare_cand={cand_dir}", f"work_dir={work}"], root)
 
-    same = run(REF, tmp_path / "w1")
+    same = run(base, tmp_path / "w1")
     assert same.returncode == 0, same.stderr[-2000:]
     assert json.loads((tmp_path / "w1" / "compare" / "compare.json").read_text())["any_slower"] is False
     slower = run(cand, tmp_path / "w2")
@@ -132,9 +133,16 @@ def _scaled_runs(dst, factors, planted_factors=None) -> None:
                 _edit_timing(folder, scale)
 
 
-def test_several_processes_per_step_make_the_process_the_unit(tmp_path):
-    base, cand = tmp_path / "base", tmp_path / "cand"
+@pytest.fixture(scope="module")
+def three_base_runs(tmp_path_factory):
+    """Three runs of the reference (times x1.00, x1.01, x0.99) as one base side; read only."""
+    base = tmp_path_factory.mktemp("compare") / "base"
     _scaled_runs(base, (1.00, 1.01, 0.99))
+    return base
+
+
+def test_several_processes_per_step_make_the_process_the_unit(tmp_path, three_base_runs):
+    base, cand = three_base_runs, tmp_path / "cand"
     _scaled_runs(cand, (0.99, 1.00, 1.01), planted_factors=(1.10, 1.11, 1.09))
     c = compare_folders(str(base), str(cand))
     by_step = {(s.base.workload, s.base.variant, s.base.size): s for s in c.steps}
@@ -188,11 +196,10 @@ def test_each_side_names_its_measured_limiter_and_a_change_is_flagged(tmp_path):
     assert c.as_dict()["steps"][0]["cand"]["limiter"] is None
 
 
-def test_an_uncertain_step_over_processes_says_what_its_processes_can_resolve(tmp_path):
+def test_an_uncertain_step_over_processes_says_what_its_processes_can_resolve(tmp_path, three_base_runs):
     from analysis.report.compare_text import markdown
 
-    base, cand = tmp_path / "base", tmp_path / "cand"
-    _scaled_runs(base, (1.00, 1.01, 0.99))
+    base, cand = three_base_runs, tmp_path / "cand"
     _scaled_runs(cand, (0.99, 1.00, 1.01), planted_factors=(1.00, 1.05, 1.02))
     c = compare_folders(str(base), str(cand))
     planted = next(s for s in c.steps if (s.base.workload, s.base.variant, s.base.size) == PLANTED)
@@ -218,6 +225,11 @@ def _kinds(c) -> dict:
     return {(s.base.workload, s.base.variant, s.base.size): s.verdict.kind for s in c.steps}
 
 
+def _kinds_of(written: dict) -> dict:
+    """_kinds of a comparison as the command writes it (--output-json), in its order."""
+    return {(s["workload"], s["variant"], s["size"]): s["verdict"]["kind"] for s in written["steps"]}
+
+
 @pytest.mark.parametrize("run", ["a1", "a2", "b1", "b2"])
 def test_identical_code_on_another_machine_passes_the_gate(run, tmp_path, capsys):
     out_json = tmp_path / "c.json"
@@ -237,23 +249,24 @@ def test_an_8_percent_slowdown_in_two_device_bound_steps_fails_the_gate(tmp_path
     shutil.copytree(os.path.join(AA, "a1"), cand)
     for w, v, n in PLANTED_8:
         _edit_timing(cand / w / v / f"n{n}", lambda rec: rec.update(times_ms=[t * 1.08 for t in rec["times_ms"]]))
-    assert main(["compare", REF, str(cand)]) == 1
+    assert main(["compare", REF, str(cand), "--output-json", str(tmp_path / "c.json")]) == 1
     out = capsys.readouterr()
     assert sorted(line.split()[1] for line in out.out.splitlines() if line.startswith("slower: ")) == [
         "cupy_sqdiff/rmm_pool/n16384", "warp_sph/pruned/n62500"]
     assert "compare: 43 steps in both: 0 faster, 2 slower, " in out.err
-    kinds = _kinds(compare_folders(REF, str(cand)))
+    kinds = _kinds_of(json.loads((tmp_path / "c.json").read_text()))
     assert [k for k, kind in kinds.items() if kind in ("faster", "slower")] == sorted(PLANTED_8, key=_order)
 
 
-def test_different_gpu_models_are_a_cross_gpu_comparison_with_exit_3(capsys):
-    assert main(["compare", REF, os.path.join(REF, "..", "h100")]) == 3
+def test_different_gpu_models_are_a_cross_gpu_comparison_with_exit_3(tmp_path, capsys):
+    out_json = tmp_path / "c.json"
+    assert main(["compare", REF, os.path.join(REF, "..", "h100"), "--output-json", str(out_json)]) == 3
     err = capsys.readouterr().err
     assert "different GPU models (NVIDIA H200 / NVIDIA H100 80GB HBM3)" in err
     assert "python -m analysis cross-gpu" in err
     # the H200's between-run spread is not applied to two GPU models' difference
-    c = compare_folders(REF, os.path.join(REF, "..", "h100"))
-    assert c.gpu_models_differ and c.noise_path is None and all(s.within_run is None for s in c.steps)
+    c = json.loads(out_json.read_text())
+    assert c["gpu_models_differ"] and c["noise_model"] is None and all(s["within_run"] is None for s in c["steps"])
 
 
 def _one_record(tmp_path, edit=None, text=None, ceilings=None):
@@ -327,15 +340,15 @@ def test_another_host_marks_host_bound_steps_and_names_changed_packages(tmp_path
             _edit_timing(folder, elsewhere)
     base = os.path.join(AA, "a2")
     model = noise.load_noise(NOISE)
-    c = compare_folders(base, str(cand), noise_model=model)
-    assert c.host_differs
-    kinds = _kinds(c)
+    assert main(["compare", base, str(cand), "--noise", NOISE, "--output-json", str(tmp_path / "c.json")]) == 0
+    c = json.loads((tmp_path / "c.json").read_text())
+    assert c["host_differs"]
+    kinds = _kinds_of(c)
     assert kinds[("jax_matmul", "baseline", 512)] == "host differs"
     assert "faster" not in kinds.values() and "slower" not in kinds.values()
-    warp = next(s for s in c.steps if s.base.workload == "warp_sph")
-    assert warp.packages_differ == ("warp 1.19.0 → 1.20.0",)
-    assert all(not s.packages_differ for s in c.steps if s.base.workload != "warp_sph")
-    assert main(["compare", base, str(cand), "--noise", NOISE]) == 0
+    warp = next(s for s in c["steps"] if s["workload"] == "warp_sph")
+    assert warp["packages_differ"] == ["warp 1.19.0 → 1.20.0"]
+    assert all(not s["packages_differ"] for s in c["steps"] if s["workload"] != "warp_sph")
     md = capsys.readouterr().out
     assert "**different hosts**" in md and "; warp 1.19.0 → 1.20.0" in md
     # the same host as the model's runs: the spread covers it, no "host differs"

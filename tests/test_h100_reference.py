@@ -7,8 +7,6 @@ import gzip
 import json
 import pathlib
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -20,11 +18,11 @@ from analysis.common.errors import AnalysisInputError
 from analysis.readers.ncu import read_raw_csv
 from analysis.model.run_summary import load_json, summarize_run
 from tests.conftest import copy_checkout
+import snakemake_forks
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 H100 = REPO / "reports" / "reference" / "h100"
 H200 = REPO / "reports" / "reference" / "h200"
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
 def test_the_h100_reference_holds_all_six_recipes_from_one_h100():
@@ -48,8 +46,8 @@ def test_h100_pages_rebuild_alone_and_start_no_further_reference(tmp_path):
     under the H100's own config file it plans that reference's pages in its own work folder and runs
     no further one (its more_references is null), so the nested run cannot recurse."""
     repo = copy_checkout(tmp_path, reference="link")
-    r = subprocess.run(SNAKEMAKE + ["-n", "-p", "rebuild_reports", "--configfile", "rules/reference_h100.yaml"],
-                       cwd=repo, capture_output=True, text=True, timeout=300)
+    r = snakemake_forks.run(["-n", "-p", "rebuild_reports", "--configfile", "rules/reference_h100.yaml"], repo,
+                            timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "results/h100/reports/reference/CHECKED" in r.stdout
     # the loop over further references' config files has none to run
@@ -72,22 +70,31 @@ def test_each_index_links_the_other_gpu_and_both_runs_hold_the_whole_suite():
         assert "## Cold starts, per module" in sections and "## Left out of this run" not in sections
 
 
-def test_cross_gpu_page_is_rebuilt_from_the_two_references(tmp_path):
+def test_cross_gpu_page_is_rebuilt_from_the_two_references(tmp_path, monkeypatch, capsys):
+    """The command's page, from the folders as the pipeline names them (relative to the checkout); the
+    command's entry point in this process, which shares the two references' reads with the tests below."""
+    from analysis.cli.main import main
+
     out = tmp_path / "cross_gpu.md"
-    r = subprocess.run([sys.executable, "-m", "analysis", "cross-gpu", str(H200.relative_to(REPO)),
-                        str(H100.relative_to(REPO)), "--output-md", str(out)], cwd=REPO, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    monkeypatch.chdir(REPO)
+    rc = main(["cross-gpu", str(H200.relative_to(REPO)), str(H100.relative_to(REPO)), "--output-md", str(out)])
+    assert rc == 0, capsys.readouterr().err
     assert out.read_text() == (REPO / "reports" / "cross_gpu.md").read_text()
 
 
-def _cross_steps():
-    return {(x.workload, x.variant, x.size): x for x in
-            cross_gpu.cross_steps(compare.compare_folders(str(H200), str(H100)))}
+@pytest.fixture(scope="module")
+def h200_against_h100():
+    """The H200 reference compared with the H100's, once for the tests that read it (none changes it)."""
+    return compare.compare_folders(str(H200), str(H100))
 
 
-def test_dram_bound_steps_scale_with_the_measured_bandwidth_ratio():
-    steps = _cross_steps()
+@pytest.fixture(scope="module")
+def cross_steps(h200_against_h100):
+    return {(x.workload, x.variant, x.size): x for x in cross_gpu.cross_steps(h200_against_h100)}
+
+
+def test_dram_bound_steps_scale_with_the_measured_bandwidth_ratio(cross_steps):
+    steps = cross_steps
     bw = lambda root: json.loads((root / "ceilings.json").read_text())["ceilings"]["d2d_copy"]["gb_per_s"]  # noqa: E731
     ratio = bw(H100) / bw(H200)
     assert 0.65 < ratio < 0.78  # HBM3 against HBM3e, as measured by the two runs' copies
@@ -103,21 +110,21 @@ def test_dram_bound_steps_scale_with_the_measured_bandwidth_ratio():
     assert steps[("jax_matmul", "jit", 512)].verdict == "no single rate"
 
 
-def test_an_issue_bound_gemm_is_placed_on_the_fp32_rate():
+def test_an_issue_bound_gemm_is_placed_on_the_fp32_rate(cross_steps, h200_against_h100):
     """JAX float32 at 8192: cuBLAS' SIMT SGEMM is bound by the issue slots (87%), which the FP32 FMA
     loop measures: the step is placed on that rate, matched by (kind, unit), never by label text."""
     from analysis.model.limiter import Kind, Unit
 
-    x = _cross_steps()[("jax_matmul", "float32", 8192)]
+    x = cross_steps[("jax_matmul", "float32", 8192)]
     assert x.resource is not None and x.resource.startswith("FP32 FMA rate")
     assert x.verdict in ("scales with its limiter", "does not follow its limiter")
-    c = compare.compare_folders(str(H200), str(H100))
+    c = h200_against_h100
     s = next(s for s in c.steps if (s.base.workload, s.base.variant, s.base.size) == ("jax_matmul", "float32", 8192))
     assert s.base.limiter_class == (Kind.COMPUTE, Unit.ISSUE)
 
 
-def test_a_step_off_its_limiters_rate_is_said_not_to_follow_it():
-    c = compare.compare_folders(str(H200), str(H100))
+def test_a_step_off_its_limiters_rate_is_said_not_to_follow_it(h200_against_h100):
+    c = h200_against_h100
     s = next(s for s in c.steps if (s.base.workload, s.base.variant, s.base.size) == ("cupy_sqdiff", "fused", 16384))
     # the same step with its candidate times halved: twice as fast on a GPU with 0.71x the bandwidth
     faster = [compare.Step(**{**r.__dict__, "times_ms": [t / 2 for t in r.times_ms]}) for r in s.cand_runs]

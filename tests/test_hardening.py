@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from conftest import REPO, write_tree
+import snakemake_forks
 
 H200 = REPO / "reports" / "reference" / "h200"
 #: two real exports of different runs (their kernels differ)
@@ -28,6 +29,23 @@ EXPORT_B = H200 / "numba_ufunc" / "fastmath" / "n268435456" / "nsys.sqlite.gz"
 def _analysis(*args, cwd=REPO, timeout=120):
     return subprocess.run([sys.executable, "-m", "analysis", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def _analysis_here(capsys, *args):
+    """``python -m analysis ARGS``'s entry point called in this process: its exit status and what it
+    printed, as the process would have them. Each command has one case below that starts it as a
+    process (`_analysis`), for what only a process shows (its exit status, a traceback on stderr)."""
+    from analysis.cli.main import main
+
+    capsys.readouterr()
+    rc = main([str(a) for a in args])
+    said = capsys.readouterr()
+    return subprocess.CompletedProcess(["analysis", *map(str, args)], rc, said.out, said.err)
+
+
+def _analysis_as(process: bool, capsys, *args, timeout=120):
+    """``python -m analysis ARGS`` as a process, or its entry point in this process."""
+    return _analysis(*args, timeout=timeout) if process else _analysis_here(capsys, *args)
 
 
 def _gunzip(src, dst):
@@ -49,21 +67,28 @@ def _refused_in_one_line(r, *says):
 
 # --- SQLite: read-only, by a percent-encoded URI ----------------------------------------------------
 
-@pytest.mark.parametrize("name", ["run#2.sqlite", "run?mode=rw.sqlite", "100%.sqlite", "run%232.sqlite",
-                                  "with space.sqlite", "a #?% b.sqlite"])
-def test_an_export_whose_name_holds_uri_characters_is_read_as_itself(tmp_path, name):
-    """`run#2.sqlite` was opened as `run` (read-write: created empty, or another export's kernels
-    printed with exit 0); now the name is the file's, whatever it holds."""
-    plain = _gunzip(EXPORT_A, tmp_path / "plain.sqlite")
+@pytest.fixture(scope="module")
+def kernels_of_export_a(tmp_path_factory):
+    """`stats --report cuda_gpu_kern_sum` of EXPORT_A under a plain name, as a process prints it."""
+    plain = _gunzip(EXPORT_A, tmp_path_factory.mktemp("plain") / "plain.sqlite")
     expected = _analysis("stats", "--report", "cuda_gpu_kern_sum", plain)
     assert expected.returncode == 0 and expected.stdout.count("\n") > 1, expected.stderr
+    return expected
+
+
+@pytest.mark.parametrize("name", ["run#2.sqlite", "run?mode=rw.sqlite", "100%.sqlite", "run%232.sqlite",
+                                  "with space.sqlite", "a #?% b.sqlite"])
+def test_an_export_whose_name_holds_uri_characters_is_read_as_itself(tmp_path, name, kernels_of_export_a, capsys):
+    """`run#2.sqlite` was opened as `run` (read-write: created empty, or another export's kernels
+    printed with exit 0); now the name is the file's, whatever it holds."""
+    expected = kernels_of_export_a
     odd = _gunzip(EXPORT_A, tmp_path / name)
     # what the unencoded URI would have opened instead: another run's export, with other kernels
     decoy = tmp_path / name.split("#")[0].split("?")[0]
     if decoy != odd:
         _gunzip(EXPORT_B, decoy)
     before = sorted(p.name for p in tmp_path.iterdir())
-    r = _analysis("stats", "--report", "cuda_gpu_kern_sum", odd)
+    r = _analysis_as(name == "run#2.sqlite", capsys, "stats", "--report", "cuda_gpu_kern_sum", odd)
     assert r.returncode == 0, r.stderr
     assert r.stdout == expected.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing created beside it
@@ -115,7 +140,7 @@ MERGE_LINKS = ["coldstart", "numba_ufunc", "numba_ufunc.new", "kernels", "kernel
 
 
 @pytest.mark.parametrize("linked", MERGE_LINKS)
-def test_merge_refuses_a_symlinked_sub_folder_and_deletes_nothing_at_its_target(tmp_path, linked):
+def test_merge_refuses_a_symlinked_sub_folder_and_deletes_nothing_at_its_target(tmp_path, linked, capsys):
     """A symlinked `coldstart/` had its cupy_sqdiff_*.json deleted at the link's target, exit 0."""
     src, dst, victim = _run_captures(tmp_path), _reference(tmp_path), _victim(tmp_path)
     before = _files(victim)
@@ -123,47 +148,48 @@ def test_merge_refuses_a_symlinked_sub_folder_and_deletes_nothing_at_its_target(
     if link.exists():
         shutil.rmtree(link)
     link.symlink_to(victim, target_is_directory=True)
-    r = _analysis("copy-captures", "--from", src, "--to", dst, "--merge", "numba_ufunc")
+    r = _analysis_as(linked == MERGE_LINKS[0], capsys, "copy-captures", "--from", src, "--to", dst, "--merge",
+                     "numba_ufunc")
     _refused_in_one_line(r, "symlink", str(link))
     assert _files(victim) == before
     assert (dst / "numba_ufunc" / "stale").exists() or linked == "numba_ufunc"  # nothing of the merge done
 
 
-def test_merge_refuses_a_symlinked_cold_start_record(tmp_path):
+def test_merge_refuses_a_symlinked_cold_start_record(tmp_path, capsys):
     src, dst, victim = _run_captures(tmp_path), _reference(tmp_path), _victim(tmp_path)
     (dst / "coldstart" / "numba_ufunc_old.json").symlink_to(victim / "keep.txt")
-    r = _analysis("copy-captures", "--from", src, "--to", dst, "--merge", "numba_ufunc")
+    r = _analysis_here(capsys, "copy-captures", "--from", src, "--to", dst, "--merge", "numba_ufunc")
     _refused_in_one_line(r, "symlink", "numba_ufunc_old.json")
     assert (victim / "keep.txt").read_text() == "mine"
 
 
 @pytest.mark.parametrize("merge", [False, True])
-def test_a_symlinked_reference_is_refused_before_anything_is_written(tmp_path, merge):
+def test_a_symlinked_reference_is_refused_before_anything_is_written(tmp_path, merge, capsys):
     """`--to` a symlinked reference said "Cannot call rmtree on a symbolic link" and left a `.old`."""
     src, victim = _run_captures(tmp_path), _victim(tmp_path)
     before = _files(victim)
     dst = tmp_path / "reports" / "reference" / "h200"
     dst.parent.mkdir(parents=True)
     dst.symlink_to(victim, target_is_directory=True)
-    r = _analysis("copy-captures", "--from", src, "--to", dst, *(["--merge", "numba_ufunc"] if merge else []))
+    r = _analysis_here(capsys, "copy-captures", "--from", src, "--to", dst, *(["--merge", "numba_ufunc"] if merge else []))
     _refused_in_one_line(r, "symlink", str(dst))
     assert _files(victim) == before
     assert sorted(p.name for p in dst.parent.iterdir()) == ["h200"]
 
 
-def test_a_symlink_left_as_the_new_reference_is_refused(tmp_path):
+def test_a_symlink_left_as_the_new_reference_is_refused(tmp_path, capsys):
     src, dst, victim = _run_captures(tmp_path), _reference(tmp_path), _victim(tmp_path)
     before = _files(victim)
     (dst.parent / "h200.new").symlink_to(victim, target_is_directory=True)
-    r = _analysis("copy-captures", "--from", src, "--to", dst)
+    r = _analysis_here(capsys, "copy-captures", "--from", src, "--to", dst)
     _refused_in_one_line(r, "symlink", "h200.new")
     assert _files(victim) == before
 
 
-def test_a_reference_is_replaced_in_one_step_and_leaves_nothing_beside_it(tmp_path):
+def test_a_reference_is_replaced_in_one_step_and_leaves_nothing_beside_it(tmp_path, capsys):
     src, dst = _run_captures(tmp_path), _reference(tmp_path)
     (dst.parent / "h200.old").mkdir()  # left by an interrupted copy of an older version
-    r = _analysis("copy-captures", "--from", src, "--to", dst)
+    r = _analysis_here(capsys, "copy-captures", "--from", src, "--to", dst)
     assert r.returncode == 0, r.stderr
     assert "removing" in r.stderr and "h200.old" in r.stderr  # says what it cleaned up
     assert sorted(p.name for p in dst.parent.iterdir()) == ["h200"]
@@ -171,12 +197,12 @@ def test_a_reference_is_replaced_in_one_step_and_leaves_nothing_beside_it(tmp_pa
     assert (dst / "numba_ufunc" / "float32" / "n1" / "timing.json.gz").exists()
 
 
-def test_a_failed_copy_keeps_the_old_reference_whole(tmp_path):
+def test_a_failed_copy_keeps_the_old_reference_whole(tmp_path, capsys):
     dst = _reference(tmp_path)
     before = _files(dst)
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = _analysis("copy-captures", "--from", empty, "--to", dst)
+    r = _analysis_here(capsys, "copy-captures", "--from", empty, "--to", dst)
     _refused_in_one_line(r, "holds no capture files")
     assert _files(dst) == before
     assert sorted(p.name for p in dst.parent.iterdir()) == ["h200"]
@@ -222,9 +248,9 @@ def _table_lines_intact(md: str, columns: int) -> None:
     assert not any(line.startswith("#") for line in lines)
 
 
-def test_stats_md_keeps_a_hostile_kernel_name_in_its_cell(tmp_path):
+def test_stats_md_keeps_a_hostile_kernel_name_in_its_cell(tmp_path, capsys):
     path = _renamed_export(tmp_path, HOSTILE_NAME)
-    r = _analysis("stats", "--report", "cuda_gpu_kern_sum", "--format", "md", path)
+    r = _analysis_here(capsys, "stats", "--report", "cuda_gpu_kern_sum", "--format", "md", path)
     assert r.returncode == 0, r.stderr
     header = r.stdout.split("\n")[0]
     _table_lines_intact(r.stdout, header.count(" | ") + 1)
@@ -348,14 +374,17 @@ def _damaged_command(tmp_path, command, field, value):
 
 @pytest.mark.parametrize("command,field,value,named", TYPE_DAMAGE,
                          ids=[f"{c}:{f or 'record'}={v!r}" for c, f, v, _ in TYPE_DAMAGE])
-def test_a_type_damaged_record_ends_in_one_line_naming_the_file_and_field(tmp_path, command, field, value, named):
+def test_a_type_damaged_record_ends_in_one_line_naming_the_file_and_field(tmp_path, command, field, value, named,
+                                                                         capsys):
     damaged, argv = _damaged_command(tmp_path, command, field, value)
-    r = _analysis(*argv)
+    # each command's first case as a process
+    first = next(case for case in TYPE_DAMAGE if case[0] == command)
+    r = _analysis_as(first == (command, field, value, named), capsys, *argv)
     _refused_in_one_line(r, str(damaged), f"field {named}")
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
-def test_a_damaged_gpu_count_in_an_export_is_refused_in_one_line(tmp_path):
+def test_a_damaged_gpu_count_in_an_export_is_refused_in_one_line(tmp_path, capsys):
     """TARGET_INFO_GPU.smCount = 'x' made summarize-run raise TypeError."""
     export = _gunzip(RUN_DIR / "nsys.sqlite.gz", tmp_path / "nsys.sqlite")
     db = sqlite3.connect(export)
@@ -363,20 +392,20 @@ def test_a_damaged_gpu_count_in_an_export_is_refused_in_one_line(tmp_path):
     db.commit()
     db.close()
     run = _linked_run_dir(tmp_path, {"nsys.sqlite": export})
-    r = _analysis("summarize-run", "--run-dir", run, "--output", tmp_path / "s.json")
+    r = _analysis_here(capsys, "summarize-run", "--run-dir", run, "--output", tmp_path / "s.json")
     _refused_in_one_line(r, "nsys.sqlite", "TARGET_INFO_GPU", "'x'")
 
 
 @pytest.mark.parametrize("command", ["gpu-jobs", "multiprocess-report"])
 @pytest.mark.parametrize("figure", ["timeline", "timeline.md", "timeline.png.txt"])
-def test_a_figure_without_an_image_suffix_is_refused_before_anything_is_written(tmp_path, command, figure):
+def test_a_figure_without_an_image_suffix_is_refused_before_anything_is_written(tmp_path, command, figure, capsys):
     out = tmp_path / "out"
     if command == "gpu-jobs":
         argv = ["gpu-jobs", "--records", H200 / "gpu-jobs", "--output", out / "g.md", "--figure", out / figure]
     else:
         argv = ["multiprocess-report", MULTI / "nsys.sqlite.gz", "--run", MULTI / "run.json", "--output",
                 out / "m.md", "--figure", out / figure]
-    _refused_in_one_line(_analysis(*argv), str(out / figure), "figure")
+    _refused_in_one_line(_analysis_as(figure == "timeline", capsys, *argv), str(out / figure), "figure")
     assert not out.exists()
 
 
@@ -411,12 +440,13 @@ def one_summary(tmp_path_factory):
 
 
 @pytest.mark.parametrize("command", list(_commands_writing_under(REPO)))
-def test_an_output_whose_folder_is_a_file_is_refused_in_one_line(tmp_path, command, one_summary):
+def test_an_output_whose_folder_is_a_file_is_refused_in_one_line(tmp_path, command, one_summary, capsys):
     """NotADirectoryError in 11 of 12 commands: now one line naming the output, exit 2."""
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     argv = [one_summary if a == "SUMMARY" else a for a in _commands_writing_under(blocker / "sub")[command]]
-    r = _analysis(*argv, timeout=300)
+    # as a process: the commands no other test of this file starts as one
+    r = _analysis_as(command in ("report", "perfetto"), capsys, *argv, timeout=300)
     _refused_in_one_line(r, str(blocker))
     assert blocker.read_text() == "not a folder"
 
@@ -592,12 +622,12 @@ def test_every_committed_record_passes_its_schema(kind):
         load_record(str(path), kind)
 
 
-def test_the_cold_start_summary_passes_the_schema_the_index_reads_it_with(tmp_path):
+def test_the_cold_start_summary_passes_the_schema_the_index_reads_it_with(tmp_path, capsys):
     from analysis.model.records import load_record
 
     out = tmp_path / "coldstart.json"
     records = sorted((H200 / "coldstart").glob("*.json"))
-    r = _analysis("coldstart", "--captures", H200, "--output", out, *records, timeout=300)
+    r = _analysis_here(capsys, "coldstart", "--captures", H200, "--output", out, *records)
     assert r.returncode == 0, r.stderr
     assert len(load_record(str(out), "a cold-start summary")) == len(records)
 
@@ -615,8 +645,8 @@ def test_the_next_pipeline_run_says_what_it_cleaned_up(tmp_path):
     for path in [*stale, live]:
         path.write_text("left")
     target = f"{work}/analysis/reference/numba_ufunc/baseline/n268435456.json"
-    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--config", f"work_dir={work}", "--", target],
-                       cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": str(tmpdir)})
+    r = snakemake_forks.run(["--cores", "1", "--config", f"work_dir={work}", "--", target], REPO, timeout=600,
+                            env={**os.environ, "TMPDIR": str(tmpdir)})
     assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
     said = [line for line in r.stderr.splitlines() if line.startswith("cleaned up after an interrupted run")]
     assert len(said) == 1 and "2 file(s)" in said[0] and all(str(p) in said[0] for p in stale), r.stderr[-2000:]

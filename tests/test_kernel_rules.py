@@ -2,14 +2,12 @@
 and one page; a page can also be named directly; the rebuild from committed captures needs no GPU."""
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 
 from conftest import REPO, copy_checkout
+import snakemake_forks
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 pytestmark = pytest.mark.skipif('include: "rules/kernel.smk"' not in (REPO / "Snakefile").read_text(),
                                 reason="the Snakefile does not include rules/kernel.smk yet")
@@ -23,7 +21,7 @@ def repo(tmp_path_factory):
 
 
 def _dry(repo, *args):
-    r = subprocess.run(SNAKEMAKE + ["-n", "-p", *args], cwd=repo, capture_output=True, text=True, timeout=300)
+    r = snakemake_forks.run(["-n", "-p", *args], repo, timeout=300)
     return r.returncode, r.stdout + r.stderr
 
 

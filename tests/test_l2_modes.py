@@ -79,9 +79,8 @@ def test_the_report_rule_puts_the_l2_section_on_the_page(tmp_path):
     """Snakemake's report rule, fed the L2 records beside the summaries, writes the section (a list
     option once swallowed the positional summaries, so the live page with L2 runs failed)."""
     import shutil
-    import subprocess
-    import sys
 
+    import snakemake_forks
     from conftest import REFERENCE
     from test_preflight_and_pipeline import _repo_copy
 
@@ -96,9 +95,8 @@ def test_the_report_rule_puts_the_l2_section_on_the_page(tmp_path):
         out.parent.mkdir(parents=True, exist_ok=True)
         with gzip.open(path, "rb") as f:
             out.write_bytes(f.read())
-    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "results/reports/reference/cupy_sqdiff.md",
-                        "--config", f"reference={{name: l2, dir: {ref}}}"],
-                       cwd=repo, capture_output=True, text=True, timeout=600)
+    r = snakemake_forks.run(["--cores", "1", "results/reports/reference/cupy_sqdiff.md",
+                             "--config", f"reference={{name: l2, dir: {ref}}}"], repo, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     md = (repo / "results" / "reports" / "reference" / "cupy_sqdiff.md").read_text()
     assert "## Warm and cold L2" in md

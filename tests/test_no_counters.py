@@ -8,8 +8,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -23,9 +21,9 @@ from analysis.model.run_summary import load_json
 from workloads.harness import preflight
 
 from conftest import REFERENCE
+import snakemake_forks
 from test_preflight_and_pipeline import _repo_copy
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 #: what ncu 2025.x prints when the driver restricts the counters to administrators (as quoted in
 #: NVIDIA's ERR_NVGPUCTRPERM page and users' reports), and the exit status it then returns
@@ -125,8 +123,8 @@ def _dry_run(repo, *config):
             (fake / mod).mkdir(parents=True, exist_ok=True)
             (fake / mod / "__init__.py").write_text("")
     env = dict(os.environ, PYTHONPATH=str(fake))
-    r = subprocess.run(SNAKEMAKE + ["-n", "profile_all", "--config", "only_workloads=[pycuda_kernel]", *config],
-                       cwd=repo, capture_output=True, text=True, env=env, timeout=300)
+    r = snakemake_forks.run(["-n", "profile_all", "--config", "only_workloads=[pycuda_kernel]", *config], repo,
+                            env=env, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return r.stdout
 
@@ -164,9 +162,8 @@ def test_report_without_ncu_files_labels_derived_numbers_and_lists_what_needs_co
     pre["counters"] = preflight.counter_access(_stand_in_ncu(tmp_path))
     (ref / "preflight.json").write_text(json.dumps(pre))
     assert not list(ref.rglob("ncu*"))
-    r = subprocess.run(SNAKEMAKE + ["--cores", "1", "results/reports/reference/pycuda_kernel.md", "--config",
-                                    f"reference={{name: nocounters, dir: {ref}}}"],
-                       cwd=repo, capture_output=True, text=True, timeout=600)
+    r = snakemake_forks.run(["--cores", "1", "results/reports/reference/pycuda_kernel.md", "--config",
+                             f"reference={{name: nocounters, dir: {ref}}}"], repo, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     md = (repo / "results" / "reports" / "reference" / "pycuda_kernel.md").read_text()
     assert "**No performance counters**" in md

@@ -18,6 +18,14 @@ TWO_GPU_RUN = REPO / "reports" / "reference" / "h200x2" / "gpu-jobs"
 SLURM_RUN = REPO / "tests" / "data" / "gpu_jobs" / "slurm_h200x2"
 
 
+def _printed(capsys, *argv) -> str:
+    """What ``python -m analysis.cli.pipeline_time ARGV`` prints, from its entry point in this process (the
+    command's exit status and stderr as a process are the refusal tests')."""
+    capsys.readouterr()
+    assert pipeline_time.main([str(a) for a in argv]) == 0
+    return capsys.readouterr().out
+
+
 def _records(folder) -> list[dict]:
     return [json.loads(open(p).read()) for p in sorted(glob.glob(str(folder / "*.json")))]
 
@@ -92,12 +100,10 @@ def test_phases_add_up_to_the_run_records_of_the_h100_reference():
                                           "pycuda_kernel", "warp_sph"}
 
 
-def test_command_line_prints_the_phases_of_a_reference_alone(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time", "--captures", str(H100_REFERENCE)],
-                       capture_output=True, text=True, cwd=REPO)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("## Phases inside the runs")
-    assert "| kind | runs |" in r.stdout and "| setup s | warm-up s | timed samples s |" in r.stdout
+def test_command_line_prints_the_phases_of_a_reference_alone(tmp_path, capsys):
+    out = _printed(capsys, "--captures", H100_REFERENCE)
+    assert out.startswith("## Phases inside the runs")
+    assert "| kind | runs |" in out and "| setup s | warm-up s | timed samples s |" in out
     empty = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time", "--captures", str(tmp_path)],
                            capture_output=True, text=True, cwd=REPO)
     assert empty.returncode == 2 and "no run records" in empty.stderr
@@ -143,14 +149,10 @@ def test_ncu_replays_sum_what_ncu_recorded_of_each_launch(tmp_path):
     assert not set(ncu.REPLAY_METRICS) & set(",".join(ncu.metrics_only_args()).split(","))
 
 
-def test_command_line_prints_the_replays_only_when_asked(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time", "--captures", str(H200_REFERENCE),
-                        "--ncu"], capture_output=True, text=True, cwd=REPO)
-    assert r.returncode == 0, r.stderr
-    assert "## Nsight Compute's replays" in r.stdout and "| cudf_groupby/agg_all/n50000000 | full_set_less | 1 |" in r.stdout
-    plain = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time", "--captures", str(H200_REFERENCE)],
-                           capture_output=True, text=True, cwd=REPO)
-    assert "Nsight Compute's replays" not in plain.stdout
+def test_command_line_prints_the_replays_only_when_asked(tmp_path, capsys):
+    out = _printed(capsys, "--captures", H200_REFERENCE, "--ncu")
+    assert "## Nsight Compute's replays" in out and "| cudf_groupby/agg_all/n50000000 | full_set_less | 1 |" in out
+    assert "Nsight Compute's replays" not in _printed(capsys, "--captures", H200_REFERENCE)
 
 
 ONE_GPU_RUN = H200_REFERENCE / "gpu-jobs"
@@ -216,15 +218,14 @@ def test_handed_turns_hold_the_gpu_for_less_beyond_the_start_ups_than_whole_jobs
     assert all(handed[s].beyond_s < whole[s].beyond_s for s in handed if not s.startswith("jax_matmul/"))
 
 
-def test_command_line_prints_the_start_ups_and_names_a_job_whose_record_is_missing(tmp_path):
+def test_command_line_prints_the_start_ups_and_names_a_job_whose_record_is_missing(tmp_path, capsys):
     """A work folder as the pipeline lays it out (gpu-jobs/, captures/coldstart/) whose steps wrote no
     run record yet: the start-ups, and a line instead of the phases."""
     run = tmp_path / "results"
     shutil.copytree(HANDED_RUN / "gpu-jobs", run / "gpu-jobs")
     shutil.copytree(HANDED_RUN / "coldstart", run / "captures" / "coldstart")
     (run / "captures" / "coldstart" / "cupy_sqdiff_fused.json").unlink()
-    out = subprocess.run([sys.executable, "-m", "analysis.cli.pipeline_time", str(run)],
-                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    out = _printed(capsys, run)
     assert f"No step's run records in {run / 'captures'} yet: no phases." in out
     assert "| recipe/variant | processes | launch to first result s | GPU held s | GPU held beyond s |" in out
     assert "Left out, their record not written yet: cupy_sqdiff/fused." in out

@@ -12,6 +12,7 @@ import pytest
 from workloads.harness import preflight
 
 from conftest import copy_checkout
+import snakemake_forks
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
@@ -32,12 +33,17 @@ def _repo_copy(tmp_path, reference=()):
     return copy_checkout(tmp_path / "repo", reference=reference)
 
 
+@pytest.fixture(scope="module")
+def planning_copy(tmp_path_factory):
+    """One copy of the checkout for the dry runs below, which only read it."""
+    return _repo_copy(tmp_path_factory.mktemp("planning"))
+
+
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")
 def test_profile_all_stops_at_preflight_without_a_gpu(tmp_path):
     repo = _repo_copy(tmp_path)
     env = dict(os.environ, NSYS="/nonexistent/nsys", NCU="/nonexistent/ncu")
-    r = subprocess.run(SNAKEMAKE + ["profile_all"], cwd=repo, capture_output=True, text=True, env=env,
-                       timeout=300)
+    r = snakemake_forks.run(["profile_all"], repo, env=env, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode != 0
     # once: Snakemake shows the failed job's log; the preflight does not echo it to the console too
@@ -53,9 +59,8 @@ def test_profile_all_stops_at_preflight_without_a_gpu(tmp_path):
 def test_kernel_page_preflight_names_kernel_page_and_its_no_gpu_rebuild(tmp_path):
     repo = _repo_copy(tmp_path)
     env = dict(os.environ, NSYS="/nonexistent/nsys", NCU="/nonexistent/ncu")
-    r = subprocess.run(SNAKEMAKE + ["kernel_page", "--config", "kernel_workload=warp_sph", "kernel_variant=baseline",
-                                    "kernel_name=get_acceleration"], cwd=repo, capture_output=True, text=True,
-                       env=env, timeout=300)
+    r = snakemake_forks.run(["kernel_page", "--config", "kernel_workload=warp_sph", "kernel_variant=baseline",
+                             "kernel_name=get_acceleration"], repo, env=env, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert out.count("preflight: kernel_page cannot run here") == 1, out
@@ -63,10 +68,10 @@ def test_kernel_page_preflight_names_kernel_page_and_its_no_gpu_rebuild(tmp_path
     assert "snakemake rebuild_kernel_pages" in out
 
 
-def test_profile_all_dry_run_says_once_which_recipes_it_skips(tmp_path):
-    repo = _repo_copy(tmp_path)
+def test_profile_all_dry_run_says_once_which_recipes_it_skips(planning_copy):
+    repo = planning_copy
     skipped = {w: why for w, why in preflight.recipe_availability().items() if why}
-    r = subprocess.run(SNAKEMAKE + ["-n", "profile_all"], cwd=repo, capture_output=True, text=True, timeout=300)
+    r = snakemake_forks.run(["-n", "profile_all"], repo, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     if not skipped:
@@ -76,15 +81,13 @@ def test_profile_all_dry_run_says_once_which_recipes_it_skips(tmp_path):
     for w, why in skipped.items():
         assert out.count(f"  - {w}: {why}") == 1, (w, out)
     # only what profile_all asks for: other targets stay quiet
-    r = subprocess.run(SNAKEMAKE + ["-n", "rebuild_kernel_pages"], cwd=repo, capture_output=True, text=True,
-                       timeout=300)
+    r = snakemake_forks.run(["-n", "rebuild_kernel_pages"], repo, timeout=300)
     assert r.returncode == 0 and "profile_all skips" not in r.stdout + r.stderr
 
 
-def test_config_schema_rejects_a_typo(tmp_path):
-    repo = _repo_copy(tmp_path)
-    r = subprocess.run(SNAKEMAKE + ["-n", "rebuild_reports", "--config", "work_dir=/"], cwd=repo,
-                       capture_output=True, text=True, timeout=300)
+def test_config_schema_rejects_a_typo(planning_copy):
+    repo = planning_copy
+    r = snakemake_forks.run(["-n", "rebuild_reports", "--config", "work_dir=/"], repo, timeout=300)
     assert r.returncode != 0
     assert "work_dir" in r.stdout + r.stderr
 
@@ -114,30 +117,28 @@ def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
     assert "differ from the committed ones" in r.stdout + r.stderr
 
 
-def _plan_with_cupy(tmp_path, *args):
+def _plan_with_cupy(repo, tmp_path, *args):
     """A dry run of profile_all in a copy of the checkout, with cupy and rmm importable (empty
     modules: only the names are checked) so that the CuPy recipe is planned."""
-    repo = _repo_copy(tmp_path)
     fake = tmp_path / "fakemods"
     for mod in ("cupy", "rmm"):
         (fake / mod).mkdir(parents=True)
         (fake / mod / "__init__.py").write_text("")
     env = dict(os.environ, PYTHONPATH=str(fake))
-    r = subprocess.run(SNAKEMAKE + ["-n", "-p", "profile_all", *args], cwd=repo, capture_output=True, text=True,
-                       env=env, timeout=300)
+    r = snakemake_forks.run(["-n", "-p", "profile_all", *args], repo, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return r
 
 
-def test_laptop_profile_plans_smaller_runs(tmp_path):
-    r = _plan_with_cupy(tmp_path, "--profile", "profiles/laptop")
+def test_laptop_profile_plans_smaller_runs(planning_copy, tmp_path):
+    r = _plan_with_cupy(planning_copy, tmp_path, "--profile", "profiles/laptop")
     assert "cupy_sqdiff/fused/n8192/timing.json" in r.stdout
     assert "n16384" not in r.stdout
 
 
-def test_the_smoke_preset_plans_the_smallest_runs(tmp_path):
+def test_the_smoke_preset_plans_the_smallest_runs(planning_copy, tmp_path):
     """--config preset=smoke: every recipe's `smoke` facts (workloads/<recipe>/profile.yaml)."""
-    r = _plan_with_cupy(tmp_path, "--config", "preset=smoke")
+    r = _plan_with_cupy(planning_copy, tmp_path, "--config", "preset=smoke")
     assert "cupy_sqdiff/fused/n1024/timing.json" in r.stdout and "warp_sph/graph/n2000/timing.json" in r.stdout
     assert "n4096" not in r.stdout and "n16384" not in r.stdout and "n62500" not in r.stdout
 

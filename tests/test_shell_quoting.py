@@ -3,6 +3,7 @@ recipe's ``ncu.kernel_regex`` is compiled when the config is read, ``work_dir`` 
 pipeline runs from a folder whose path holds a space (with a Python whose path holds one too)."""
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -11,12 +12,12 @@ import sys
 import pytest
 
 from conftest import REPO
+import snakemake_forks
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
 def _snakemake(args, cwd=REPO, timeout=300):
-    return subprocess.run(SNAKEMAKE + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return snakemake_forks.run(args, cwd, timeout=timeout)
 
 
 def _configfile(tmp_path, text: str) -> str:
@@ -189,23 +190,27 @@ def _quote_states(command: str):
         i += 1
 
 
-def _dry_run_commands(tmp_path, key, value, work):
+def _dry_run_commands(tmp_path, values: dict):
+    """The dry run of WALK_TARGETS with each config key of ``values`` set to its value (the rest as
+    rules/config.yaml has them)."""
     import yaml
 
     config = {"compare_base": "ref base", "compare_cand": "ref cand", "kernel_workload": "warp_sph",
-              "kernel_variant": "baseline", "kernel_name": "get_acceleration", "work_dir": work}
-    if key.split(".")[0] in ("reference", "workloads", "nsys_profile", "ncu_profile", "cluster", "more_references"):
+              "kernel_variant": "baseline", "kernel_name": "get_acceleration", "work_dir": "results"}
+    if any(key.split(".")[0] in ("reference", "workloads", "nsys_profile", "ncu_profile", "cluster", "more_references")
+           for key in values):
         base = yaml.safe_load((REPO / "rules" / "config.yaml").read_text())
         for top in ("reference", "workloads", "nsys_profile", "ncu_profile", "cluster"):
             config[top] = base[top]
-    if key.endswith(".[]"):
-        _set(config, key.removesuffix(".[]"), [value])
-    elif key.startswith("more_references."):
-        config["more_references"] = {"hostile": value + ".yaml"}
-    elif key == "nsys_profile.extra_args" or key == "ncu_profile.extra_args":
-        _set(config, key, shlex.quote(value))  # split as a shell would: one argument
-    else:
-        _set(config, key, value)
+    for key, value in values.items():
+        if key.endswith(".[]"):
+            _set(config, key.removesuffix(".[]"), [value])
+        elif key.startswith("more_references."):
+            config["more_references"] = {"hostile": value + ".yaml"}
+        elif key == "nsys_profile.extra_args" or key == "ncu_profile.extra_args":
+            _set(config, key, shlex.quote(value))  # split as a shell would: one argument
+        else:
+            _set(config, key, value)
     extra = tmp_path / "hostile.yaml"
     extra.write_text(yaml.safe_dump(config, allow_unicode=True))
     targets = [t.format(work=config["work_dir"]) for t in WALK_TARGETS]
@@ -214,42 +219,11 @@ def _dry_run_commands(tmp_path, key, value, work):
     return r, config
 
 
-@pytest.fixture(scope="module")
-def rules_with_shell():
-    r = _snakemake(["--list-rules"])
-    names = {line.split()[0] for line in r.stdout.splitlines() if line and not line.startswith(" ")}
-    return names - NO_SHELL
-
-
-_COVERED: set = set()
-
-
-@pytest.mark.parametrize("key", sorted(set(_text_keys(__import__("yaml").safe_load(
-    (REPO / "rules" / "schemas" / "config.schema.yaml").read_text())))))
-def test_a_hostile_value_of_every_key_arrives_as_one_argument(tmp_path, key, rules_with_shell):
-    """Each config key that can hold text, set to a value with quotes, $( ), backticks, ;, spaces and a
-    newline: in every command of the dry run that holds it, it is one argument (or part of one), and
-    every $ and backtick of it sits in single quotes; a key that names a workload or variant refuses it."""
-    marker = tmp_path / "PWNED"
-    value = _hostile(key, marker)
-    if key == "reference.dir":
-        # the committed reference under a hostile name (one path component: a marker without a
-        # slash), so that the rules reading it are scheduled
-        value = _hostile(key, "PWNED")
-        (tmp_path / value).symlink_to(REPO / "reports" / "reference" / "h200", target_is_directory=True)
-        value = str(tmp_path / value)
-    work = value if key == "work_dir" else "results"
-    r, config = _dry_run_commands(tmp_path, key, value, work)
-    out = r.stdout + r.stderr
-    assert not marker.exists()
-    if key in REFUSED_NAMES:
-        assert r.returncode != 0, f"{key}: a hostile name was accepted"
-        assert key.split(".")[0].replace("*", "") in out or "no such" in out or "variant" in out, out[-1500:]
-        return
-    assert r.returncode == 0, out[-3000:]
+def _shell_commands(stdout: str) -> list[tuple[str, str]]:
+    """(rule, command) of each shell command a dry run with -p printed."""
     commands = []
     rule = None
-    lines = r.stdout.split("\n")
+    lines = stdout.split("\n")
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -267,10 +241,89 @@ def test_a_hostile_value_of_every_key_arrives_as_one_argument(tmp_path, key, rul
                     text += "\n" + lines[i]
             commands.append((rule, text))
         i += 1
+    return commands
+
+
+@pytest.fixture(scope="module")
+def rules_with_shell():
+    r = _snakemake(["--list-rules"])
+    names = {line.split()[0] for line in r.stdout.splitlines() if line and not line.startswith(" ")}
+    return names - NO_SHELL
+
+
+_COVERED: set = set()
+
+#: every config key that can hold text
+TEXT_KEYS = sorted(set(_text_keys(__import__("yaml").safe_load(
+    (REPO / "rules" / "schemas" / "config.schema.yaml").read_text()))))
+
+
+def _hostile_value(tmp_path, key: str) -> str:
+    """``key``'s hostile value, whose commands would touch ``tmp_path``/PWNED if the shell ran any of it."""
+    if key == "reference.dir":
+        # the committed reference under a hostile name (one path component: a marker without a
+        # slash), so that the rules reading it are scheduled
+        value = _hostile(key, "PWNED")
+        (tmp_path / value).symlink_to(REPO / "reports" / "reference" / "h200", target_is_directory=True)
+        return str(tmp_path / value)
+    return _hostile(key, tmp_path / "PWNED")
+
+
+#: keys whose hostile value changes what the walk schedules (a reference folder under another name
+#: has no kernel pages to check): set in a dry run of their own, so that they hide no command that
+#: holds another key's value
+SCHEDULE_KEYS = ("reference.dir", "reference.gpu_jobs")
+
+
+@pytest.fixture(scope="module")
+def hostile_walk(tmp_path_factory):
+    """key -> (its value, the dry run, its shell commands, whether the run set SCHEDULE_KEYS): two dry
+    runs, each with its accepted text keys hostile at once. Each value names its key, so each test
+    finds its own value's commands, and a value a command split or ran is caught in that command
+    whatever the others hold. The keys that name a workload or variant are refused, each in a run
+    of its own (the first refusal would hide the next)."""
+    walks = {}
+    for scheduling in (False, True):
+        tmp_path = tmp_path_factory.mktemp("hostile")
+        values = {key: _hostile_value(tmp_path, key) for key in TEXT_KEYS
+                  if key not in REFUSED_NAMES and (key in SCHEDULE_KEYS) == scheduling}
+        r, _ = _dry_run_commands(tmp_path, values)
+        commands = _shell_commands(r.stdout)
+        walks.update({key: (tmp_path / "PWNED", value, r, commands, scheduling) for key, value in values.items()})
+    return walks
+
+
+def _holds(command: str, value: str) -> bool:
+    """Whether ``command`` holds any of ``value``: its text up to the first quote (the key's name),
+    not as the start of a longer name (`ncu` in `ncu_profile`)."""
+    return re.search(re.escape(value.split("'")[0]) + r"(?!\w)", command) is not None
+
+
+@pytest.mark.parametrize("key", TEXT_KEYS)
+def test_a_hostile_value_of_every_key_arrives_as_one_argument(request, tmp_path, key, rules_with_shell):
+    """Each config key that can hold text, set to a value with quotes, $( ), backticks, ;, spaces and a
+    newline: in every command of the dry run that holds it, it is one argument (or part of one), and
+    every $ and backtick of it sits in single quotes; a key that names a workload or variant refuses it."""
+    if key in REFUSED_NAMES:
+        marker = tmp_path / "PWNED"
+        r, _ = _dry_run_commands(tmp_path, {key: _hostile_value(tmp_path, key)})
+        out = r.stdout + r.stderr
+        assert not marker.exists()
+        assert r.returncode != 0, f"{key}: a hostile name was accepted"
+        assert key.split(".")[0].replace("*", "") in out or "no such" in out or "variant" in out, out[-1500:]
+        return
+    marker, value, r, commands, scheduling = request.getfixturevalue("hostile_walk")[key]
+    out = r.stdout + r.stderr
+    assert not marker.exists()
+    assert r.returncode == 0, out[-3000:]
     _COVERED.update(rule for rule, _ in commands)
+    if not scheduling:
+        # none of the other values set with this one left a rule out of the walk
+        hidden = rules_with_shell - {rule for rule, _ in commands}
+        assert not hidden, f"rules the hostile values of this dry run left out (add the key to SCHEDULE_KEYS): {hidden}"
     reached = 0
     for rule, command in commands:
-        if value.split("'")[0] not in command:
+        if not _holds(command, value):
             continue
         words = shlex.split(command)
         holding = [w for w in words if value in w]
@@ -342,7 +395,7 @@ def _pattern_keys(schema):
     (REPO / "rules" / "schemas" / "config.schema.yaml").read_text())))))
 def test_a_hostile_value_of_a_key_with_a_pattern_is_refused_by_the_schema(tmp_path, key):
     marker = tmp_path / "PWNED"
-    r, _ = _dry_run_commands(tmp_path, key, _hostile(key, marker), "results")
+    r, _ = _dry_run_commands(tmp_path, {key: _hostile(key, marker)})
     out = r.stdout + r.stderr
     assert r.returncode != 0 and "does not match" in out, out[-1500:]
     assert not marker.exists()

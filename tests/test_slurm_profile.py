@@ -24,6 +24,7 @@ import yaml
 
 import slurm_cluster
 from conftest import REPO, copy_checkout
+import snakemake_forks
 from workloads import settings
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -78,9 +79,8 @@ def rules(tmp_path_factory):
     wf = _copy_workflow(tmp_path_factory.mktemp("workflow"), "link")
     (wf / "dump.smk").write_text(RULE_DUMP)
     (wf / "site.yaml").write_text("cluster:\n  envmodules: [cuda/13.0, nsight-compute/2025.3.1]\n")
-    r = subprocess.run(SNAKEMAKE + ["-s", "dump.smk", "--configfile", "site.yaml", "--list-rules"], cwd=wf,
-                       capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, COOKBOOK_RULE_DUMP=str(wf / "rules.json")))
+    r = snakemake_forks.run(["-s", "dump.smk", "--configfile", "site.yaml", "--list-rules"], wf, timeout=120,
+                            env=dict(os.environ, COOKBOOK_RULE_DUMP=str(wf / "rules.json")))
     assert r.returncode == 0, r.stderr[-3000:]
     config = yaml.safe_load((wf / "rules" / "config.yaml").read_text())
     return {"rules": {d["name"]: d for d in json.loads((wf / "rules.json").read_text())},
@@ -136,8 +136,7 @@ def test_site_settings_come_from_the_environment():
 def _dry_run_jobs(wf: Path, target: str) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if k not in SITE_ENV}
     env["COOKBOOK_SLURM_PARTITION"] = "p1"
-    r = subprocess.run(SNAKEMAKE + ["--profile", "profiles/slurm", "-n", "--forceall", target], cwd=wf,
-                       capture_output=True, text=True, timeout=120, env=env)
+    r = snakemake_forks.run(["--profile", "profiles/slurm", "-n", "--forceall", target], wf, timeout=120, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     jobs = []
     # a checkpoint's job (the preflight) is printed as "checkpoint <name>:"
