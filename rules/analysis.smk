@@ -3,6 +3,9 @@
 
 
 rule summarize_run:
+    """One run's summary: a live run's captures summarized in a process of its own (it is ready
+    once its GPU jobs are); a reference run's copied from its workload's summaries, which one process
+    makes (summarize_reference: Python's start-up and imports once per workload, not once per run)."""
     input:
         unpack(run_inputs),
     output:
@@ -12,13 +15,31 @@ rule summarize_run:
     wildcard_constraints:
         set="live|reference",
     params:
-        python=PYTHON,
-        run_dir=lambda wc: run_dir(capture_root(wc.set), wc.workload, wc.variant, wc.size),
+        command=summarize_run_command,
     conda:
         CONDA_ENV
     shell:
-        "{params.python:q} -m analysis summarize-run --run-dir {params.run_dir:q} --output {output:q}"
-        " > {log:q} 2>&1"
+        "{params.command} > {log:q} 2>&1"
+
+
+rule summarize_reference:
+    """The summaries of one reference workload's runs, in one process, under
+    analysis/reference-runs/<workload>/ (summarize_run copies each where the reports read it)."""
+    input:
+        lambda wc: [f for v, s in REFERENCE_RUNS[wc.workload] for f in reference_run_inputs(wc.workload, v, s).values()],
+    output:
+        directory(f"{WORK}/analysis/reference-runs/{{workload}}"),
+    log:
+        f"{WORK}/logs/analysis/reference-runs/{{workload}}.log",
+    params:
+        python=PYTHON,
+        runs=lambda wc, output: shlex.join(
+            [a for v, s in REFERENCE_RUNS[wc.workload]
+             for a in ("--run-dir", run_dir(REF_DIR, wc.workload, v, s), "--output", f"{output[0]}/{v}/n{s}.json")]),
+    conda:
+        CONDA_ENV
+    shell:
+        "{params.python:q} -m analysis summarize-run {params.runs} > {log:q} 2>&1"
 
 
 rule summarize_coldstart:

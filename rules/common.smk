@@ -347,26 +347,49 @@ def capture_root(capture_set):
 
 
 def run_inputs(wc):
-    d = run_dir(capture_root(wc.set), wc.workload, wc.variant, wc.size)
-    # reference captures keep the SQLite export and the ncu report gzipped
-    gz = "" if wc.set == "live" else layout.GZIP_SUFFIX
+    if wc.set != "live":
+        return {"summaries": reference_summaries(wc.workload)}
+    d = run_dir(CAPTURES, wc.workload, wc.variant, wc.size)
     files = {
-        # a reference keeps the timed record gzipped too (analysis.common.gzfiles.kept_gzipped); older ones plain
-        "timing": f"{d}/{layout.TIMING}" if wc.set == "live" else existing_capture(d, layout.TIMING) or f"{d}/{layout.TIMING}",
-        "sqlite": f"{d}/{layout.NSYS_EXPORT}{gz}",
+        "timing": f"{d}/{layout.TIMING}",
+        "sqlite": f"{d}/{layout.NSYS_EXPORT}",
         "nsys_run": f"{d}/{layout.NSYS_RUN}",
     }
-    if wc.set == "live":
-        if profiled_by_ncu(wc.workload, wc.variant, int(wc.size)) and counters_readable():
-            files["ncu"] = f"{d}/{layout.NCU_REPORT}"
-            # not read by the summary (it reads the report); made beside it for capture_reference
-            files["ncu_raw_page"] = f"{d}/{layout.NCU_RAW}"
-    elif os.path.exists(f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"):
+    if profiled_by_ncu(wc.workload, wc.variant, int(wc.size)) and counters_readable():
+        files["ncu"] = f"{d}/{layout.NCU_REPORT}"
+        # not read by the summary (it reads the report); made beside it for capture_reference
+        files["ncu_raw_page"] = f"{d}/{layout.NCU_RAW}"
+    return files
+
+
+def reference_run_inputs(workload, variant, size):
+    """The files the summary of one reference run reads: they keep the SQLite export and the ncu
+    report gzipped, and the timed record too (analysis.common.gzfiles.kept_gzipped; older ones plain)."""
+    d = run_dir(REF_DIR, workload, variant, size)
+    files = {
+        "timing": existing_capture(d, layout.TIMING) or f"{d}/{layout.TIMING}",
+        "sqlite": f"{d}/{layout.NSYS_EXPORT}{layout.GZIP_SUFFIX}",
+        "nsys_run": f"{d}/{layout.NSYS_RUN}",
+    }
+    if os.path.exists(f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"):
         files["ncu"] = f"{d}/{layout.NCU_REPORT}{layout.GZIP_SUFFIX}"
     elif existing_capture(d, layout.NCU_RAW):
         # the report file was not kept (size): the summary reads ncu's raw page instead
         files["ncu_raw"] = existing_capture(d, layout.NCU_RAW)
     return files
+
+
+def reference_summaries(workload):
+    """The folder where summarize_reference writes a reference workload's summaries, <variant>/n<size>.json."""
+    return f"{WORK}/analysis/reference-runs/{workload}"
+
+
+def summarize_run_command(wc, input, output):
+    """summarize_run's command, quoted: the live run summarized; a reference run's summary copied."""
+    if wc.set != "live":
+        return shlex.join(["cp", f"{input.summaries}/{wc.variant}/n{wc.size}.json", output[0]])
+    return shlex.join([PYTHON, "-m", "analysis", "summarize-run", "--run-dir",
+                       run_dir(CAPTURES, wc.workload, wc.variant, wc.size), "--output", output[0]])
 
 
 # Runs held in the reference folder, discovered from its files (config may have moved on).

@@ -35,12 +35,12 @@ def _simulate(code: str) -> str:
     return r.stdout
 
 
-def _run_recipe_on_cpu(tmp_path, variant: str, mode: str) -> dict:
-    """``python -m workloads.numba_ufunc --device cpu`` at 3001 elements (the simulator turns itself
-    on); its record."""
+def _run_recipe_on_cpu(tmp_path, variant: str, mode: str, size: int = 3001) -> dict:
+    """``python -m workloads.numba_ufunc --device cpu`` at ``size`` elements (the simulator turns
+    itself on); its record."""
     out = tmp_path / "rec.json"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    args = [sys.executable, "-m", "workloads.numba_ufunc", "--device", "cpu", "--variant", variant, "--size", "3001",
+    args = [sys.executable, "-m", "workloads.numba_ufunc", "--device", "cpu", "--variant", variant, "--size", str(size),
             "--mode", mode, "--output", str(out)]
     if mode == "timed":
         args += ["--warmup", "1", "--repeats", "3"]
@@ -138,12 +138,14 @@ def test_float32_cpu_ufunc_stays_within_the_bound_element_by_element(fastmath):
 @pytest.mark.parametrize("variant", ["float32", "fastmath"])
 @pytest.mark.parametrize("mode", ["run", "timed"])
 def test_float32_steps_run_and_check_under_the_simulator(tmp_path, variant, mode):
-    rec = _run_recipe_on_cpu(tmp_path, variant, mode)
+    # the simulator runs every thread in Python: a few hundred elements, more than one block
+    n = 301
+    rec = _run_recipe_on_cpu(tmp_path, variant, mode, size=n)
     assert rec["tolerance"] == rounding.tolerance(body.FILL_MAX_ABS, fastmath=variant == "fastmath")
     # the simulator evaluates the math in Python floats and stores float32: the output's rounding only
     assert 0 < rec["relative_error"] < U32
     w = rec["work"]
-    assert (w["bytes_read"], w["bytes_written"], w["flops"], w["flops_kind"]) == (4 * 3001, 4 * 3001, 10 * 3001, "fp32")
+    assert (w["bytes_read"], w["bytes_written"], w["flops"], w["flops_kind"]) == (4 * n, 4 * n, 10 * n, "fp32")
     assert w["bytes_h2d"] == w["bytes_d2h"] == 0
 
 
@@ -153,7 +155,7 @@ def test_float32_results_off_by_five_times_the_bound_fail_the_check():
         "import numpy as np\n"
         "from workloads.numba_ufunc.float32 import Float32\n"
         "from workloads.contract import check_result, ResultMismatch\n"
-        "v = Float32(size=2000); v.setup(); v.step()\n"
+        "v = Float32(size=301); v.setup(); v.step()\n"
         "got, ref = v.result(), v.reference()\n"
         "assert got.dtype == np.float32 and v.d_x.copy_to_host().dtype == np.float32\n"
         "print('exact', check_result(got, ref, v.tolerance, 'x') < 1e-7)\n"
@@ -161,7 +163,7 @@ def test_float32_results_off_by_five_times_the_bound_fail_the_check():
         "    check_result(got * np.float32(1 + 5 * v.tolerance), ref, v.tolerance, 'x')\n"
         "except ResultMismatch as e:\n"
         "    print('caught', e)\n"
-        "w = Float32(size=2000); w.setup()\n"
+        "w = Float32(size=301); w.setup()\n"
         "try:\n"
         "    check_result(w.result(), w.reference(), w.tolerance, 'x')\n"
         "except ResultMismatch as e:\n"
@@ -236,14 +238,14 @@ def test_the_sampled_check_gathers_on_the_device_the_elements_a_full_copy_holds(
         "import numpy as np\n"
         "from workloads.numba_ufunc import body\n"
         "from workloads.numba_ufunc.float32 import Float32\n"
-        "v = Float32(size=70_001); v.check_sample_elements = 5000; v.setup(); v.step()\n"
+        "v = Float32(size=7_001); v.check_sample_elements = 500; v.setup(); v.step()\n"
         "got, idx, total = v.sampled_result()\n"
         "full_out, full_x = v.result(), v.d_x.copy_to_host()\n"
         "v.keep_reference_inputs(idx)\n"
         "ref = v.reference_at(idx)\n"
         "print(total, idx.size, len(np.unique(idx)), got.dtype,\n"
         "      np.array_equal(got, full_out[idx]), np.array_equal(ref, body.reference(full_x[idx])))\n")
-    assert out.split() == ["70001", "5000", "5000", "float32", "True", "True"]
+    assert out.split() == ["7001", "500", "500", "float32", "True", "True"]
 
 
 @pytest.mark.parametrize("variant", ["baseline", "pinned"])

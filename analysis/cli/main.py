@@ -65,17 +65,27 @@ def _by_size(summaries: list[dict], workload: str) -> dict[int, list[dict]]:
 
 
 def cmd_summarize_run(a) -> None:
-    """Read one run folder (timing.json, the nsys SQLite export, the ncu report if any) and write its
-    numbers: time per call, bandwidth, kernels, transfers."""
-    check_target(a.output)
-    load_record(os.path.join(a.run_dir, layout.TIMING), "a timed run's record")
+    """Read run folders (timing.json, the nsys SQLite export, the ncu report if any) and write each
+    one's numbers: time per call, bandwidth, kernels, transfers. Several ``--run-dir``/``--output``
+    pairs share one process, so that a whole reference pays Python's start-up and imports once."""
+    if len(a.run_dir) != len(a.output):
+        raise AnalysisInputError(a.run_dir[-1], f"{len(a.run_dir)} --run-dir but {len(a.output)} --output: "
+                                                "give one --output per --run-dir, in the same order")
+    for output in a.output:
+        check_target(output)
+    for run_dir, output in zip(a.run_dir, a.output):
+        _summarize_one_run(run_dir, output)
+
+
+def _summarize_one_run(run_dir: str, output: str) -> None:
+    load_record(os.path.join(run_dir, layout.TIMING), "a timed run's record")
     for name in (layout.NSYS_RUN, layout.NCU_RUN):
-        if os.path.exists(os.path.join(a.run_dir, name)):
-            load_record(os.path.join(a.run_dir, name), "a profiled run's record")
-    record = summarize_run(a.run_dir)
-    write_text_atomic(a.output, json.dumps(record, indent=1, sort_keys=True) + "\n")
+        if os.path.exists(os.path.join(run_dir, name)):
+            load_record(os.path.join(run_dir, name), "a profiled run's record")
+    record = summarize_run(run_dir)
+    write_text_atomic(output, json.dumps(record, indent=1, sort_keys=True) + "\n")
     n = record["nsys"]["calls"]
-    print(f"{a.run_dir}: median {record['timing']['median_ms']:.4f} ms, "
+    print(f"{run_dir}: median {record['timing']['median_ms']:.4f} ms, "
           f"{record['achieved_gb_per_s']:.0f} GB/s, kernels per call {[c['kernels'] for c in n]}")
 
 
@@ -241,9 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "`python -m analysis COMMAND --help` describes a command.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     s = add_command(sub, "summarize-run", cmd_summarize_run, "one run's captures -> one JSON of numbers")
-    s.add_argument("--run-dir", required=True,
-                   help="the run folder, <work_dir>/captures/<workload>/<variant>/n<size>")
-    s.add_argument("--output", required=True, help="the JSON to write")
+    s.add_argument("--run-dir", required=True, action="append",
+                   help="the run folder, <work_dir>/captures/<workload>/<variant>/n<size>; repeated with "
+                        "--output, several runs in one process")
+    s.add_argument("--output", required=True, action="append",
+                   help="the JSON to write, one per --run-dir in the same order")
     s = add_command(sub, "report", cmd_report, "one workload's run summaries -> reports/<workload>.md and its figures")
     s.add_argument("--workload", required=True, help="the recipe's name, e.g. cupy_sqdiff")
     s.add_argument("--ceilings", required=True, help="ceilings.json of the run (workloads.harness.ceilings)")
