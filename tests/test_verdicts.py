@@ -320,33 +320,3 @@ def test_across_runs_widens_the_interval_by_the_margin_and_judges_it_again():
     # one measurement with itself stays the same measurement
     same = compare(before, list(reversed(before)))
     assert verdicts.across_runs(same, 0.1, "x") is same
-
-
-def test_the_numpy_bootstrap_gives_scipys_interval_to_the_bit():
-    # verdicts draws scipy.stats.bootstrap's resamples itself (its import costs every page half a
-    # second): the same interval, bit for bit, with ties, unequal sizes, and the ranks compare uses
-    from scipy import stats
-
-    rng = np.random.default_rng(11)
-    for trial in range(40):
-        nb, na = rng.integers(2, 300, 2)
-        b = rng.lognormal(0, rng.uniform(0.001, 0.3), nb) * rng.uniform(0.5, 2)
-        a = rng.lognormal(0, rng.uniform(0.001, 0.3), na)
-        if trial % 4 == 0:
-            b, a = np.round(b, 2), np.round(a, 2)
-        (bo, br), (ao, ar) = verdicts._ordered_and_ranks(b), verdicts._ordered_and_ranks(a)
-
-        def by_ranks(x, y, axis=-1):
-            return verdicts._median_of_ranks(x, bo, axis) / verdicts._median_of_ranks(y, ao, axis)
-
-        for data, statistic in (((b, a), verdicts._ratio_of_medians), ((br, ar), by_ranks)):
-            for confidence, resamples in ((verdicts.CONFIDENCE, 999), (0.9, 101)):
-                seed = int(rng.integers(1 << 30))
-                ours = verdicts._percentile_bootstrap(data, statistic, resamples, confidence, seed)
-                res = stats.bootstrap(data, statistic, n_resamples=resamples, confidence_level=confidence,
-                                      method="percentile", vectorized=True, rng=np.random.default_rng(seed))
-                assert ours == (float(res.confidence_interval.low), float(res.confidence_interval.high))
-    # a sample of one is scipy's to refuse
-    with pytest.raises(ValueError):
-        verdicts._percentile_bootstrap((np.array([1.0]), np.array([1.0, 2.0])), verdicts._ratio_of_medians, 99,
-                                       0.9, 1)

@@ -168,39 +168,6 @@ def _median_of_ranks(ranks: np.ndarray, ordered: np.ndarray, axis: int = -1) -> 
     return upper if n % 2 else (ordered[np.take(part, k - 1, axis=axis)] + upper) / 2
 
 
-def _percentile_bootstrap(data: tuple[np.ndarray, ...], statistic, n_resamples: int, confidence: float,
-                          seed: int) -> tuple[float, float]:
-    """``scipy.stats.bootstrap(data, statistic, method="percentile", vectorized=True,
-    rng=np.random.default_rng(seed))``'s interval, the same draws and operations in NumPy, so that a
-    page's dozen intervals do not cost its process scipy.stats' import; scipy's own where its
-    validation or its NaN handling would matter (a sample of one, a statistic that is not finite)."""
-    rng = np.random.default_rng(seed)
-    if all(sample.shape[-1] > 1 for sample in data):
-        # one resample per row, the samples drawn one after the other (scipy's rng_integers)
-        resampled = [sample[..., rng.integers(0, sample.shape[-1], (n_resamples, sample.shape[-1]), dtype="int64")]
-                     for sample in data]
-        theta = np.asarray(statistic(*resampled, axis=-1))
-        if theta.ndim == 1 and np.isfinite(theta).all():
-            # scipy.stats.quantile's "linear" method at alpha and 1 - alpha
-            alpha = np.asarray((1 - confidence) / 2, dtype=theta.dtype)
-            p = np.stack((alpha, 1 - alpha))
-            y = np.sort(theta)
-            n = np.asarray(y.shape[-1], dtype=theta.dtype)
-            jg = p * n + (1 - p)
-            jp1 = jg // 1
-            j = jp1 - 1
-            g = jg % 1
-            g[j < 0] = 0
-            j, jp1 = np.clip(j, 0.0, n - 1), np.clip(jp1, 0.0, n - 1)
-            ci = (1 - g) * y[j.astype(np.int64)] + g * y[jp1.astype(np.int64)]
-            return float(ci[0]), float(ci[1])
-    from scipy import stats  # noqa: PLC0415 - costly import, only here
-
-    res = stats.bootstrap(data, statistic, n_resamples=n_resamples, confidence_level=confidence,
-                          method="percentile", vectorized=True, rng=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
 def compare(before: Sequence[float], after: Sequence[float], threshold: float = THRESHOLD,
             confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES, seed: int = SEED) -> Verdict:
     """Is ``after`` faster than ``before``? Both are repeated times of one call (any unit), in one process each."""
@@ -212,6 +179,8 @@ def compare(before: Sequence[float], after: Sequence[float], threshold: float = 
         # one measurement on both sides: nothing varies between them
         return Verdict("same", 1.0, (1.0, 1.0), (b.n, a.n), f"identical samples on both sides; {detail}",
                        "identical", confidence, threshold)
+    from scipy import stats  # noqa: PLC0415 - costly import, only here
+
     b_values, a_values = np.asarray(before, float), np.asarray(after, float)
     if np.isnan(b_values).any() or np.isnan(a_values).any():
         data, statistic = (b_values, a_values), _ratio_of_medians
@@ -223,7 +192,9 @@ def compare(before: Sequence[float], after: Sequence[float], threshold: float = 
 
         def statistic(b, a, axis=-1):
             return _median_of_ranks(b, b_ordered, axis) / _median_of_ranks(a, a_ordered, axis)
-    lo, hi = _percentile_bootstrap(data, statistic, n_resamples, confidence, seed)
+    res = stats.bootstrap(data, statistic, n_resamples=n_resamples, confidence_level=confidence,
+                          method="percentile", vectorized=True, rng=np.random.default_rng(seed))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     kind = _kind(lo, hi, threshold)
     return Verdict(kind, ratio, (lo, hi), (b.n, a.n), f"{_explain(kind, threshold, confidence)}; {detail}",
                    "bootstrap of samples in one process", confidence, threshold)
