@@ -459,12 +459,16 @@ BIG_EXPORT = max(H200.rglob("nsys.sqlite.gz"), key=lambda p: p.stat().st_size)
 
 
 #: the child's sitecustomize: an audit hook that says "paused" on the inherited pipe at the first
-#: event named PAUSE_AT_EVENT whose first argument holds PAUSE_AT_MATCH, then waits for a signal there
+#: event named PAUSE_AT_EVENT whose first argument holds PAUSE_AT_MATCH, then waits for a signal there;
+#: SIGINT reaches the command as it would in a terminal, whatever the test's own start ignored
 _PAUSE_HOOK = """
 import os, signal, sys
 
 _event, _match, _fd = os.environ["PAUSE_AT_EVENT"], os.environ["PAUSE_AT_MATCH"], int(os.environ["PAUSE_FD"])
 _paused = []
+# Ctrl-C as at a terminal: tests started from a background job inherit SIGINT ignored, and Python
+# then installs no KeyboardInterrupt for it (the command would pause for ever)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _pause(event, args):
