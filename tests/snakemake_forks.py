@@ -27,6 +27,17 @@ _SERVER = r"""
 import json, os, runpy, sys, tempfile
 import snakemake.cli  # noqa: F401 - what every start of Snakemake imports
 import snakemake.workflow
+from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
+from snakemake_interface_logger_plugins.registry import LoggerPluginRegistry
+from snakemake_interface_report_plugins.registry import ReportPluginRegistry
+from snakemake_interface_scheduler_plugins.registry import SchedulerPluginRegistry
+from snakemake_interface_storage_plugins.registry import StoragePluginRegistry
+
+# each registry is a singleton that imports its installed plugins when first made (the SLURM executor's
+# imports pandas): made here, every fork has them
+for registry in (ExecutorPluginRegistry, LoggerPluginRegistry, ReportPluginRegistry, SchedulerPluginRegistry,
+                 StoragePluginRegistry):
+    registry()
 
 _requests, _replies = os.fdopen(int(sys.argv[1]), "r"), os.fdopen(int(sys.argv[2]), "w")
 

@@ -15,6 +15,7 @@ import pytest
 from workloads.harness.cold import CACHE_VARIABLES, UnsafePathError, cache_root, fresh_cache_env, safe_rmtree
 
 from conftest import REPO
+import snakemake_forks
 
 
 def test_refuses_root_home_and_outside(tmp_path):
@@ -366,8 +367,7 @@ def _planned_shell_lines(tmp_path, targets, *options):
     from test_preflight_and_pipeline import _repo_copy
 
     repo = _repo_copy(tmp_path)
-    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", *targets, *options], cwd=repo,
-                       capture_output=True, text=True, timeout=300)
+    r = snakemake_forks.run(["-n", "-p", "--forceall", *targets, *options], repo, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return r.stdout.splitlines()
 

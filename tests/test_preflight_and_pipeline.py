@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -14,7 +12,6 @@ from workloads.harness import preflight
 from conftest import copy_checkout
 import snakemake_forks
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
 def test_preflight_names_everything_missing_and_writes_nothing(tmp_path, no_gpu_env, capsys):
@@ -98,8 +95,7 @@ def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
     repo = _repo_copy(tmp_path, reference="link")
     # the rebuild's jobs run on the CPU and write files of their own: as many at once as there are
     # cores (the default profile's one job at a time is for the GPU jobs)
-    r = subprocess.run(SNAKEMAKE + ["rebuild_reports", "--cores", "all"], cwd=repo, capture_output=True, text=True,
-                       timeout=600)
+    r = snakemake_forks.run(["rebuild_reports", "--cores", "all"], repo, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (repo / "results" / "reports" / "reference" / "CHECKED").exists()
     assert "equal the committed ones" in r.stdout + r.stderr
@@ -112,8 +108,7 @@ def test_rebuild_reports_reproduces_the_committed_markdown(tmp_path):
     # reference's workflow is not started again
     md = repo / "reports" / "cupy_sqdiff.md"
     md.write_text(md.read_text().replace("faster", "slower", 1))
-    r = subprocess.run(SNAKEMAKE + ["results/reports/reference/CHECKED", "--forcerun", "check_rebuild"], cwd=repo,
-                       capture_output=True, text=True, timeout=600)
+    r = snakemake_forks.run(["results/reports/reference/CHECKED", "--forcerun", "check_rebuild"], repo, timeout=600)
     assert r.returncode != 0
     assert "differ from the committed ones" in r.stdout + r.stderr
 

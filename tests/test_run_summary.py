@@ -10,7 +10,8 @@ from analysis.common import layout
 from analysis.common.errors import AnalysisInputError, UnknownSchemaVersion
 from analysis.model.run_summary import SCHEMA_VERSION, captured_in_range, load_summary, union_ns
 
-from conftest import REFERENCE, summary_of, write_tree
+from conftest import REFERENCE, REPO, summary_of, write_tree
+import snakemake_forks
 
 
 def _summary(variant, size=16384):
@@ -222,13 +223,7 @@ def test_merge_refuses_a_workload_folder_that_links_outside(tmp_path):
 
 
 def test_config_schema_needs_a_workload_in_only_workloads():
-    import subprocess
-    import sys
-
-    from conftest import REPO
-
-    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "rebuild_reports", "--cores", "1", "--config",
-                        "only_workloads=[]"], cwd=REPO, capture_output=True, text=True)
+    r = snakemake_forks.run(["-n", "rebuild_reports", "--cores", "1", "--config", "only_workloads=[]"], REPO)
     out = r.stdout + r.stderr
     assert r.returncode != 0 and "only_workloads" in out and "non-empty" in out, out[-800:]
 

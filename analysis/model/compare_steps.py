@@ -96,13 +96,17 @@ class Step:
         return self.provenance.get("cpu_model"), self.provenance.get("cpu_count")
 
 
-def nearest_ceilings(folder: str, root: str) -> dict | None:
+def nearest_ceilings(folder: str, root: str, loaded: dict[str, dict] | None = None) -> dict | None:
     """The ceilings a record in ``folder`` uses: the nearest ``ceilings.json`` above it, up to ``root``
-    (a workload merged in from a later run keeps its own)."""
+    (a workload merged in from a later run keeps its own). ``loaded``: the ceilings already read, by
+    path, shared by the calls for one tree (its steps mostly share one file)."""
+    loaded = {} if loaded is None else loaded
     while True:
         path = os.path.join(folder, "ceilings.json")
         if os.path.exists(path):
-            return load_record(path, "a ceilings record")["ceilings"]
+            if path not in loaded:
+                loaded[path] = load_record(path, "a ceilings record")["ceilings"]
+            return loaded[path]
         if os.path.samefile(folder, root) or os.path.dirname(folder) == folder:
             return None
         folder = os.path.dirname(folder)
@@ -114,6 +118,7 @@ def load_steps(root: str) -> dict[tuple[str, str, int], list[Step]]:
     if not os.path.isdir(root):
         raise AnalysisInputError(root, "not a folder of captures")
     steps: dict[tuple[str, str, int], list[Step]] = {}
+    ceilings_read: dict[str, dict] = {}
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS)
         # a live run's record, or a reference's gzipped copy
@@ -124,7 +129,7 @@ def load_steps(root: str) -> dict[tuple[str, str, int], list[Step]]:
         rec = load_timed(path)
         if len(rec["times_ms"]) < verdicts.MIN_SAMPLES:
             raise AnalysisInputError(path, f"{len(rec['times_ms'])} samples, need at least {verdicts.MIN_SAMPLES}")
-        ceilings = nearest_ceilings(folder, root)
+        ceilings = nearest_ceilings(folder, root, ceilings_read)
         tel = rec.get("telemetry") or {}
         prov = rec.get("provenance") or {}
         step = Step(rec["workload"], rec["variant"], int(rec["size"]), path, [float(t) for t in rec["times_ms"]],
