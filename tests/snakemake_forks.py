@@ -38,6 +38,11 @@ from snakemake_interface_storage_plugins.registry import StoragePluginRegistry
 for registry in (ExecutorPluginRegistry, LoggerPluginRegistry, ReportPluginRegistry, SchedulerPluginRegistry,
                  StoragePluginRegistry):
     registry()
+# what a run imports while it reads the Snakefile and its configuration: the file opener (which
+# imports requests), the schema checker and the profile's template engine
+import jsonschema, smart_open, yte  # noqa: E401,F401
+import gc
+gc.freeze()  # the objects made so far are never collected: a fork's collections leave their pages shared
 
 _requests, _replies = os.fdopen(int(sys.argv[1]), "r"), os.fdopen(int(sys.argv[2]), "w")
 

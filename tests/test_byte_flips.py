@@ -115,3 +115,42 @@ def test_kernel_page_on_a_damaged_kernel_report_names_the_file_and_metric(tmp_pa
     err = capsys.readouterr().err
     assert "kernel-damaged.ncu-rep" in err and "smsp__pcsamp_warps_issue_stalled_" in err, err
     assert "not a number" in err and not (tmp_path / "page.md").exists()
+
+
+def _copy_of_a_report(tmp_path):
+    """A committed report under another path: read by a child each time (conftest keeps committed reads)."""
+    copy = tmp_path / "copy.ncu-rep"
+    copy.write_bytes(_plain_bytes(REPO / "reports/reference/h200/cupy_sqdiff/raw_kernel/n16384/ncu.ncu-rep.gz"))
+    return copy
+
+
+def test_a_read_past_the_time_limit_is_stopped_and_the_next_read_works(tmp_path, monkeypatch):
+    """A damaged report can make the native reader spin: past READ_TIMEOUT_S its child is killed and
+    the report named; the template that forks the children serves the next read."""
+    from analysis.readers import ncu_child
+
+    report = _copy_of_a_report(tmp_path)
+    monkeypatch.setattr(ncu_child, "READ_TIMEOUT_S", 0.001)
+    with pytest.raises(AnalysisInputError, match=r"copy.ncu-rep.*took over 0.001 s"):
+        ncu_child.read_report("kernel_names", report)
+    monkeypatch.setattr(ncu_child, "READ_TIMEOUT_S", 300)
+    assert ncu_child.read_report("kernel_names", report) == ["cookbook_squared_diff_raw"]
+
+
+def test_a_forked_caller_reads_through_a_template_of_its_own(tmp_path):
+    """The template's pipes belong to the process that started it: a fork of that process (a
+    pipeline job started by fork, a multiprocessing worker) starts its own and both keep reading."""
+    from analysis.readers import ncu_child
+
+    report = _copy_of_a_report(tmp_path)
+    assert ncu_child.read_report("kernel_names", report) == ["cookbook_squared_diff_raw"]
+    result = tmp_path / "child.txt"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            result.write_text(",".join(ncu_child.read_report("kernel_names", report)))
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert result.read_text() == "cookbook_squared_diff_raw"
+    assert ncu_child.read_report("kernel_names", report) == ["cookbook_squared_diff_raw"]

@@ -3,10 +3,12 @@
 NVIDIA's ``ncu_report`` module is native code: a one-bit change in a report makes it abort
 (``Check failed: count >= 0``, SIGABRT) and some installs' copies segfault on every report. Run in
 the caller's process, either kills the pipeline step with an empty log. Here each report file is
-read by one short-lived child (``python -c``, a fresh interpreter; not per metric): the child
-loads the report, converts what the caller asked for into plain dataclasses and pickles them to a
-file; a child killed by a signal becomes an :class:`AnalysisInputError` naming the report and the
-signal.
+read by one short-lived child (not per metric): the child loads the report, converts what the
+caller asked for into plain dataclasses and pickles them to a file; a child killed by a signal
+becomes an :class:`AnalysisInputError` naming the report and the signal. The children are forks of
+a template process (``python -c``, started at the first read, one per calling process) that has
+imported the readers but never loads a report: a child starts in milliseconds, not as a fresh
+interpreter, and still shares nothing with the caller.
 
 Which ``ncu_report`` is used is decided once per process, also in a child: the ``ncu-report``
 package from PyPI when importable, else the copy under an Nsight Compute install's
@@ -15,16 +17,20 @@ package from PyPI when importable, else the copy under an Nsight Compute install
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import glob
 import importlib
 import os
+import json
 import pickle
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from typing import Any
 
@@ -108,6 +114,114 @@ def _child_command(task: str, *args: str) -> list[str]:
     return [sys.executable, "-c", code, task, *args]
 
 
+#: the template process: imports the readers, then serves requests (JSON lines on stdin) until stdin closes
+_TEMPLATE_CODE = (f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
+                  "from analysis.readers.ncu_child import serve_forks; serve_forks()")
+
+
+def serve_forks() -> None:
+    """In the template process: fork one child per request, which runs :func:`child_main` on the
+    request's arguments in the request's folder, its stderr to the request's file; answer each
+    request on stdout with the child's pid, then its exit status (negative: the signal that ended it)."""
+    for module in TASKS.values():
+        importlib.import_module(module.split(":")[0])
+    replies = sys.stdout.buffer
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                for fd, target, flags in ((0, os.devnull, os.O_RDONLY), (1, os.devnull, os.O_WRONLY),
+                                          (2, request["stderr"], os.O_WRONLY | os.O_TRUNC)):
+                    opened = os.open(target, flags)
+                    os.dup2(opened, fd)
+                    os.close(opened)
+                os.chdir(request["cwd"])
+                status = child_main(request["argv"])
+            except BaseException:  # noqa: BLE001 - told through the exit status and stderr, as a fresh interpreter would
+                traceback.print_exc()
+            finally:
+                sys.stderr.flush()
+                os._exit(status)
+        replies.write(b"%d\n" % pid)
+        replies.flush()
+        _, wait_status = os.waitpid(pid, 0)
+        replies.write(b"%d\n" % os.waitstatus_to_exitcode(wait_status))
+        replies.flush()
+
+
+class _Template:
+    """This process's template process (:func:`serve_forks`), started with the environment the children need."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env, self.owner = env, os.getpid()
+        self.proc = subprocess.Popen([sys.executable, "-c", _TEMPLATE_CODE], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=env)
+        atexit.register(self.close)
+
+    def usable_for(self, env: dict[str, str]) -> bool:
+        # a forked caller starts its own: the pipes are its parent's
+        return self.owner == os.getpid() and self.env == env and self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.owner != os.getpid() or self.proc.poll() is not None:
+            return
+        self.proc.stdin.close()  # the template leaves its loop
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def reply(self, timeout: float | None) -> int:
+        """The template's next answer; TimeoutError after ``timeout`` s, RuntimeError if it ended."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        line = b""
+        while not line.endswith(b"\n"):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.proc.stdout], [], [], left)[0]:
+                raise TimeoutError
+            byte = os.read(self.proc.stdout.fileno(), 1)  # unbuffered: select() must see the next answer
+            if not byte:
+                raise RuntimeError("the ncu report reader's template process ended")
+            line += byte
+        return int(line)
+
+    def run(self, argv: list[str], timeout: float) -> tuple[int, str]:
+        """:func:`child_main` on ``argv`` in a fork: its exit status (negative: killed by that signal)
+        and its stderr. subprocess.TimeoutExpired after ``timeout`` s, the child killed."""
+        fd, stderr_file = tempfile.mkstemp(suffix=".stderr", prefix="ncu-read-")
+        os.close(fd)
+        try:
+            self.proc.stdin.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "stderr": stderr_file}).encode() + b"\n")
+            self.proc.stdin.flush()
+            pid = self.reply(60)
+            try:
+                status = self.reply(timeout)
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                self.reply(None)
+                raise subprocess.TimeoutExpired(argv, timeout) from None
+            with open(stderr_file, errors="replace") as f:
+                return status, f.read()
+        finally:
+            os.unlink(stderr_file)
+
+
+_template: _Template | None = None
+
+
+def _forked_child(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int, str]:
+    """:meth:`_Template.run` in this process's template for ``env``, started (again) where needed."""
+    global _template
+    if _template is None or not _template.usable_for(env):
+        if _template is not None:
+            _template.close()
+        _template = _Template(env)
+    return _template.run(argv, timeout)
+
+
 def _signal_name(returncode: int) -> str:
     try:
         return signal.Signals(-returncode).name
@@ -121,20 +235,21 @@ def _run_child(path: str, task: str, args: list[str], env: dict[str, str]) -> An
     os.close(fd)
     try:
         try:
-            proc = subprocess.run(_child_command(task, result_file, *args), env=env, capture_output=True,
-                                  text=True, timeout=READ_TIMEOUT_S)
+            returncode, stderr = _forked_child([task, result_file, *args], env, READ_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise AnalysisInputError(path, f"reading it took over {READ_TIMEOUT_S} s (the child was stopped): "
                                            "the report is damaged") from None
-        tail = proc.stderr.strip()[-600:]
-        if proc.returncode < 0:
-            raise AnalysisInputError(path, f"the ncu_report module crashed reading it ({_signal_name(proc.returncode)})"
+        except RuntimeError as e:
+            raise AnalysisInputError(path, str(e)) from None
+        tail = stderr.strip()[-600:]
+        if returncode < 0:
+            raise AnalysisInputError(path, f"the ncu_report module crashed reading it ({_signal_name(returncode)})"
                                            f": the report is damaged, or the module does not work here"
                                            + (f"; it said: {tail}" if tail else ""))
         with open(result_file, "rb") as f:
             payload = f.read()
-        if proc.returncode != 0 or not payload:
-            raise AnalysisInputError(path, f"the report reader exited with status {proc.returncode}"
+        if returncode != 0 or not payload:
+            raise AnalysisInputError(path, f"the report reader exited with status {returncode}"
                                            + (f"; it said: {tail}" if tail else ""))
         status, value = pickle.loads(payload)  # written by our own child just now
     finally:
