@@ -121,10 +121,13 @@ _TEMPLATE_CODE = (f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
 
 def serve_forks() -> None:
     """In the template process: fork one child per request, which runs :func:`child_main` on the
-    request's arguments in the request's folder, its stderr to the request's file; answer each
+    request's arguments in the request's folder and environment, its stderr to the request's file; answer each
     request on stdout with the child's pid, then its exit status (negative: the signal that ended it)."""
     for module in TASKS.values():
         importlib.import_module(module.split(":")[0])
+    # NVIDIA's module too (loading its native library is most of a child's system time), after
+    # reader_module's child has imported it without harm; no report is ever loaded here
+    import_ncu_report()
     replies = sys.stdout.buffer
     for line in sys.stdin.buffer:
         request = json.loads(line)
@@ -138,6 +141,8 @@ def serve_forks() -> None:
                     os.dup2(opened, fd)
                     os.close(opened)
                 os.chdir(request["cwd"])
+                os.environ.clear()
+                os.environ.update(request["env"])
                 status = child_main(request["argv"])
             except BaseException:  # noqa: BLE001 - told through the exit status and stderr, as a fresh interpreter would
                 traceback.print_exc()
@@ -151,18 +156,28 @@ def serve_forks() -> None:
         replies.flush()
 
 
+#: the variables a process reads as it starts (where Python and the loader look for modules and
+#: libraries) and the ncu_report the template imports: a template started with other values is started again; the children get the rest of the
+#: caller's environment with each request
+_STARTUP_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "LD_LIBRARY_PATH", "LD_PRELOAD", _EXTRAS_ENV)
+
+
+def _startup_values(env: dict[str, str]) -> tuple:
+    return tuple(env.get(name) for name in _STARTUP_VARIABLES)
+
+
 class _Template:
-    """This process's template process (:func:`serve_forks`), started with the environment the children need."""
+    """This process's template process (:func:`serve_forks`)."""
 
     def __init__(self, env: dict[str, str]):
-        self.env, self.owner = env, os.getpid()
+        self.startup, self.owner = _startup_values(env), os.getpid()
         self.proc = subprocess.Popen([sys.executable, "-c", _TEMPLATE_CODE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env)
         atexit.register(self.close)
 
     def usable_for(self, env: dict[str, str]) -> bool:
         # a forked caller starts its own: the pipes are its parent's
-        return self.owner == os.getpid() and self.env == env and self.proc.poll() is None
+        return self.owner == os.getpid() and self.startup == _startup_values(env) and self.proc.poll() is None
 
     def close(self) -> None:
         if self.owner != os.getpid() or self.proc.poll() is not None:
@@ -188,13 +203,13 @@ class _Template:
             line += byte
         return int(line)
 
-    def run(self, argv: list[str], timeout: float) -> tuple[int, str]:
-        """:func:`child_main` on ``argv`` in a fork: its exit status (negative: killed by that signal)
-        and its stderr. subprocess.TimeoutExpired after ``timeout`` s, the child killed."""
+    def run(self, argv: list[str], env: dict[str, str], timeout: float) -> tuple[int, str]:
+        """:func:`child_main` on ``argv`` in a fork with environment ``env``: its exit status (negative:
+        killed by that signal) and its stderr. subprocess.TimeoutExpired after ``timeout`` s, the child killed."""
         fd, stderr_file = tempfile.mkstemp(suffix=".stderr", prefix="ncu-read-")
         os.close(fd)
         try:
-            self.proc.stdin.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "stderr": stderr_file}).encode() + b"\n")
+            self.proc.stdin.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "env": env, "stderr": stderr_file}).encode() + b"\n")
             self.proc.stdin.flush()
             pid = self.reply(60)
             try:
@@ -219,7 +234,7 @@ def _forked_child(argv: list[str], env: dict[str, str], timeout: float) -> tuple
         if _template is not None:
             _template.close()
         _template = _Template(env)
-    return _template.run(argv, timeout)
+    return _template.run(argv, env, timeout)
 
 
 def _signal_name(returncode: int) -> str:
