@@ -35,7 +35,7 @@ def _simulate(code: str) -> str:
     return r.stdout
 
 
-def _run_recipe_on_cpu(tmp_path, variant: str, mode: str, size: int = 3001) -> dict:
+def _run_recipe_on_cpu(tmp_path, variant: str, mode: str, size: int = 301) -> dict:
     """``python -m workloads.numba_ufunc --device cpu`` at ``size`` elements (the simulator turns
     itself on); its record."""
     out = tmp_path / "rec.json"
@@ -51,17 +51,17 @@ def _run_recipe_on_cpu(tmp_path, variant: str, mode: str, size: int = 3001) -> d
 
 @pytest.mark.parametrize("mode", ["run", "timed"])
 def test_streams_variant_runs_and_checks_under_the_simulator(tmp_path, mode):
-    # 3001 elements: chunks of unequal length, every stream used more than once
+    # 301 elements: 15 chunks of 19 and one of 16 (unequal lengths), each of the 3 streams used 5 or 6 times
     rec = _run_recipe_on_cpu(tmp_path, "streams", mode)
     assert rec["relative_error"] <= 1e-13
-    assert rec["work"]["bytes_h2d"] == rec["work"]["bytes_d2h"] == 8 * 3001
+    assert rec["work"]["bytes_h2d"] == rec["work"]["bytes_d2h"] == 8 * 301
 
 
 def test_a_skipped_chunk_is_caught_by_the_check():
     out = _simulate(
         "from workloads.numba_ufunc.streams import Streams\n"
         "from workloads.contract import check_result, ResultMismatch\n"
-        "v = Streams(size=3001); v.setup(); v.bounds = v.bounds[:-1]; v.step()\n"
+        "v = Streams(size=301); v.setup(); v.bounds = v.bounds[:-1]; v.step()\n"
         "try:\n"
         "    check_result(v.result(), v.reference(), v.tolerance, 'x')\n"
         "except ResultMismatch as e:\n"

@@ -409,3 +409,14 @@ def test_real_records_take_joules_per_call_from_their_burst(name, calls_at_least
     assert watts[0] < burst["mean_power_w"] < watts[1]
     # a call back to back takes about what a timed sample took: power x median time ~ joules per call
     assert joules == pytest.approx(burst["mean_power_w"] * rec["timing"]["median_ms"] / 1e3, rel=0.25)
+
+
+@pytest.mark.parametrize("confidence", [0.95, 0.99])
+def test_the_binomial_quantile_is_scipy_stats_binom_ppf(confidence):
+    """sampling.py takes the quantile from scipy.special (a fifth of scipy.stats' import, in every timed
+    process): the same k as binom.ppf for every sample count a run can hold."""
+    from scipy import stats
+
+    q = (1 - confidence) / 2
+    ns = np.arange(1, 2 * sampling.SamplingRule().max_samples + 1)
+    assert [sampling._binomial_half_quantile(q, int(n)) for n in ns] == stats.binom.ppf(q, ns, 0.5).astype(int).tolist()
