@@ -11,10 +11,10 @@ min_version("9.0")
 configfile: "rules/config.yaml"
 # `--config coldwarm=false` arrives as the string "false" (Snakemake reads only True/False as
 # booleans): for the keys the schema declares boolean, take the lower-case spellings too
-import yaml
+from workloads.registry import load_yaml
 
 with open("rules/schemas/config.schema.yaml") as _f:
-    _boolean_keys = {k for k, v in yaml.safe_load(_f)["properties"].items() if v.get("type") == "boolean"}
+    _boolean_keys = {k for k, v in load_yaml(_f.read())["properties"].items() if v.get("type") == "boolean"}
 for _key in _boolean_keys & set(config):
     if isinstance(config[_key], str) and config[_key].lower() in ("true", "false"):
         config[_key] = config[_key].lower() == "true"

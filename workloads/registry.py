@@ -21,6 +21,14 @@ FACTS_FILE = "profile.yaml"
 #: the presets a facts file may hold; each is laid over ``default`` key by key
 PRESETS = ("default", "lab", "laptop", "smoke")
 FACTS_SCHEMA = Path(workloads.__file__).parent / "recipe_facts.schema.yaml"
+#: libyaml's loader where PyYAML was built with it (ten times quicker), else the pure-Python one: the
+#: same safe subset of YAML, the same values
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(text: str):
+    """``yaml.safe_load(text)``, through libyaml where it is there."""
+    return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
 
 
 @lru_cache(maxsize=None)
@@ -73,7 +81,7 @@ def _facts_file(name: str) -> dict:
         raise RecipeFactsError(path, f"missing: every recipe states its facts there (presets {', '.join(PRESETS)}; "
                                      f"keys in {FACTS_SCHEMA.name})")
     try:
-        presets = yaml.safe_load(path.read_text())
+        presets = load_yaml(path.read_text())
     except yaml.YAMLError as e:
         raise RecipeFactsError(path, f"not YAML ({e})") from None
     if not isinstance(presets, dict) or not isinstance(presets.get("default"), dict):
@@ -111,7 +119,19 @@ def recipe_facts(name: str, preset: str = "default", overrides: dict | None = No
 
 @lru_cache(maxsize=1)
 def _schema() -> dict:
-    return yaml.safe_load(FACTS_SCHEMA.read_text())
+    return load_yaml(FACTS_SCHEMA.read_text())
+
+
+@lru_cache(maxsize=1)
+def _validator():
+    """The facts schema's validator, the schema itself checked once: ``jsonschema.validate`` checks it
+    again on every call, most of a recipe's check."""
+    import jsonschema  # noqa: PLC0415 - a Snakemake dependency, needed only where facts are read
+
+    schema = _schema()
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
 
 
 def check_facts(recipe: Recipe, facts: dict, where: str) -> None:
@@ -120,11 +140,11 @@ def check_facts(recipe: Recipe, facts: dict, where: str) -> None:
     import jsonschema  # noqa: PLC0415 - a Snakemake dependency, needed only where facts are read
 
     name = recipe.name
-    try:
-        jsonschema.validate(facts, _schema())
-    except jsonschema.ValidationError as e:
+    # the error jsonschema.validate would raise: the best match among them
+    e = jsonschema.exceptions.best_match(_validator().iter_errors(facts))
+    if e is not None:
         key = ".".join(str(p) for p in e.absolute_path)
-        raise RecipeFactsError(where, f"workloads.{name}{'.' + key if key else ''}: {e.message}") from None
+        raise RecipeFactsError(where, f"workloads.{name}{'.' + key if key else ''}: {e.message}")
     ncu = facts["ncu"]
     if ncu.get("kernel_regex"):
         try:
