@@ -30,6 +30,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from typing import Any
@@ -225,16 +226,28 @@ class _Template:
 
 
 _template: _Template | None = None
+#: one request at a time on the template's pipes, whichever thread reads
+_template_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # a fork while another thread held the lock would leave it held for good in the child
+    global _template_lock
+    _template_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _forked_child(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int, str]:
     """:meth:`_Template.run` in this process's template for ``env``, started (again) where needed."""
     global _template
-    if _template is None or not _template.usable_for(env):
-        if _template is not None:
-            _template.close()
-        _template = _Template(env)
-    return _template.run(argv, env, timeout)
+    with _template_lock:
+        if _template is None or not _template.usable_for(env):
+            if _template is not None:
+                _template.close()
+            _template = _Template(env)
+        return _template.run(argv, env, timeout)
 
 
 def _signal_name(returncode: int) -> str:
