@@ -9,14 +9,13 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 
+from analysis.common.forks import read_line
 from workloads import settings
 
 #: the server: imports Snakemake, then forks one child per request line (JSON) on the pipe its first
@@ -65,6 +64,8 @@ request = _serve()
 _requests.close()
 _replies.close()
 os.setsid()  # its own process group: a timeout ends it and the jobs it started
+# as analysis.common.forks.redirect_standard_streams does; not imported here, where it would put this
+# checkout's `analysis` package in every child, ahead of the copy of the checkout the child runs in
 for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                         (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
     opened = os.open(path, flags, 0o600)
@@ -117,20 +118,11 @@ def _stop(server) -> None:
 
 
 def _reply(replies: int, timeout: float | None) -> str:
-    """The server's next line, read a byte at a time from the pipe's descriptor: a buffered reader could
-    take the next answer into its buffer, where select() no longer sees it."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    line = b""
-    while not line.endswith(b"\n"):
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ready, _, _ = select.select([replies], [], [], left)
-        if not ready:
-            raise TimeoutError
-        byte = os.read(replies, 1)
-        if not byte:
-            raise RuntimeError("the Snakemake fork server ended (tests/snakemake_forks.py)")
-        line += byte
-    return line.decode()
+    """The server's next line (TimeoutError after ``timeout`` s)."""
+    try:
+        return read_line(replies, timeout).decode()
+    except EOFError:
+        raise RuntimeError("the Snakemake fork server ended (tests/snakemake_forks.py)") from None
 
 
 def run(args, cwd, env: dict | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:

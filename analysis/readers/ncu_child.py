@@ -22,20 +22,19 @@ import dataclasses
 import functools
 import glob
 import importlib
-import os
 import json
+import os
 import pickle
-import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import traceback
 from typing import Any
 
 from analysis.common.errors import AnalysisInputError
+from analysis.common.forks import read_line, redirect_standard_streams
 from analysis.common.gzfiles import plain_file
 
 #: first bytes of every .ncu-rep file
@@ -122,8 +121,9 @@ _TEMPLATE_CODE = (f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
 
 def serve_forks() -> None:
     """In the template process: fork one child per request, which runs :func:`child_main` on the
-    request's arguments in the request's folder and environment, its stderr to the request's file; answer each
-    request on stdout with the child's pid, then its exit status (negative: the signal that ended it)."""
+    request's arguments in the request's folder and environment, its stderr to the request's file;
+    answer each request on stdout with the child's pid, then its exit status (negative: the signal
+    that ended it)."""
     for module in TASKS.values():
         importlib.import_module(module.split(":")[0])
     # NVIDIA's module too (loading its native library is most of a child's system time), after
@@ -136,11 +136,7 @@ def serve_forks() -> None:
         if pid == 0:
             status = 1
             try:
-                for fd, target, flags in ((0, os.devnull, os.O_RDONLY), (1, os.devnull, os.O_WRONLY),
-                                          (2, request["stderr"], os.O_WRONLY | os.O_TRUNC)):
-                    opened = os.open(target, flags)
-                    os.dup2(opened, fd)
-                    os.close(opened)
+                redirect_standard_streams(os.devnull, os.devnull, request["stderr"])
                 os.chdir(request["cwd"])
                 os.environ.clear()
                 os.environ.update(request["env"])
@@ -158,8 +154,8 @@ def serve_forks() -> None:
 
 
 #: the variables a process reads as it starts (where Python and the loader look for modules and
-#: libraries) and the ncu_report the template imports: a template started with other values is started again; the children get the rest of the
-#: caller's environment with each request
+#: libraries) and the ncu_report the template imports: a template started with other values is
+#: started again; the children get the rest of the caller's environment with each request
 _STARTUP_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "LD_LIBRARY_PATH", "LD_PRELOAD", _EXTRAS_ENV)
 
 
@@ -192,17 +188,10 @@ class _Template:
 
     def reply(self, timeout: float | None) -> int:
         """The template's next answer; TimeoutError after ``timeout`` s, RuntimeError if it ended."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        line = b""
-        while not line.endswith(b"\n"):
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not select.select([self.proc.stdout], [], [], left)[0]:
-                raise TimeoutError
-            byte = os.read(self.proc.stdout.fileno(), 1)  # unbuffered: select() must see the next answer
-            if not byte:
-                raise RuntimeError("the ncu report reader's template process ended")
-            line += byte
-        return int(line)
+        try:
+            return int(read_line(self.proc.stdout.fileno(), timeout))
+        except EOFError:
+            raise RuntimeError("the ncu report reader's template process ended") from None
 
     def run(self, argv: list[str], env: dict[str, str], timeout: float) -> tuple[int, str]:
         """:func:`child_main` on ``argv`` in a fork with environment ``env``: its exit status (negative:
@@ -210,7 +199,8 @@ class _Template:
         fd, stderr_file = tempfile.mkstemp(suffix=".stderr", prefix="ncu-read-")
         os.close(fd)
         try:
-            self.proc.stdin.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "env": env, "stderr": stderr_file}).encode() + b"\n")
+            request = {"argv": argv, "cwd": os.getcwd(), "env": env, "stderr": stderr_file}
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
             self.proc.stdin.flush()
             pid = self.reply(60)
             try:

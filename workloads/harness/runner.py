@@ -387,7 +387,7 @@ def run(recipe: Recipe, args: argparse.Namespace) -> dict:
     # the budget, and at the lab's 1 s budget most runs stopped at their 10th sample
     provenance_record = None if args.mode == "first" else provenance.collect(recipe.requires)
     if args.mode == "timed":
-        sampling.load_statistics()
+        sampling.load_binomial_functions()
     t0 = time.perf_counter()
     v.prepare_host(args.check)
     wall_s["prepare_host"] = time.perf_counter() - t0

@@ -41,7 +41,7 @@ class SamplingRule:
         return {k: (None if v == float("inf") else v) for k, v in dataclasses.asdict(self).items()}
 
 
-def load_statistics():
+def load_binomial_functions():
     """SciPy's special functions (the binomial CDF and its inverse), imported on first use: a timed run
     loads them before its samples start, so that the import is not counted in the sampling budget.
     scipy.special, not scipy.stats: a fifth of the import, in every timed process."""
@@ -54,7 +54,7 @@ def _binomial_half_quantile(q: float, n: int) -> int:
     """The smallest k with P(B <= k) >= q for B ~ binomial(n, 1/2): ``scipy.stats.binom.ppf(q, n, 0.5)``
     (tests/test_timed_sampling.py checks them equal), from the inverse of the continuous extension and a step
     to the integer the CDF itself gives."""
-    special = load_statistics()
+    special = load_binomial_functions()
     k = max(int(np.ceil(special.bdtrik(q, n, 0.5))), 0)
     while k > 0 and special.bdtr(k - 1, n, 0.5) >= q:
         k -= 1
@@ -70,7 +70,7 @@ def median_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple
     n = x.size
     k = _binomial_half_quantile((1 - confidence) / 2, n)
     # P(rank interval misses) = 2 * P(B <= k - 1) must stay <= 1 - confidence
-    if k >= 1 and 2 * load_statistics().bdtr(k - 1, n, 0.5) > 1 - confidence:
+    if k >= 1 and 2 * load_binomial_functions().bdtr(k - 1, n, 0.5) > 1 - confidence:
         k -= 1
     if k < 1:
         return float(x[0]), float(x[-1])
