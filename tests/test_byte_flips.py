@@ -154,3 +154,25 @@ def test_a_forked_caller_reads_through_a_template_of_its_own(tmp_path):
     os.waitpid(pid, 0)
     assert result.read_text() == "cookbook_squared_diff_raw"
     assert ncu_child.read_report("kernel_names", report) == ["cookbook_squared_diff_raw"]
+
+
+def test_the_template_finds_the_one_host_library_the_readers_load(tmp_path):
+    """The template loads NVIDIA's NVPerf host library before it forks (a child loading it took most
+    of a read's time): the pip package's copy beside the module; in an install, the one under host/,
+    and none where there are several to choose from."""
+    import ncu_report
+
+    from analysis.readers import ncu_child
+    [library] = ncu_child._nvperf_host_libraries(ncu_report)
+    assert os.path.dirname(library) == os.path.dirname(ncu_report.__file__)
+
+    class Installed:  # an Nsight Compute install's extras/python/ncu_report.py
+        __file__ = str(tmp_path / "extras" / "python" / "ncu_report.py")
+
+    assert ncu_child._nvperf_host_libraries(Installed) == []
+    for platform in ("linux-desktop-glibc_2_11_3-x64", "linux-desktop-t210-a64"):
+        (tmp_path / "host" / platform).mkdir(parents=True)
+        (tmp_path / "host" / platform / "libnvperf_host.so").write_bytes(b"")
+        found = ncu_child._nvperf_host_libraries(Installed)
+        assert found == ([str(tmp_path / "host" / platform / "libnvperf_host.so")]
+                         if platform.endswith("x64") else [])

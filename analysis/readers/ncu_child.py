@@ -18,6 +18,7 @@ package from PyPI when importable, else the copy under an Nsight Compute install
 from __future__ import annotations
 
 import atexit
+import ctypes
 import dataclasses
 import functools
 import glob
@@ -108,6 +109,17 @@ def _probe() -> ReaderModule:
     return ReaderModule(module.__file__, os.path.basename(os.path.dirname(os.path.dirname(extras))) or "?", extras)
 
 
+def _nvperf_host_libraries(module) -> list[str]:
+    """NVIDIA's NVPerf host library that ``module`` (ncu_report) loads as it reads a report: beside
+    the module in the pip package, under ``host/<platform>/`` in an Nsight Compute install. None
+    where that is not one file: the children then load it themselves, as the module decides."""
+    here = os.path.dirname(os.path.abspath(module.__file__))
+    install = os.path.dirname(os.path.dirname(here))
+    found = (glob.glob(os.path.join(here, "libnvperf_host.so"))
+             or glob.glob(os.path.join(install, "host", "*", "libnvperf_host.so")))
+    return found if len(found) == 1 else []
+
+
 def _child_command(task: str, *args: str) -> list[str]:
     code = (f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
             "from analysis.readers.ncu_child import child_main; sys.exit(child_main(sys.argv[1:]))")
@@ -126,9 +138,13 @@ def serve_forks() -> None:
     that ended it)."""
     for module in TASKS.values():
         importlib.import_module(module.split(":")[0])
-    # NVIDIA's module too (loading its native library is most of a child's system time), after
-    # reader_module's child has imported it without harm; no report is ever loaded here
-    import_ncu_report()
+    # NVIDIA's module too, after reader_module's child has imported it without harm; no report is
+    # ever loaded here
+    module = import_ncu_report()
+    # and the host library it loads at a report's first action: loading it (relocations, ~100 MB
+    # of pages touched) was most of each child's time; a child now finds it loaded
+    for library in _nvperf_host_libraries(module):
+        ctypes.CDLL(library)
     replies = sys.stdout.buffer
     for line in sys.stdin.buffer:
         request = json.loads(line)
