@@ -179,6 +179,18 @@ def compare(before: Sequence[float], after: Sequence[float], threshold: float = 
         # one measurement on both sides: nothing varies between them
         return Verdict("same", 1.0, (1.0, 1.0), (b.n, a.n), f"identical samples on both sides; {detail}",
                        "identical", confidence, threshold)
+    lo, hi = _bootstrap_interval(tuple(map(float, before)), tuple(map(float, after)), confidence, n_resamples, seed)
+    kind = _kind(lo, hi, threshold)
+    return Verdict(kind, ratio, (lo, hi), (b.n, a.n), f"{_explain(kind, threshold, confidence)}; {detail}",
+                   "bootstrap of samples in one process", confidence, threshold)
+
+
+# building a page, the compare gate and the noise model each ask again, in one process, for intervals
+# they already have; the interval is a pure function of its arguments
+@functools.lru_cache(maxsize=256)
+def _bootstrap_interval(before: tuple[float, ...], after: tuple[float, ...], confidence: float, n_resamples: int,
+                        seed: int) -> tuple[float, float]:
+    """The seeded percentile bootstrap interval of median(before) / median(after)."""
     from scipy import stats  # noqa: PLC0415 - costly import, only here
 
     b_values, a_values = np.asarray(before, float), np.asarray(after, float)
@@ -194,10 +206,7 @@ def compare(before: Sequence[float], after: Sequence[float], threshold: float = 
             return _median_of_ranks(b, b_ordered, axis) / _median_of_ranks(a, a_ordered, axis)
     res = stats.bootstrap(data, statistic, n_resamples=n_resamples, confidence_level=confidence,
                           method="percentile", vectorized=True, rng=np.random.default_rng(seed))
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    kind = _kind(lo, hi, threshold)
-    return Verdict(kind, ratio, (lo, hi), (b.n, a.n), f"{_explain(kind, threshold, confidence)}; {detail}",
-                   "bootstrap of samples in one process", confidence, threshold)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def compare_processes(before_medians: Sequence[float], after_medians: Sequence[float],
