@@ -32,11 +32,8 @@ from typing import ClassVar
 import numpy as np
 
 from workloads.backend import Backend
+from workloads.errors import WorkloadError
 from workloads.harness.check import CheckHooks
-
-
-class WorkloadError(RuntimeError):
-    """A workload was asked for something it does not have, or computed a wrong result."""
 
 
 class RecipeFactsError(WorkloadError):

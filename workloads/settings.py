@@ -14,7 +14,7 @@ import dataclasses
 import os
 from typing import Mapping
 
-from workloads.contract import WorkloadError
+from workloads.errors import WorkloadError
 
 FLAG_TRUE = ("1", "true", "on", "yes")
 FLAG_FALSE = ("0", "false", "off", "no")

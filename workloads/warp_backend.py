@@ -30,7 +30,7 @@ import time
 
 from workloads import settings
 from workloads.backend import Backend, EventPair
-from workloads.contract import WorkloadError
+from workloads.errors import WorkloadError
 
 ENV_DEVICE = "COOKBOOK_WARP_DEVICE"
 ENV_LINEINFO = "COOKBOOK_LINEINFO"

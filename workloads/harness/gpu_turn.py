@@ -52,7 +52,7 @@ from typing import Iterator
 
 from analysis.common.outputs import write_json_atomic
 from workloads import settings
-from workloads.contract import WorkloadError
+from workloads.errors import WorkloadError
 
 LOCK_VARIABLE = "COOKBOOK_GPU_TURN_LOCK"
 RECORD_VARIABLE = "COOKBOOK_GPU_TURN_RECORD"

@@ -19,12 +19,10 @@ from workloads import frameworks, settings
 #: packages whose versions every record states, beyond the workload's own
 BASE_PACKAGES = ("numpy", "nvtx")
 
-#: import name -> distribution names to try (first found wins), from the framework records
-DISTRIBUTIONS = frameworks.distributions()
-
-
 def package_version(import_name: str) -> str | None:
-    for dist in DISTRIBUTIONS.get(import_name, (import_name,)):
+    # the distribution names to try (first found wins), from the framework records: read at the first
+    # call, as they import every recipe, which tools that only need git_commit or tool_output skip
+    for dist in frameworks.distributions().get(import_name, (import_name,)):
         try:
             return _md.version(dist)
         except _md.PackageNotFoundError:
