@@ -6,7 +6,6 @@ import collections
 import json
 import os
 import sqlite3
-import subprocess
 import sys
 
 import numpy as np
@@ -24,6 +23,7 @@ from workloads.jax_matmul import RECIPE  # noqa: E402
 from workloads.jax_matmul import common  # noqa: E402
 from workloads.jax_matmul import exp_allocator  # noqa: E402
 
+import python_forks  # noqa: E402
 from conftest import REFERENCE, REPO, reference_trace  # noqa: E402
 
 CPU_ENV = dict(os.environ, JAX_PLATFORMS="cpu")
@@ -115,9 +115,9 @@ def test_the_sampled_check_recomputes_whole_rows_equal_to_the_full_reference(var
 
 def test_a_run_under_the_profilers_records_its_sampled_check(tmp_path):
     out = tmp_path / "run.json"
-    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "jit", "--size", "64",
+    r = python_forks.run(python_forks.JAX, [sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "jit", "--size", "64",
                         "--calls", "1", "--check", "sample", "--output", str(out)],
-                       cwd=REPO, env=CPU_ENV, capture_output=True, text=True, timeout=120)
+                       REPO, CPU_ENV, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert rec["check"] == {"method": "sample", "elements": 8 * 64, "of": 64 * 64}
@@ -147,18 +147,18 @@ def test_sizes_that_are_not_a_power_of_two_or_too_large_are_refused(size):
 
 
 def test_the_runner_refuses_a_non_power_of_two_with_one_line():
-    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "baseline",
+    r = python_forks.run(python_forks.JAX, [sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "baseline",
                         "--size", "96"],
-                       cwd=REPO, env=CPU_ENV, capture_output=True, text=True, timeout=120)
+                       REPO, CPU_ENV, timeout=120)
     assert r.returncode == 1
     assert "power of two" in r.stderr
 
 
 def test_timed_run_through_the_runner(tmp_path):
     out = tmp_path / "t.json"
-    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "jit", "--size", "128", "--mode",
+    r = python_forks.run(python_forks.JAX, [sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "jit", "--size", "128", "--mode",
                         "timed", "--warmup", "1", "--repeats", "3", "--output", str(out)],
-                       cwd=REPO, env=CPU_ENV, capture_output=True, text=True, timeout=120)
+                       REPO, CPU_ENV, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert rec["relative_error"] == 0.0
@@ -228,9 +228,9 @@ def test_allocator_child_records_time_memory_and_the_check(tmp_path):
     out = tmp_path / "child.json"
     env = dict(CPU_ENV, XLA_PYTHON_CLIENT_PREALLOCATE="false",
                COOKBOOK_CUDA_DRIVER_LIBRARY="libcuda-not-here.so.1")
-    r = subprocess.run([sys.executable, "-m", "workloads.jax_matmul.exp_allocator", "--child", "--setting",
+    r = python_forks.run(python_forks.JAX, [sys.executable, "-m", "workloads.jax_matmul.exp_allocator", "--child", "--setting",
                         "preallocate_false", "--size", "64", "--warmup", "1", "--repeats", "3", "--output", str(out)],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+                       REPO, env, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert rec["environment"] == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}

@@ -17,6 +17,7 @@ from analysis.readers.ncu_source import kernel_names
 from workloads.contract import WorkloadError
 from workloads.tools.kernel_profile import kernel_regex, name_matches, ncu_command, nvtx_include
 
+import python_forks
 from conftest import REFERENCE, REPO
 
 #: kernel_profile's capture of scale_vec4 on an H100 (its kernel page: reports/kernels/)
@@ -222,8 +223,8 @@ def test_the_run_record_names_the_pattern_and_leaves_the_report_to_the_analysis(
 # --- Numba: COOKBOOK_LINEINFO=1 -> lineinfo=True ---------------------------------------------------------
 
 def _numba(code: str, **env) -> str:
-    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=dict(os.environ, **env), capture_output=True,
-                       text=True, timeout=120)
+    r = python_forks.run(python_forks.NUMBA_CUDA, [sys.executable, "-c", code], REPO, dict(os.environ, **env),
+                         timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout.strip()
 

@@ -15,6 +15,7 @@ numba = pytest.importorskip("numba")
 
 from workloads.numba_ufunc import body  # noqa: E402
 
+import python_forks  # noqa: E402
 from conftest import REPO  # noqa: E402
 
 
@@ -29,8 +30,7 @@ def test_scalar_body_as_cpu_ufunc_matches_the_numpy_reference():
 
 def _simulate(code: str) -> str:
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
-                       timeout=300)
+    r = python_forks.run(python_forks.NUMBA_CUDA, [sys.executable, "-c", code], REPO, env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout
 
@@ -225,7 +225,7 @@ def test_the_real_float32_kernels_carry_lineinfo_only_when_asked():
     for flag, lineinfo in (("1", True), ("0", False)):
         env = dict(os.environ, COOKBOOK_LINEINFO=flag)
         env.pop("NUMBA_ENABLE_CUDASIM", None)
-        r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        r = python_forks.run(python_forks.NUMBA_CUDA, [sys.executable, "-c", code], REPO, env, timeout=120)
         assert r.returncode == 0, r.stderr[-2000:]
         assert r.stdout.strip() == str([("mycalculation_f32", False, lineinfo),
                                         ("mycalculation_f32_fastmath", True, lineinfo)])

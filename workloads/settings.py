@@ -93,8 +93,8 @@ SETTINGS: Mapping[str, Setting] = {s.name: s for s in (
     Setting("COOKBOOK_RULE_DUMP", "", "File the SLURM test's Snakefile writes the rules' resources to.",
             "tests"),
     Setting("COOKBOOK_MODULE_LOG", "", "File the SLURM test's fake `module` command logs to.", "tests"),
-    Setting("COOKBOOK_SNAKEMAKE_FORKS", "1", "`0`: the tests start each Snakemake run as `python -m snakemake` "
-            "instead of forking it from a process that imported Snakemake (`tests/snakemake_forks.py`).", "tests",
+    Setting("COOKBOOK_TEST_FORKS", "1", "`0`: the tests start each Snakemake, JAX and Numba run as a fresh `python` "
+            "instead of forking it from a process that imported them (`tests/python_forks.py`).", "tests",
             "flag"),
 )}
 

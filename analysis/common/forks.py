@@ -1,6 +1,6 @@
 """Pieces of a fork server: a process that has imported what its children need forks one child per
 request, and answers over a pipe. Used by the ncu reader's template (analysis/readers/ncu_child.py)
-and by the tests' Snakemake starts (tests/snakemake_forks.py)."""
+and by the tests' fork servers (tests/python_forks.py)."""
 from __future__ import annotations
 
 import os

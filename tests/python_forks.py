@@ -1,0 +1,180 @@
+"""``python -m MODULE ARGS`` and ``python -c CODE ARGS`` for the tests, each run a fresh process
+forked from a server that has already imported what the run imports first and costs most: Snakemake
+(some 1,300 modules with its plugins, 0.6 s of CPU a start, about a hundred starts), JAX (1.2 s) or
+Numba's CUDA simulator (1.1 s). Each run is still a process of its own, with its own folder,
+environment, exit status, stdout and stderr (files, read back as ``subprocess.run(..., text=True)``
+would decode them). COOKBOOK_TEST_FORKS=0 starts each one plainly instead.
+
+A :class:`Server` whose imports read the environment (JAX and Numba read their settings as they are
+imported) is started in the environment of the first run it serves, and serves only runs whose
+variables of the kinds it reads have the same values; Snakemake's serves any."""
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+from analysis.common.forks import read_line
+from workloads import settings
+
+#: the server: runs its preamble (the imports), then forks one child per request line (JSON) on the pipe
+#: its first argument names and answers each on its second with the child's pid, then its exit status.
+#: The child leaves the loop and runs the request as `python -m`/`python -c` would, in the request's
+#: folder and environment (PYTHONPATH too: a process reads it at its start, so the child puts it on
+#: sys.path itself).
+_SERVER = r"""
+import gc, json, os, runpy, sys, tempfile, types
+exec(sys.argv[3])
+gc.freeze()  # the objects made so far are never collected: a fork's collections leave their pages shared
+
+_requests, _replies = os.fdopen(int(sys.argv[1]), "r"), os.fdopen(int(sys.argv[2]), "w")
+
+
+def _serve():
+    for line in _requests:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            return request
+        _replies.write(f"{pid}\n")
+        _replies.flush()
+        _, status = os.waitpid(pid, 0)
+        _replies.write(f"{os.waitstatus_to_exitcode(status)}\n")
+        _replies.flush()
+    os._exit(0)
+
+
+request = _serve()
+_requests.close()
+_replies.close()
+os.setsid()  # its own process group: a timeout ends it and the processes it started
+# as analysis.common.forks.redirect_standard_streams does; not imported here, where it would put this
+# checkout's `analysis` package in every child, ahead of the copy of the checkout the child may run in
+for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                        (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+    opened = os.open(path, flags, 0o600)
+    os.dup2(opened, fd)
+    os.close(opened)
+os.chdir(request["cwd"])
+os.environ.clear()
+os.environ.update(request["env"])
+tempfile.tempdir = None  # TMPDIR as the request's environment says
+option, target, *args = request["argv"]
+sys.path[0] = os.getcwd() if option == "-m" else ""  # as `python -m` and `python -c` put it
+sys.path[1:1] = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+exec(request["child_setup"])
+if option == "-m":
+    sys.argv = [target, *args]
+    runpy.run_module(target, run_name="__main__", alter_sys=True)
+else:
+    sys.argv = ["-c", *args]
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    exec(compile(target, "<string>", "exec"), main.__dict__)
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Server:
+    """What a server imports before it forks (Python code), what each child runs before the request."""
+
+    preamble: str
+    #: the beginnings of the names of the variables the preamble's imports read (a server per set of
+    #: their values, started in the environment of its first run); empty: they read none
+    reads: tuple[str, ...] = ()
+    child_setup: str = ""
+
+    def key(self, env: dict[str, str]) -> tuple:
+        return tuple(sorted((k, v) for k, v in env.items() if k.startswith(self.reads))) if self.reads else ()
+
+
+#: where a process finds modules and native libraries as it starts
+_STARTUP = ("PYTHON", "LD_")
+#: JAX reads JAX_PLATFORMS and its other settings as it is imported, XLA's flags as it starts a backend
+JAX = Server("import jax, jax.numpy  # noqa: E401,F401", reads=("JAX_", "XLA_", "TF_", *_STARTUP))
+#: Numba reads NUMBA_ENABLE_CUDASIM (the simulator) and its other settings as it is imported, and
+#: locates the CUDA toolkit from CUDA_HOME/CUDA_PATH
+NUMBA_CUDA = Server("import numba.cuda  # noqa: F401", reads=("NUMBA_", "CUDA_", *_STARTUP))
+
+_lock = threading.Lock()
+#: (server, its key of the environment) -> (process, request pipe, reply fd)
+_running: dict[tuple, tuple] = {}
+
+
+def _start(server: Server, env: dict[str, str]) -> tuple:
+    key = (server, server.key(env))
+    running = _running.get(key)
+    if running is not None and running[0].poll() is None:
+        return running
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    if server.reads:
+        server_env = env
+    else:
+        # the server's own PYTHONPATH entries would sit on every child's sys.path; the child adds the request's
+        server_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(req_r), str(rep_w), server.preamble],
+                            stdin=subprocess.DEVNULL, env=server_env, pass_fds=(req_r, rep_w))
+    os.close(req_r)
+    os.close(rep_w)
+    running = _running[key] = (proc, os.fdopen(req_w, "w"), rep_r)
+    atexit.register(_stop, running)
+    return running
+
+
+def _stop(running) -> None:
+    """End the server (it leaves at the end of its requests) and wait for it, so that its CPU time and
+    its children's count as this process' children's."""
+    proc, requests, replies = running
+    requests.close()
+    os.close(replies)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _reply(replies: int, timeout: float | None) -> str:
+    """The server's next line (TimeoutError after ``timeout`` s)."""
+    try:
+        return read_line(replies, timeout).decode()
+    except EOFError:
+        raise RuntimeError("a fork server of the tests ended (tests/python_forks.py)") from None
+
+
+def run(server: Server, argv: list[str], cwd, env: dict | None = None,
+        timeout: float | None = None) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)`` for
+    ``argv`` = ``[sys.executable, "-m" or "-c", ...]``, from a fork of ``server``."""
+    argv = [str(a) for a in argv]
+    if argv[0] != sys.executable or argv[1] not in ("-m", "-c"):
+        raise ValueError(f"not a `python -m` or `python -c` command: {argv[:3]}")
+    env = dict(os.environ if env is None else env)
+    if not settings.flag("COOKBOOK_TEST_FORKS"):
+        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    with _lock, tempfile.TemporaryDirectory(prefix="forked-run-") as folder:
+        _, requests, replies = _start(server, env)
+        out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
+        requests.write(json.dumps({"argv": argv[1:], "cwd": os.path.abspath(cwd), "stdout": out, "stderr": err,
+                                   "env": env, "child_setup": server.child_setup}) + "\n")
+        requests.flush()
+        pid = int(_reply(replies, 60))
+        try:
+            rc = int(_reply(replies, timeout))
+        except TimeoutError:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:  # not yet the leader of its own group
+                os.kill(pid, signal.SIGKILL)
+            _reply(replies, None)
+            with open(out) as o, open(err) as e:
+                raise subprocess.TimeoutExpired(argv, timeout, o.read(), e.read()) from None
+        with open(out) as o, open(err) as e:
+            return subprocess.CompletedProcess(argv, rc, o.read(), e.read())
