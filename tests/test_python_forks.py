@@ -15,12 +15,12 @@ from workloads import settings
 
 pytestmark = pytest.mark.skipif(not settings.flag("COOKBOOK_TEST_FORKS"), reason="COOKBOOK_TEST_FORKS=0: no fork servers")
 
-#: a server whose preamble reads COOKBOOK_PROBE_ at import, as Numba reads NUMBA_*
-PROBE = python_forks.Server("import os\nSEEN = os.environ.get('COOKBOOK_PROBE_VALUE')", reads=("COOKBOOK_PROBE_",))
+#: a server whose preamble reads FORKS_PROBE_ at import, as Numba reads NUMBA_*
+PROBE = python_forks.Server("import os\nSEEN = os.environ.get('FORKS_PROBE_VALUE')", reads=("FORKS_PROBE_",))
 
 SHOW = ("import json, os, sys\n"
         "print(json.dumps({'argv': sys.argv, 'cwd': os.getcwd(), 'path0': sys.path[0], 'name': __name__,"
-        " 'value': os.environ.get('COOKBOOK_PROBE_VALUE'), 'other': os.environ.get('COOKBOOK_OTHER'),"
+        " 'value': os.environ.get('FORKS_PROBE_VALUE'), 'other': os.environ.get('FORKS_OTHER'),"
         " 'server': os.getppid()}))\n"
         "print('to stderr', file=sys.stderr)\n"
         "sys.exit(3)")
@@ -33,7 +33,7 @@ def _both(argv, cwd, env):
 
 
 def test_a_forked_c_run_is_what_a_fresh_one_is(tmp_path):
-    env = dict(os.environ, COOKBOOK_PROBE_VALUE="a", COOKBOOK_OTHER="x")
+    env = dict(os.environ, FORKS_PROBE_VALUE="a", FORKS_OTHER="x")
     forked, fresh = _both([sys.executable, "-c", SHOW, "one", "two"], tmp_path, env)
     assert forked.returncode == fresh.returncode == 3
     assert forked.stderr == fresh.stderr == "to stderr\n"
@@ -45,7 +45,7 @@ def test_a_forked_c_run_is_what_a_fresh_one_is(tmp_path):
 
 def test_a_forked_m_run_is_what_a_fresh_one_is(tmp_path):
     (tmp_path / "probe_module.py").write_text(SHOW)
-    env = dict(os.environ, COOKBOOK_PROBE_VALUE="a")
+    env = dict(os.environ, FORKS_PROBE_VALUE="a")
     forked, fresh = _both([sys.executable, "-m", "probe_module", "--flag"], tmp_path, env)
     assert forked.returncode == fresh.returncode == 3
     a, b = (json.loads(r.stdout) for r in (forked, fresh))
@@ -59,9 +59,9 @@ def test_one_server_per_value_of_the_variables_its_imports_read(tmp_path):
                              dict(os.environ, **variables), timeout=60)
         return int(r.stdout)
 
-    first = server_of(COOKBOOK_PROBE_VALUE="a", COOKBOOK_OTHER="x")
-    assert server_of(COOKBOOK_PROBE_VALUE="a", COOKBOOK_OTHER="y") == first  # a variable its imports never read
-    assert server_of(COOKBOOK_PROBE_VALUE="b") != first
+    first = server_of(FORKS_PROBE_VALUE="a", FORKS_OTHER="x")
+    assert server_of(FORKS_PROBE_VALUE="a", FORKS_OTHER="y") == first  # a variable its imports never read
+    assert server_of(FORKS_PROBE_VALUE="b") != first
 
 
 def test_a_run_past_its_time_is_stopped_and_the_server_serves_the_next(tmp_path):
