@@ -3,6 +3,7 @@ code under the CUDA simulator (which cannot run CUDA ufuncs: numba-cuda 0.30 rai
 "'FakeOverload' object has no attribute 'signature'" there)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -11,15 +12,25 @@ import sys
 import numpy as np
 import pytest
 
-numba = pytest.importorskip("numba")
-
-from workloads.numba_ufunc import body  # noqa: E402
+# Numba is imported by the tests that use it, not at collection: a worker that never runs them is
+# spared its import
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="could not import 'numba'")
 
 import python_forks  # noqa: E402
 from conftest import REPO  # noqa: E402
 
 
-def test_scalar_body_as_cpu_ufunc_matches_the_numpy_reference():
+@pytest.fixture(scope="module")
+def body():
+    """The recipe's kernels and their scalar body (importing it imports Numba)."""
+    from workloads.numba_ufunc import body  # noqa: PLC0415 - Numba at the first test that needs it
+
+    return body
+
+
+def test_scalar_body_as_cpu_ufunc_matches_the_numpy_reference(body):
+    import numba
+
     ufunc = numba.vectorize(["float64(float64)"], target="cpu")(body.mycalculation)
     x = np.random.default_rng(3).standard_normal(10_000)
     out = ufunc(x)
@@ -89,13 +100,13 @@ from workloads.numba_ufunc import rounding  # noqa: E402
 U32 = 2.0 ** -24
 
 
-def test_the_fill_bounds_x_by_its_box_muller_floor():
+def test_the_fill_bounds_x_by_its_box_muller_floor(body):
     # |x| = sqrt(-2 ln u1) |cos| <= sqrt(-2 ln FILL_U1_MIN): what the float32 tolerances are taken at
     assert body.FILL_U1_MIN == 1e-12
     assert body.FILL_MAX_ABS == pytest.approx(7.4338443777, rel=1e-10)
 
 
-def test_the_float32_error_bound_is_the_derivation_in_rounding_py():
+def test_the_float32_error_bound_is_the_derivation_in_rounding_py(body):
     # libdevice: (x^2/2 + 8.5) u, every term of the module doc
     assert rounding.UNIT_ROUNDOFF == U32 and rounding.ULP == 2 * U32
     assert rounding.relative_error_bound(0.0) == pytest.approx(8.5 * U32, rel=1e-12)
@@ -117,11 +128,13 @@ def test_the_float32_error_bound_is_the_derivation_in_rounding_py():
 
 
 @pytest.mark.parametrize("fastmath", [False, True])
-def test_float32_cpu_ufunc_stays_within_the_bound_element_by_element(fastmath):
+def test_float32_cpu_ufunc_stays_within_the_bound_element_by_element(fastmath, body):
     # the same body compiled for the CPU in float32 (glibc's float32 sinf/expf/tanhf, within the 2 ulp
     # the bound assumes): every element within its own first-order bound, and the relative norm (what the
     # check takes) far under the step's tolerance. Numba's CPU fastmath keeps the library calls, so the
     # fastmath run measures the same float32 arithmetic, not the GPU's approximate instructions.
+    import numba
+
     ufunc = numba.vectorize(["float32(float32)"], target="cpu", fastmath=fastmath)(body.mycalculation)
     x = np.random.default_rng(7).standard_normal(2_000_000).astype(np.float32)
     ref = body.reference(x)
@@ -137,7 +150,7 @@ def test_float32_cpu_ufunc_stays_within_the_bound_element_by_element(fastmath):
 
 @pytest.mark.parametrize("variant", ["float32", "fastmath"])
 @pytest.mark.parametrize("mode", ["run", "timed"])
-def test_float32_steps_run_and_check_under_the_simulator(tmp_path, variant, mode):
+def test_float32_steps_run_and_check_under_the_simulator(tmp_path, variant, mode, body):
     # the simulator runs every thread in Python: a few hundred elements, more than one block
     n = 301
     rec = _run_recipe_on_cpu(tmp_path, variant, mode, size=n)
@@ -173,7 +186,7 @@ def test_float32_results_off_by_five_times_the_bound_fail_the_check():
     assert "unlaunched" in out and "non-finite" in out
 
 
-def test_the_float32_kernels_pass_fastmath_and_lineinfo_to_both_jit_calls(monkeypatch):
+def test_the_float32_kernels_pass_fastmath_and_lineinfo_to_both_jit_calls(monkeypatch, body):
     # Numba compiles for the GPU only where there is one (the simulator has no lineinfo): a stand-in
     # records the calls
     seen = []
