@@ -1,9 +1,10 @@
 """``python -m MODULE ARGS`` and ``python -c CODE ARGS`` for the tests, each run a fresh process
 forked from a server that has already imported what the run imports first and costs most: Snakemake
-(some 1,300 modules with its plugins, 0.6 s of CPU a start, about a hundred starts), JAX (1.2 s) or
-Numba's CUDA simulator (1.1 s). Each run is still a process of its own, with its own folder,
-environment, exit status, stdout and stderr (files, read back as ``subprocess.run(..., text=True)``
-would decode them). COOKBOOK_TEST_FORKS=0 starts each one plainly instead.
+(some 1,300 modules with its plugins; the tests start it about a hundred times), JAX or Numba's CUDA
+simulator, whose imports are most of a short run's time. Each run is still a process of its own,
+with its own folder, environment, exit status, stdout and stderr (files, read back as
+``subprocess.run(..., text=True)`` would decode them). COOKBOOK_TEST_FORKS=0 starts each one plainly
+instead.
 
 A :class:`Server` whose imports read the environment (JAX and Numba read their settings as they are
 imported) is started in the environment of the first run it serves, and serves only runs whose

@@ -1,7 +1,6 @@
 """``python -m snakemake ARGS`` for the tests, from a fork of a process that has imported Snakemake
 already (tests/python_forks.py): a start of Snakemake imports some 1,300 modules (its plugins',
-pandas, SQLAlchemy) before it reads the Snakefile, 0.6 s of CPU each time, and the tests start it
-about a hundred times."""
+pandas, SQLAlchemy) before it reads the Snakefile, and the tests start it about a hundred times."""
 from __future__ import annotations
 
 import subprocess

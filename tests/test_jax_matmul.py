@@ -14,7 +14,7 @@ import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # JAX is imported by the tests that use it, not at collection: a worker that never runs them is spared
-# its 1-second import
+# its import
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="could not import 'jax'")
 
 from analysis.common.gzfiles import plain_file  # noqa: E402

@@ -141,8 +141,8 @@ def serve_forks() -> None:
     # NVIDIA's module too, after reader_module's child has imported it without harm; no report is
     # ever loaded here
     module = import_ncu_report()
-    # and the host library it loads at a report's first action: loading it (relocations, ~100 MB
-    # of pages touched) was most of each child's time; a child now finds it loaded
+    # and the host library it loads at a report's first action: loading it (its relocations) was
+    # most of each child's time; a child now finds it loaded
     for library in _nvperf_host_libraries(module):
         ctypes.CDLL(library)
     replies = sys.stdout.buffer
