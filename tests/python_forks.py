@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import json
 import os
 import signal
 import subprocess
@@ -21,47 +20,27 @@ import sys
 import tempfile
 import threading
 
-from analysis.common.forks import read_line
+from analysis.common import forks
 from workloads import settings
 
-#: the server: runs its preamble (the imports), then forks one child per request line (JSON) on the pipe
-#: its first argument names and answers each on its second with the child's pid, then its exit status.
-#: The child leaves the loop and runs the request as `python -m`/`python -c` would, in the request's
-#: folder and environment (PYTHONPATH too: a process reads it at its start, so the child puts it on
-#: sys.path itself).
+#: the server: runs its preamble (the imports), then serves requests (forks.serve) on the pipes its
+#: first two arguments name. The child runs the request as `python -m`/`python -c` would, in the
+#: request's folder and environment (PYTHONPATH too: a process reads it at its start, so the child
+#: puts it on sys.path itself). forks.py is loaded by its path, under a name of its own: importing
+#: `analysis` here would put this checkout's package in every child, ahead of the copy of the
+#: checkout the child may run in.
 _SERVER = r"""
-import gc, json, os, runpy, sys, tempfile, types
+import gc, importlib.util, os, runpy, sys, tempfile, types
 exec(sys.argv[3])
+_spec = importlib.util.spec_from_file_location("_test_forks", sys.argv[4])
+forks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(forks)
 gc.freeze()  # the objects made so far are never collected: a fork's collections leave their pages shared
 
-_requests, _replies = os.fdopen(int(sys.argv[1]), "r"), os.fdopen(int(sys.argv[2]), "w")
-
-
-def _serve():
-    for line in _requests:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            return request
-        _replies.write(f"{pid}\n")
-        _replies.flush()
-        _, status = os.waitpid(pid, 0)
-        _replies.write(f"{os.waitstatus_to_exitcode(status)}\n")
-        _replies.flush()
-    os._exit(0)
-
-
-request = _serve()
-_requests.close()
-_replies.close()
+with os.fdopen(int(sys.argv[1]), "rb") as _requests, os.fdopen(int(sys.argv[2]), "wb") as _replies:
+    request = forks.serve(_requests, _replies)
 os.setsid()  # its own process group: a timeout ends it and the processes it started
-# as analysis.common.forks.redirect_standard_streams does; not imported here, where it would put this
-# checkout's `analysis` package in every child, ahead of the copy of the checkout the child may run in
-for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-                        (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
-    opened = os.open(path, flags, 0o600)
-    os.dup2(opened, fd)
-    os.close(opened)
+forks.redirect_standard_streams(os.devnull, request["stdout"], request["stderr"])
 os.chdir(request["cwd"])
 os.environ.clear()
 os.environ.update(request["env"])
@@ -120,11 +99,11 @@ def _start(server: Server, env: dict[str, str]) -> tuple:
     else:
         # the server's own PYTHONPATH entries would sit on every child's sys.path; the child adds the request's
         server_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(req_r), str(rep_w), server.preamble],
+    proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(req_r), str(rep_w), server.preamble, forks.__file__],
                             stdin=subprocess.DEVNULL, env=server_env, pass_fds=(req_r, rep_w))
     os.close(req_r)
     os.close(rep_w)
-    running = _running[key] = (proc, os.fdopen(req_w, "w"), rep_r)
+    running = _running[key] = (proc, os.fdopen(req_w, "wb"), rep_r)
     atexit.register(_stop, running)
     return running
 
@@ -142,12 +121,11 @@ def _stop(running) -> None:
         proc.wait()
 
 
-def _reply(replies: int, timeout: float | None) -> str:
-    """The server's next line (TimeoutError after ``timeout`` s)."""
+def _kill_group(pid: int) -> None:
     try:
-        return read_line(replies, timeout).decode()
-    except EOFError:
-        raise RuntimeError("a fork server of the tests ended (tests/python_forks.py)") from None
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:  # not yet the leader of its own group
+        os.kill(pid, signal.SIGKILL)
 
 
 def run(server: Server, argv: list[str], cwd, env: dict | None = None,
@@ -163,18 +141,13 @@ def run(server: Server, argv: list[str], cwd, env: dict | None = None,
     with _lock, tempfile.TemporaryDirectory(prefix="forked-run-") as folder:
         _, requests, replies = _start(server, env)
         out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
-        requests.write(json.dumps({"argv": argv[1:], "cwd": os.path.abspath(cwd), "stdout": out, "stderr": err,
-                                   "env": env, "child_setup": server.child_setup}) + "\n")
-        requests.flush()
-        pid = int(_reply(replies, 60))
+        request = {"argv": argv[1:], "cwd": os.path.abspath(cwd), "stdout": out, "stderr": err, "env": env,
+                   "child_setup": server.child_setup}
         try:
-            rc = int(_reply(replies, timeout))
+            rc = forks.ask(requests, replies, request, timeout, _kill_group)
+        except EOFError:
+            raise RuntimeError("a fork server of the tests ended (tests/python_forks.py)") from None
         except TimeoutError:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:  # not yet the leader of its own group
-                os.kill(pid, signal.SIGKILL)
-            _reply(replies, None)
             with open(out) as o, open(err) as e:
                 raise subprocess.TimeoutExpired(argv, timeout, o.read(), e.read()) from None
         with open(out) as o, open(err) as e:

@@ -21,8 +21,8 @@ FACTS_FILE = "profile.yaml"
 #: the presets a facts file may hold; each is laid over ``default`` key by key
 PRESETS = ("default", "lab", "laptop", "smoke")
 FACTS_SCHEMA = Path(workloads.__file__).parent / "recipe_facts.schema.yaml"
-#: libyaml's loader where PyYAML was built with it (ten times quicker), else the pure-Python one: the
-#: same safe subset of YAML, the same values
+#: libyaml's loader where PyYAML was built with it (compiled, much quicker), else the pure-Python one:
+#: the same safe subset of YAML, the same values
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

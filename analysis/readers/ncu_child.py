@@ -23,7 +23,6 @@ import dataclasses
 import functools
 import glob
 import importlib
-import json
 import os
 import pickle
 import signal
@@ -35,7 +34,7 @@ import traceback
 from typing import Any
 
 from analysis.common.errors import AnalysisInputError
-from analysis.common.forks import read_line, redirect_standard_streams
+from analysis.common.forks import ask, redirect_standard_streams, serve
 from analysis.common.gzfiles import plain_file
 
 #: first bytes of every .ncu-rep file
@@ -145,28 +144,20 @@ def serve_forks() -> None:
     # most of each child's time; a child now finds it loaded
     for library in _nvperf_host_libraries(module):
         ctypes.CDLL(library)
-    replies = sys.stdout.buffer
-    for line in sys.stdin.buffer:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            status = 1
-            try:
-                redirect_standard_streams(os.devnull, os.devnull, request["stderr"])
-                os.chdir(request["cwd"])
-                os.environ.clear()
-                os.environ.update(request["env"])
-                status = child_main(request["argv"])
-            except BaseException:  # noqa: BLE001 - told through the exit status and stderr, as a fresh interpreter would
-                traceback.print_exc()
-            finally:
-                sys.stderr.flush()
-                os._exit(status)
-        replies.write(b"%d\n" % pid)
-        replies.flush()
-        _, wait_status = os.waitpid(pid, 0)
-        replies.write(b"%d\n" % os.waitstatus_to_exitcode(wait_status))
-        replies.flush()
+    request = serve(sys.stdin.buffer, sys.stdout.buffer)
+    # in the child
+    status = 1
+    try:
+        redirect_standard_streams(os.devnull, os.devnull, request["stderr"])
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        status = child_main(request["argv"])
+    except BaseException:  # noqa: BLE001 - told through the exit status and stderr, as a fresh interpreter would
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(status)
 
 
 #: the variables a process reads as it starts (where Python and the loader look for modules and
@@ -202,13 +193,6 @@ class _Template:
             self.proc.kill()
             self.proc.wait()
 
-    def reply(self, timeout: float | None) -> int:
-        """The template's next answer; TimeoutError after ``timeout`` s, RuntimeError if it ended."""
-        try:
-            return int(read_line(self.proc.stdout.fileno(), timeout))
-        except EOFError:
-            raise RuntimeError("the ncu report reader's template process ended") from None
-
     def run(self, argv: list[str], env: dict[str, str], timeout: float) -> tuple[int, str]:
         """:func:`child_main` on ``argv`` in a fork with environment ``env``: its exit status (negative:
         killed by that signal) and its stderr. subprocess.TimeoutExpired after ``timeout`` s, the child killed."""
@@ -216,15 +200,13 @@ class _Template:
         os.close(fd)
         try:
             request = {"argv": argv, "cwd": os.getcwd(), "env": env, "stderr": stderr_file}
-            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
-            self.proc.stdin.flush()
-            pid = self.reply(60)
             try:
-                status = self.reply(timeout)
+                status = ask(self.proc.stdin, self.proc.stdout.fileno(), request, timeout,
+                             lambda pid: os.kill(pid, signal.SIGKILL))
             except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
-                self.reply(None)
                 raise subprocess.TimeoutExpired(argv, timeout) from None
+            except EOFError:
+                raise RuntimeError("the ncu report reader's template process ended") from None
             with open(stderr_file, errors="replace") as f:
                 return status, f.read()
         finally:

@@ -44,7 +44,7 @@ class SamplingRule:
 def load_binomial_functions():
     """SciPy's special functions (the binomial CDF and its inverse), imported on first use: a timed run
     loads them before its samples start, so that the import is not counted in the sampling budget.
-    scipy.special, not scipy.stats: a fifth of the import, in every timed process."""
+    scipy.special, not scipy.stats, whose import is several times larger, in every timed process."""
     from scipy import special  # noqa: PLC0415 - only where an interval is computed
 
     return special
