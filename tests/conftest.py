@@ -311,9 +311,28 @@ def run_in_thread(fn, *args):
 
 
 def pytest_configure(config):
+    if not hasattr(config, "workerinput") and config.getoption("dist", "no") == "loadfile":
+        # the files come in the order the workers collect them (pytest_collection_modifyitems)
+        config.option.loadscopereorder = False
     if not hasattr(config, "workerinput"):  # once per run, before pytest-xdist starts its workers
         # the project's bytecode, for the processes the tests start and the checkout's copies (copy_checkout)
         import compileall
 
         for package in ("analysis", "workloads"):
             compileall.compile_dir(REPO / package, quiet=1)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, the files holding slow tests are handed out first, then the others
+    with the most tests first (xdist's own order): a long file handed out last keeps one worker busy
+    while the others have finished."""
+    if not hasattr(config, "workerinput"):  # only xdist's workers' order counts (and they see dist "no")
+        return
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+
+    def first(tests):
+        return (not any(t.get_closest_marker("slow") for t in tests), -len(tests))
+
+    items[:] = [item for tests in sorted(files.values(), key=first) for item in tests]

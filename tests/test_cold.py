@@ -244,7 +244,9 @@ def test_a_signal_to_the_wrapper_stops_the_job_before_the_gpu_is_let_go(tmp_path
     code = ("import os, signal, sys, time\n"
             "def bye(*_):\n    time.sleep(1.0); sys.exit(5)\n"
             f"signal.signal({int(sig)}, bye)\n"
-            f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+            # written whole, then renamed: the test reads it as soon as the name exists
+            f"open({str(pid_file)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
+            f"os.rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r})\n"
             "time.sleep(30)\n")
     wrapper = subprocess.Popen([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path),
                                 "--tag", "sig", "--", sys.executable, "-c", code], cwd=REPO, env=env,
@@ -271,7 +273,8 @@ def test_a_signal_to_the_wrapper_stops_the_job_before_the_gpu_is_let_go(tmp_path
 
 def test_a_sigkilled_wrapper_takes_its_command_with_it(tmp_path):
     pid_file = tmp_path / "child.pid"
-    code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(30)"
+    code = (f"import os, time; open({str(pid_file)!r} + '.tmp', 'w').write(str(os.getpid())); "
+            f"os.rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r}); time.sleep(30)")
     wrapper = subprocess.Popen([sys.executable, "-m", "workloads.harness.cold", "--work-dir", str(tmp_path),
                                 "--", sys.executable, "-c", code], cwd=REPO)
     assert _wait_for(pid_file.exists)
