@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba") is None, reaso
 
 import python_forks  # noqa: E402
 from conftest import REPO  # noqa: E402
+from workloads import frameworks  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -47,17 +48,29 @@ def _simulate(code: str) -> str:
 
 
 def _run_recipe_on_cpu(tmp_path, variant: str, mode: str, size: int = 301) -> dict:
-    """``python -m workloads.numba_ufunc --device cpu`` at ``size`` elements (the simulator turns
-    itself on); its record."""
+    """``python -m workloads.numba_ufunc --device cpu`` at ``size`` elements; its record. Forked
+    from the warm simulator server, with the variable ``--device cpu`` sets
+    (test_device_cpu_turns_the_simulator_on_by_itself runs it as a fresh process without it)."""
     out = tmp_path / "rec.json"
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     args = [sys.executable, "-m", "workloads.numba_ufunc", "--device", "cpu", "--variant", variant, "--size", str(size),
             "--mode", mode, "--output", str(out)]
     if mode == "timed":
         args += ["--warmup", "1", "--repeats", "3"]
-    r = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, **frameworks.framework("numba").cpu_env)
+    r = python_forks.run(python_forks.NUMBA_CUDA, args, REPO, env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(out.read_text())
+
+
+def test_device_cpu_turns_the_simulator_on_by_itself(tmp_path):
+    """A fresh process whose environment does not ask for the simulator: ``--device cpu`` does."""
+    out = tmp_path / "rec.json"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, "-m", "workloads.numba_ufunc", "--device", "cpu", "--variant", "float32",
+                        "--size", "64", "--mode", "run", "--output", str(out)],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(out.read_text())["relative_error"] < U32
 
 
 @pytest.mark.parametrize("mode", ["run", "timed"])
