@@ -311,15 +311,16 @@ def run_in_thread(fn, *args):
 
 
 def pytest_configure(config):
-    if not hasattr(config, "workerinput") and config.getoption("dist", "no") == "loadfile":
+    if hasattr(config, "workerinput"):  # the rest runs once per run, before pytest-xdist starts its workers
+        return
+    if config.getoption("dist", "no") == "loadfile":
         # the files come in the order the workers collect them (pytest_collection_modifyitems)
         config.option.loadscopereorder = False
-    if not hasattr(config, "workerinput"):  # once per run, before pytest-xdist starts its workers
-        # the project's bytecode, for the processes the tests start and the checkout's copies (copy_checkout)
-        import compileall
+    # the project's bytecode, for the processes the tests start and the checkout's copies (copy_checkout)
+    import compileall
 
-        for package in ("analysis", "workloads"):
-            compileall.compile_dir(REPO / package, quiet=1)
+    for package in ("analysis", "workloads"):
+        compileall.compile_dir(REPO / package, quiet=1)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -40,10 +40,7 @@ gc.freeze()  # the objects made so far are never collected: a fork's collections
 with os.fdopen(int(sys.argv[1]), "rb") as _requests, os.fdopen(int(sys.argv[2]), "wb") as _replies:
     request = forks.serve(_requests, _replies)
 os.setsid()  # its own process group: a timeout ends it and the processes it started
-forks.redirect_standard_streams(os.devnull, request["stdout"], request["stderr"])
-os.chdir(request["cwd"])
-os.environ.clear()
-os.environ.update(request["env"])
+forks.enter_request(request)
 tempfile.tempdir = None  # TMPDIR as the request's environment says
 option, target, *args = request["argv"]
 sys.path[0] = os.getcwd() if option == "-m" else ""  # as `python -m` and `python -c` put it

@@ -32,6 +32,12 @@ from conftest import REFERENCE, REPO, reference_trace  # noqa: E402
 CPU_ENV = dict(os.environ, JAX_PLATFORMS="cpu")
 
 
+def _jax_module(module: str, *args: str, env: dict | None = None):
+    """``python -m MODULE ARGS`` on JAX's CPU backend (``env``: CPU_ENV), forked from the tests' warm JAX server."""
+    return python_forks.run(python_forks.JAX, [sys.executable, "-m", module, *args], REPO,
+                            CPU_ENV if env is None else env, timeout=120)
+
+
 def _run(variant: str, size: int):
     v = RECIPE.variant_class(variant)(size=size)
     v.setup()
@@ -118,9 +124,8 @@ def test_the_sampled_check_recomputes_whole_rows_equal_to_the_full_reference(var
 
 def test_a_run_under_the_profilers_records_its_sampled_check(tmp_path):
     out = tmp_path / "run.json"
-    r = python_forks.run(python_forks.JAX, [sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "jit", "--size", "64",
-                        "--calls", "1", "--check", "sample", "--output", str(out)],
-                       REPO, CPU_ENV, timeout=120)
+    r = _jax_module("workloads.jax_matmul", "--device", "cpu", "--variant", "jit", "--size", "64",
+                    "--calls", "1", "--check", "sample", "--output", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert rec["check"] == {"method": "sample", "elements": 8 * 64, "of": 64 * 64}
@@ -150,18 +155,15 @@ def test_sizes_that_are_not_a_power_of_two_or_too_large_are_refused(size):
 
 
 def test_the_runner_refuses_a_non_power_of_two_with_one_line():
-    r = python_forks.run(python_forks.JAX, [sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "baseline",
-                        "--size", "96"],
-                       REPO, CPU_ENV, timeout=120)
+    r = _jax_module("workloads.jax_matmul", "--device", "cpu", "--variant", "baseline", "--size", "96")
     assert r.returncode == 1
     assert "power of two" in r.stderr
 
 
 def test_timed_run_through_the_runner(tmp_path):
     out = tmp_path / "t.json"
-    r = python_forks.run(python_forks.JAX, [sys.executable, "-m", "workloads.jax_matmul", "--device", "cpu", "--variant", "jit", "--size", "128", "--mode",
-                        "timed", "--warmup", "1", "--repeats", "3", "--output", str(out)],
-                       REPO, CPU_ENV, timeout=120)
+    r = _jax_module("workloads.jax_matmul", "--device", "cpu", "--variant", "jit", "--size", "128", "--mode",
+                    "timed", "--warmup", "1", "--repeats", "3", "--output", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert rec["relative_error"] == 0.0
@@ -231,9 +233,8 @@ def test_allocator_child_records_time_memory_and_the_check(tmp_path):
     out = tmp_path / "child.json"
     env = dict(CPU_ENV, XLA_PYTHON_CLIENT_PREALLOCATE="false",
                COOKBOOK_CUDA_DRIVER_LIBRARY="libcuda-not-here.so.1")
-    r = python_forks.run(python_forks.JAX, [sys.executable, "-m", "workloads.jax_matmul.exp_allocator", "--child", "--setting",
-                        "preallocate_false", "--size", "64", "--warmup", "1", "--repeats", "3", "--output", str(out)],
-                       REPO, env, timeout=120)
+    r = _jax_module("workloads.jax_matmul.exp_allocator", "--child", "--setting", "preallocate_false", "--size", "64",
+                    "--warmup", "1", "--repeats", "3", "--output", str(out), env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert rec["environment"] == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}

@@ -61,10 +61,16 @@ def read_line(fd: int, timeout: float | None) -> bytes:
     return line
 
 
-def redirect_standard_streams(stdin: str, stdout: str, stderr: str) -> None:
-    """In a forked child: descriptors 0, 1 and 2 onto these files (stdout and stderr made or emptied)."""
-    for fd, path, flags in ((0, stdin, os.O_RDONLY), (1, stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-                            (2, stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+def enter_request(request: dict) -> None:
+    """In a forked child: become the request's process. Descriptors 0, 1 and 2 onto /dev/null, the
+    request's ``stdout`` file (/dev/null where it names none) and its ``stderr`` file (both made or
+    emptied); its folder (``cwd``) and its whole environment (``env``)."""
+    for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
+                            (1, request.get("stdout", os.devnull), os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                            (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
         opened = os.open(path, flags, 0o600)
         os.dup2(opened, fd)
         os.close(opened)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])

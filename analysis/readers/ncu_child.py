@@ -34,7 +34,7 @@ import traceback
 from typing import Any
 
 from analysis.common.errors import AnalysisInputError
-from analysis.common.forks import ask, redirect_standard_streams, serve
+from analysis.common.forks import ask, enter_request, serve
 from analysis.common.gzfiles import plain_file
 
 #: first bytes of every .ncu-rep file
@@ -148,10 +148,7 @@ def serve_forks() -> None:
     # in the child
     status = 1
     try:
-        redirect_standard_streams(os.devnull, os.devnull, request["stderr"])
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
+        enter_request(request)
         status = child_main(request["argv"])
     except BaseException:  # noqa: BLE001 - told through the exit status and stderr, as a fresh interpreter would
         traceback.print_exc()
